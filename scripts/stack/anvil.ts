@@ -1,0 +1,93 @@
+/**
+ * A local chain: the anvil binary shipped by the @foundry-rs/anvil npm package, started directly
+ * (not through npx, whose parent process would leave anvil orphaned) and stopped by its own pid.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { waitFor } from "./wait.ts";
+
+const require = createRequire(import.meta.url);
+
+export const anvilBinary = (): string =>
+  join(dirname(require.resolve("@foundry-rs/anvil-linux-amd64/package.json")), "bin", "anvil");
+
+export interface RunningAnvil {
+  readonly http: string;
+  readonly ws: string;
+  readonly pid: number;
+  mine(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export const rpc = async (url: string, method: string, params: unknown[] = []): Promise<unknown> => {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+  });
+  const body = (await response.json()) as { result?: unknown; error?: { message: string } };
+  if (body.error) throw new Error(`${method}: ${body.error.message}`);
+  return body.result;
+};
+
+const rpcAnswers = (url: string): Promise<boolean> =>
+  rpc(url, "eth_chainId").then(
+    () => true,
+    () => false,
+  );
+
+export const stopChild = (child: ChildProcess, signal: NodeJS.Signals, timeoutMs: number): Promise<void> =>
+  new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill(signal);
+  });
+
+export const startAnvil = async (options: {
+  readonly port: number;
+  readonly chainId: number;
+  /** Keeps the chain across restarts: loaded at start, dumped on exit and every few seconds. */
+  readonly stateFile?: string;
+  readonly onOutput?: (line: string) => void;
+}): Promise<RunningAnvil> => {
+  const args = ["--host", "127.0.0.1", "--port", String(options.port), "--chain-id", String(options.chainId)];
+  if (options.stateFile)
+    args.push("--state", options.stateFile, "--state-interval", "5", "--preserve-historical-states");
+  // Own process group: Ctrl-C reaches only the supervisor, which stops the stack in order.
+  const child = spawn(anvilBinary(), args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const output: string[] = [];
+  const collect = (chunk: Buffer) => {
+    for (const line of chunk.toString().split("\n")) {
+      if (line.trim() === "") continue;
+      output.push(line);
+      if (output.length > 50) output.shift();
+      options.onOutput?.(line);
+    }
+  };
+  child.stdout.on("data", collect);
+  child.stderr.on("data", collect);
+  const http = `http://127.0.0.1:${options.port}`;
+  const exited = new Promise<never>((_, reject) =>
+    child.once("exit", (code) => reject(new Error(`anvil exited with ${code}:\n${output.join("\n")}`))),
+  );
+  await Promise.race([
+    waitFor(() => rpcAnswers(http), { timeoutMs: 20_000, what: `anvil on ${http}` }),
+    exited,
+  ]);
+  exited.catch(() => {});
+  return {
+    http,
+    ws: `ws://127.0.0.1:${options.port}`,
+    pid: child.pid ?? -1,
+    mine: async () => {
+      await rpc(http, "evm_mine");
+    },
+    // SIGINT lets anvil dump its state file before it exits.
+    stop: () => stopChild(child, "SIGINT", 10_000),
+  };
+};

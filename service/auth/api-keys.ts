@@ -1,0 +1,152 @@
+/**
+ * API keys: `sk_test_…` and `sk_live_…`, 32 random bytes in base62. Only the SHA-256 of a key is
+ * stored (keys are high-entropy, so a fast hash is enough, as for GitHub and Stripe tokens); the
+ * clear key is returned once, when it is created.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { Context, Effect, Layer, Option, Schema } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import { decodeRows } from "../db/rows.ts";
+import { NotFound, Unauthenticated } from "../errors.ts";
+import { newId } from "../ids.ts";
+
+export interface Caller {
+  readonly merchantId: string;
+  readonly apiKeyId: string;
+  readonly livemode: boolean;
+}
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+export const API_KEY_PATTERN = /^sk_(test|live)_[0-9A-Za-z]{20,64}$/;
+
+const base62 = (bytes: Uint8Array): string => {
+  let n = BigInt(`0x${Buffer.from(bytes).toString("hex")}`);
+  let out = "";
+  while (n > 0n) {
+    out = BASE62[Number(n % 62n)] + out;
+    n /= 62n;
+  }
+  return out.padStart(43, "0");
+};
+
+export const generateApiKey = (livemode: boolean): string =>
+  `sk_${livemode ? "live" : "test"}_${base62(randomBytes(32))}`;
+
+export const hashApiKey = (key: string): Buffer => createHash("sha256").update(key, "utf8").digest();
+
+export const redactApiKey = (key: string): string => `${key.slice(0, 8)}…${key.slice(-4)}`;
+
+const ApiKeyRow = Schema.Struct({
+  id: Schema.String,
+  merchant_id: Schema.String,
+  livemode: Schema.Boolean,
+  redacted: Schema.String,
+  created_at: Schema.Date,
+  revoked_at: Schema.NullOr(Schema.Date),
+});
+export type ApiKeyRecord = typeof ApiKeyRow.Type;
+const decodeKeys = decodeRows(ApiKeyRow);
+
+export interface CreatedApiKey {
+  readonly record: ApiKeyRecord;
+  /** The clear key: shown once, never stored. */
+  readonly secret: string;
+}
+
+const missingKey = new Unauthenticated({
+  code: "api_key_missing",
+  message: "No API key provided. Send it as `Authorization: Bearer sk_test_...`.",
+});
+const malformedKey = new Unauthenticated({
+  code: "api_key_malformed",
+  message:
+    "The Authorization header must be `Bearer <API key>`, with a key that starts with sk_test_ or sk_live_.",
+});
+const unknownKey = new Unauthenticated({ code: "api_key_invalid", message: "Invalid API key provided." });
+
+export class ApiKeys extends Context.Service<
+  ApiKeys,
+  {
+    readonly authenticate: (
+      authorization: string | undefined,
+    ) => Effect.Effect<Caller, Unauthenticated | SqlError.SqlError>;
+    /** Creates a key; with `secret`, stores that exact key (the dev stack's DEV_API_KEY). */
+    readonly create: (input: {
+      readonly merchantId: string;
+      readonly livemode: boolean;
+      readonly secret?: string;
+    }) => Effect.Effect<CreatedApiKey, NotFound | SqlError.SqlError>;
+    readonly list: (merchantId: string) => Effect.Effect<readonly ApiKeyRecord[], SqlError.SqlError>;
+    readonly revoke: (id: string) => Effect.Effect<ApiKeyRecord, NotFound | SqlError.SqlError>;
+  }
+>()("ApiKeys") {
+  static readonly layer = Layer.effect(
+    ApiKeys,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+
+      const authenticate = (authorization: string | undefined) =>
+        Effect.gen(function* () {
+          if (authorization === undefined || authorization.trim() === "") return yield* missingKey;
+          const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+          const key = match?.[1];
+          if (key === undefined || !API_KEY_PATTERN.test(key)) return yield* malformedKey;
+          const rows = yield* sql<{ id: string; merchant_id: string; livemode: boolean }>`
+            SELECT id, merchant_id, livemode FROM billing.api_keys
+            WHERE secret_sha256 = ${hashApiKey(key)} AND revoked_at IS NULL`;
+          const row = rows[0];
+          if (row === undefined) return yield* unknownKey;
+          return { merchantId: row.merchant_id, apiKeyId: row.id, livemode: row.livemode };
+        });
+
+      const create = (input: {
+        readonly merchantId: string;
+        readonly livemode: boolean;
+        readonly secret?: string;
+      }) =>
+        Effect.gen(function* () {
+          const merchants = yield* sql`SELECT 1 FROM billing.merchants WHERE id = ${input.merchantId}`;
+          if (merchants.length === 0)
+            return yield* new NotFound({
+              code: "resource_missing",
+              message: `No such merchant: ${input.merchantId}`,
+              param: "merchant",
+            });
+          const secret = input.secret ?? generateApiKey(input.livemode);
+          const id = yield* newId("apiKey");
+          const rows = yield* sql`
+            INSERT INTO billing.api_keys ${sql.insert({
+              id,
+              merchant_id: input.merchantId,
+              livemode: input.livemode,
+              secret_sha256: hashApiKey(secret),
+              redacted: redactApiKey(secret),
+            })}
+            RETURNING id, merchant_id, livemode, redacted, created_at, revoked_at`;
+          const [record] = yield* decodeKeys(rows);
+          return { record: record as ApiKeyRecord, secret };
+        });
+
+      const list = (merchantId: string) =>
+        sql`SELECT id, merchant_id, livemode, redacted, created_at, revoked_at FROM billing.api_keys
+            WHERE merchant_id = ${merchantId} ORDER BY id`.pipe(Effect.flatMap(decodeKeys));
+
+      const revoke = (id: string) =>
+        sql`UPDATE billing.api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = ${id}
+            RETURNING id, merchant_id, livemode, redacted, created_at, revoked_at`.pipe(
+          Effect.flatMap(decodeKeys),
+          Effect.flatMap((rows) =>
+            Option.match(Option.fromNullishOr(rows[0]), {
+              onNone: () =>
+                Effect.fail(
+                  new NotFound({ code: "resource_missing", message: `No such API key: ${id}`, param: "id" }),
+                ),
+              onSome: Effect.succeed,
+            }),
+          ),
+        );
+
+      return { authenticate, create, list, revoke };
+    }),
+  );
+}

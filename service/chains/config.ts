@@ -1,0 +1,136 @@
+import { readFileSync } from "node:fs";
+import { Effect, Result, Schema } from "effect";
+import { formatSchemaError } from "../schema-errors.ts";
+
+const Address = Schema.String.check(
+  Schema.isPattern(/^0x[0-9a-fA-F]{40}$/, { message: "must be a 0x-prefixed 20-byte hex address" }),
+);
+const HttpUrl = Schema.String.check(
+  Schema.isPattern(/^https?:\/\/\S+$/, { message: "must be an http(s):// URL" }),
+);
+const WsUrl = Schema.String.check(Schema.isPattern(/^wss?:\/\/\S+$/, { message: "must be a ws(s):// URL" }));
+const Symbol_ = Schema.String.check(
+  Schema.isPattern(/^[A-Za-z0-9.]{1,16}$/, { message: "must be 1-16 letters, digits or dots" }),
+);
+const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0));
+
+/** A token the chain accepts. `deploy` (local chains only) names a test contract the dev stack deploys. */
+const TokenConfig = Schema.Struct({
+  symbol: Symbol_,
+  decimals: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 36 })),
+  address: Schema.optionalKey(Address),
+  deploy: Schema.optionalKey(Schema.Literals(["TestUSDC"])),
+});
+
+const EscrowConfig = Schema.Struct({
+  address: Schema.optionalKey(Address),
+  start_block: Schema.optionalKey(NonNegativeInt),
+});
+
+/**
+ * One chain, as an operator writes it. A chain with `local` is a development chain: the dev stack
+ * starts anvil for it, deploys its contracts and fills in `rpc` and the addresses.
+ */
+export const ChainConfig = Schema.Struct({
+  id: Schema.Int.check(Schema.isGreaterThan(0)),
+  name: Schema.String.check(Schema.isBetweenLength(1, 64)),
+  livemode: Schema.Boolean,
+  local: Schema.optionalKey(
+    Schema.Struct({ port: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 })) }),
+  ),
+  rpc: Schema.optionalKey(
+    Schema.Struct({ http: Schema.NonEmptyArray(HttpUrl), ws: Schema.optionalKey(WsUrl) }),
+  ),
+  escrow: Schema.optionalKey(EscrowConfig),
+  tokens: Schema.Array(TokenConfig),
+  subscriptions_available: Schema.Boolean,
+  escrow_available: Schema.Boolean,
+  hold_seconds: NonNegativeInt,
+  confirmations: NonNegativeInt,
+});
+export type ChainConfig = typeof ChainConfig.Type;
+
+export const ChainsFile = Schema.Struct({ chains: Schema.Array(ChainConfig) });
+export type ChainsFile = typeof ChainsFile.Type;
+
+/** A chain whose RPC and addresses are all known: what the indexer and the service run on. */
+export interface ResolvedChain extends ChainConfig {
+  readonly rpc: { readonly http: readonly [string, ...string[]]; readonly ws?: string };
+  readonly tokens: ReadonlyArray<{
+    readonly symbol: string;
+    readonly decimals: number;
+    readonly address: `0x${string}`;
+  }>;
+}
+
+export class ChainConfigError extends Schema.TaggedError<ChainConfigError>()("ChainConfigError", {
+  message: Schema.String,
+}) {}
+
+const semanticChecks = (file: ChainsFile): string[] => {
+  const problems: string[] = [];
+  const seen = new Set<number>();
+  file.chains.forEach((chain, i) => {
+    const at = `chains[${i}]`;
+    if (seen.has(chain.id)) problems.push(`${at}.id: chain ${chain.id} is listed twice`);
+    seen.add(chain.id);
+    if (chain.local && chain.livemode) problems.push(`${at}.livemode: a local chain cannot be live`);
+    if (!chain.local && !chain.rpc) problems.push(`${at}.rpc: required for a chain that is not local`);
+    if (!chain.escrow_available && chain.hold_seconds !== 0)
+      problems.push(`${at}.hold_seconds: must be 0 when escrow_available is false`);
+    const symbols = new Set<string>();
+    chain.tokens.forEach((token, j) => {
+      const t = `${at}.tokens[${j}]`;
+      if (symbols.has(token.symbol)) problems.push(`${t}.symbol: ${token.symbol} is listed twice`);
+      symbols.add(token.symbol);
+      if (token.address === undefined && token.deploy === undefined)
+        problems.push(`${t}.address: required (or "deploy" on a local chain)`);
+      if (token.deploy !== undefined && !chain.local)
+        problems.push(`${t}.deploy: only allowed on a local chain`);
+    });
+  });
+  return problems;
+};
+
+/** Decodes and checks a chains file's JSON text. The error names the bad field. */
+export const parseChainsFile = (text: string, source: string): Effect.Effect<ChainsFile, ChainConfigError> =>
+  Effect.gen(function* () {
+    const json = yield* Effect.try({
+      try: () => JSON.parse(text) as unknown,
+      catch: (e) => new ChainConfigError({ message: `${source}: not valid JSON (${String(e)})` }),
+    });
+    const decoded = Schema.decodeUnknownResult(ChainsFile)(json, {
+      onExcessProperty: "error",
+      errors: "all",
+    });
+    if (Result.isFailure(decoded)) {
+      return yield* new ChainConfigError({ message: `${source}: ${formatSchemaError(decoded.failure)}` });
+    }
+    const problems = semanticChecks(decoded.success);
+    if (problems.length > 0)
+      return yield* new ChainConfigError({ message: `${source}: ${problems.join("; ")}` });
+    return decoded.success;
+  });
+
+/** Every chain must be resolved (rpc and all addresses known) before the indexer or service can use it. */
+export const requireResolved = (
+  file: ChainsFile,
+  source: string,
+): Effect.Effect<ResolvedChain[], ChainConfigError> => {
+  const problems: string[] = [];
+  file.chains.forEach((chain, i) => {
+    if (!chain.rpc) problems.push(`chains[${i}].rpc: missing (start local chains with npm start)`);
+    chain.tokens.forEach((token, j) => {
+      if (!token.address) problems.push(`chains[${i}].tokens[${j}].address: missing (not deployed yet)`);
+    });
+  });
+  if (problems.length > 0)
+    return Effect.fail(new ChainConfigError({ message: `${source}: ${problems.join("; ")}` }));
+  return Effect.succeed(file.chains as unknown as ResolvedChain[]);
+};
+
+export const loadChainsFile = (path: string): Effect.Effect<ChainsFile, ChainConfigError> =>
+  Effect.try({
+    try: () => readFileSync(path, "utf8"),
+    catch: (e) => new ChainConfigError({ message: `${path}: cannot read (${String(e)})` }),
+  }).pipe(Effect.flatMap((text) => parseChainsFile(text, path)));

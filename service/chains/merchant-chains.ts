@@ -1,0 +1,132 @@
+/**
+ * How a merchant configures its chains: one payout address per chain, and which of the chain's
+ * tokens it accepts. Each POST records a new configuration and supersedes the previous one, so
+ * finance can see which payout address was in force when.
+ */
+import { Context, Effect, Layer, Schema } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import { getAddress, isAddress, zeroAddress } from "viem";
+import type { Caller } from "../auth/api-keys.ts";
+import { decodeRows } from "../db/rows.ts";
+import { type InvalidRequest, invalidParam } from "../errors.ts";
+import { newId } from "../ids.ts";
+import type { ResolvedChain } from "./config.ts";
+import type { MerchantChainObject } from "./objects.ts";
+import { ChainRegistry } from "./registry.ts";
+
+export const ConfigureMerchantChain = Schema.Struct({
+  chain: Schema.Int.annotate({ description: "EIP-155 chain id, one of GET /v1/chains" }),
+  payout_address: Schema.String.annotate({ description: "0x address that receives this merchant's charges" }),
+  tokens: Schema.optionalKey(
+    Schema.Array(Schema.String).annotate({
+      description: "Token symbols to accept; default: every token of the chain",
+    }),
+  ),
+}).annotate({ identifier: "ConfigureMerchantChainRequest" });
+export type ConfigureMerchantChain = typeof ConfigureMerchantChain.Type;
+
+const Row = Schema.Struct({
+  id: Schema.String,
+  chain_id: Schema.BigInt,
+  payout_address: Schema.String,
+  tokens: Schema.Array(Schema.String),
+  created_at: Schema.Date,
+});
+type Row = typeof Row.Type;
+const decodeConfigRows = decodeRows(Row);
+
+const toObject = (row: Row, chain: ResolvedChain): MerchantChainObject => ({
+  object: "merchant_chain",
+  id: row.id,
+  chain: chain.id,
+  name: chain.name,
+  livemode: chain.livemode,
+  subscriptions_available: chain.subscriptions_available,
+  escrow_available: chain.escrow_available,
+  payout_address: row.payout_address,
+  tokens: chain.tokens
+    .filter((token) => row.tokens.includes(token.symbol))
+    .map(({ symbol, address, decimals }) => ({ symbol, address, decimals })),
+  created: Math.floor(row.created_at.getTime() / 1000),
+});
+
+export class MerchantChains extends Context.Service<
+  MerchantChains,
+  {
+    readonly configure: (
+      caller: Caller,
+      input: ConfigureMerchantChain,
+    ) => Effect.Effect<MerchantChainObject, InvalidRequest | SqlError.SqlError>;
+    readonly list: (caller: Caller) => Effect.Effect<readonly MerchantChainObject[], SqlError.SqlError>;
+  }
+>()("MerchantChains") {
+  static readonly layer = Layer.effect(
+    MerchantChains,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      const registry = yield* ChainRegistry;
+
+      const configure = (caller: Caller, input: ConfigureMerchantChain) =>
+        Effect.gen(function* () {
+          const chain = registry.find(input.chain, caller.livemode);
+          if (chain === undefined)
+            return yield* invalidParam(
+              "chain",
+              `No such ${caller.livemode ? "live" : "test"} chain: ${input.chain}. See GET /v1/chains.`,
+              "chain_unknown",
+            );
+          if (
+            !isAddress(input.payout_address, { strict: false }) ||
+            input.payout_address.toLowerCase() === zeroAddress
+          )
+            return yield* invalidParam(
+              "payout_address",
+              "payout_address must be a non-zero 0x-prefixed 20-byte address",
+            );
+          const symbols = input.tokens ?? chain.tokens.map((token) => token.symbol);
+          if (symbols.length === 0)
+            return yield* invalidParam("tokens", "tokens must name at least one token");
+          for (const [i, symbol] of symbols.entries()) {
+            if (!chain.tokens.some((token) => token.symbol === symbol))
+              return yield* invalidParam(
+                `tokens[${i}]`,
+                `Chain ${chain.id} does not accept ${JSON.stringify(symbol)}; it accepts ${chain.tokens.map((t) => t.symbol).join(", ")}`,
+                "token_unknown",
+              );
+          }
+          const id = yield* newId("merchantChain");
+          const rows = yield* sql.withTransaction(
+            Effect.gen(function* () {
+              yield* sql`UPDATE billing.merchant_chains SET superseded_at = now()
+                WHERE merchant_id = ${caller.merchantId} AND chain_id = ${chain.id} AND superseded_at IS NULL`;
+              return yield* sql`INSERT INTO billing.merchant_chains ${sql.insert({
+                id,
+                merchant_id: caller.merchantId,
+                chain_id: chain.id,
+                livemode: chain.livemode,
+                payout_address: getAddress(input.payout_address),
+                tokens: [...new Set(symbols)],
+              })} RETURNING id, chain_id, payout_address, tokens, created_at`;
+            }),
+          );
+          const [row] = yield* decodeConfigRows(rows);
+          return toObject(row as Row, chain);
+        });
+
+      const list = (caller: Caller) =>
+        sql`SELECT id, chain_id, payout_address, tokens, created_at FROM billing.merchant_chains
+            WHERE merchant_id = ${caller.merchantId} AND livemode = ${caller.livemode} AND superseded_at IS NULL
+            ORDER BY chain_id`.pipe(
+          Effect.flatMap(decodeConfigRows),
+          Effect.map((rows) =>
+            rows.flatMap((row) => {
+              const chain = registry.find(Number(row.chain_id), caller.livemode);
+              return chain ? [toObject(row, chain)] : [];
+            }),
+          ),
+        );
+
+      return { configure, list };
+    }),
+  );
+}

@@ -1,0 +1,38 @@
+/** The service's configuration, read from the environment and decoded (a bad value fails the start). */
+import { Config, Effect, type LogLevel, Option } from "effect";
+
+export interface ServiceConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly databaseUrl: string;
+  readonly databasePoolSize: number;
+  /** A resolved chains file: every chain with its RPC and contract addresses. */
+  readonly chainsFile: string;
+  /** Where the Ponder indexer answers /ready; undefined when this process does not depend on one. */
+  readonly ponderUrl: string | undefined;
+  readonly logFormat: "json" | "pretty";
+  readonly logLevel: LogLevel.LogLevel;
+  readonly idempotencyRetentionHours: number;
+}
+
+export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, Config.ConfigError> = Effect.gen(
+  function* () {
+    const production =
+      (yield* Config.String("NODE_ENV").pipe(Config.withDefault("development"))) === "production";
+    return {
+      host: yield* Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
+      port: yield* Config.Port("PORT").pipe(Config.withDefault(4242)),
+      databaseUrl: yield* Config.String("DATABASE_URL"),
+      databasePoolSize: yield* Config.Int("DATABASE_POOL_SIZE").pipe(Config.withDefault(20)),
+      chainsFile: yield* Config.String("CHAINS_CONFIG").pipe(Config.withDefault("config/chains.json")),
+      ponderUrl: yield* Config.String("PONDER_URL").pipe(Config.option, Config.map(Option.getOrUndefined)),
+      logFormat: yield* Config.Literals(["json", "pretty"], "LOG_FORMAT").pipe(
+        Config.withDefault(production ? "json" : "pretty"),
+      ),
+      logLevel: yield* Config.LogLevel("LOG_LEVEL").pipe(Config.withDefault("Info")),
+      idempotencyRetentionHours: yield* Config.Int("IDEMPOTENCY_RETENTION_HOURS").pipe(
+        Config.withDefault(24),
+      ),
+    };
+  },
+);

@@ -1,0 +1,77 @@
+/**
+ * Versioned migrations of the service's own schema, applied at start. Effect's Migrator runs them in
+ * one transaction under `LOCK TABLE … ACCESS EXCLUSIVE`, so two processes starting at once apply
+ * each migration exactly once; creating the schema itself is serialised by an advisory lock.
+ */
+import { Effect } from "effect";
+import { Migrator, SqlClient } from "effect/sql";
+import { BILLING_SCHEMA } from "./client.ts";
+
+const statements = (...parts: string[]) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient;
+    for (const part of parts) yield* sql.unsafe(part);
+  });
+
+export const migrations = {
+  "0001_merchants_keys_idempotency": statements(
+    `CREATE TABLE billing.merchants (
+      id text PRIMARY KEY,
+      name text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+      created_at timestamptz NOT NULL DEFAULT now()
+    )`,
+    `CREATE TABLE billing.api_keys (
+      id text PRIMARY KEY,
+      merchant_id text NOT NULL REFERENCES billing.merchants (id),
+      livemode boolean NOT NULL,
+      secret_sha256 bytea NOT NULL UNIQUE,
+      redacted text NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      revoked_at timestamptz
+    )`,
+    "CREATE INDEX api_keys_merchant ON billing.api_keys (merchant_id)",
+    `CREATE TABLE billing.merchant_chains (
+      id text PRIMARY KEY,
+      merchant_id text NOT NULL REFERENCES billing.merchants (id),
+      chain_id bigint NOT NULL,
+      livemode boolean NOT NULL,
+      payout_address text NOT NULL,
+      tokens text[] NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      superseded_at timestamptz
+    )`,
+    `CREATE UNIQUE INDEX merchant_chains_current ON billing.merchant_chains (merchant_id, chain_id)
+      WHERE superseded_at IS NULL`,
+    `CREATE TABLE billing.idempotency_keys (
+      api_key_id text NOT NULL REFERENCES billing.api_keys (id),
+      key text NOT NULL,
+      request_sha256 bytea NOT NULL,
+      method text NOT NULL,
+      path text NOT NULL,
+      status integer NOT NULL,
+      response_body text NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (api_key_id, key)
+    )`,
+    "CREATE INDEX idempotency_keys_created ON billing.idempotency_keys (created_at)",
+  ),
+};
+
+const ensureSchema = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient;
+  yield* sql.withTransaction(
+    Effect.gen(function* () {
+      yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`${BILLING_SCHEMA}.schema`}))`;
+      yield* sql.unsafe(`CREATE SCHEMA IF NOT EXISTS ${BILLING_SCHEMA}`);
+    }),
+  );
+});
+
+export const runMigrations = Effect.gen(function* () {
+  yield* ensureSchema;
+  const run = Migrator.make({});
+  return yield* run({
+    loader: Migrator.fromRecord(migrations),
+    table: `${BILLING_SCHEMA}.schema_migrations`,
+  });
+});

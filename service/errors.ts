@@ -1,0 +1,49 @@
+/**
+ * The errors a caller can cause. Each maps to one HTTP status and one `type` of the error body
+ * `{"error":{"type","code","message","param"}}`; the mapping lives in http/error-response.ts.
+ */
+import { Schema } from "effect";
+
+const fields = { code: Schema.String, message: Schema.String, param: Schema.NullOr(Schema.String) };
+
+/** 400: the request is malformed or a parameter is invalid. */
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", fields) {}
+
+/** 401: no usable API key. */
+export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {
+  code: Schema.String,
+  message: Schema.String,
+}) {}
+
+/** 404: the object does not exist for this API key (another merchant's objects do not exist either). */
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields) {}
+
+/** 409 (or 400 when the key is missing): misuse of Idempotency-Key. */
+export class IdempotencyError extends Schema.TaggedError<IdempotencyError>()("IdempotencyError", {
+  status: Schema.Literals([400, 409]),
+  code: Schema.String,
+  message: Schema.String,
+}) {}
+
+/** Protocol-level refusals raised by the HTTP layer before any handler runs. */
+export class HttpRefusal extends Schema.TaggedError<HttpRefusal>()("HttpRefusal", {
+  status: Schema.Literals([404, 405, 413, 415]),
+  code: Schema.String,
+  message: Schema.String,
+}) {}
+
+export type ApiFailure = InvalidRequest | Unauthenticated | NotFound | IdempotencyError | HttpRefusal;
+
+export const invalidParam = (param: string, message: string, code = "parameter_invalid") =>
+  new InvalidRequest({ code, message, param });
+
+const API_FAILURE_TAGS: ReadonlySet<string> = new Set([
+  "InvalidRequest",
+  "Unauthenticated",
+  "NotFound",
+  "IdempotencyError",
+  "HttpRefusal",
+]);
+
+export const isApiFailure = (error: { readonly _tag: string }): error is ApiFailure =>
+  API_FAILURE_TAGS.has(error._tag);

@@ -1,0 +1,256 @@
+/**
+ * The HTTP layer: thin. It authenticates, enforces the protocol rules (JSON only, size limit,
+ * Idempotency-Key on POST), decodes the body with the route's schema, runs the route's Effect and
+ * renders the one error shape. Everything else lives in the capability modules.
+ */
+import { randomBytes } from "node:crypto";
+import { Cause, Effect, Exit, Result, Schema } from "effect";
+import { Hono, type Context as HonoContext } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { methodNotAllowed } from "hono/method-not-allowed";
+import { ApiKeys, type Caller } from "../auth/api-keys.ts";
+import { type ApiFailure, HttpRefusal, InvalidRequest, isApiFailure } from "../errors.ts";
+import { Idempotency, validateIdempotencyKey } from "../idempotency/idempotency.ts";
+import { schemaErrorIssues } from "../schema-errors.ts";
+import { type ErrorResponse, internalError, toErrorResponse } from "./error-response.ts";
+import { type AnyRoute, toHonoPath } from "./route.ts";
+
+export const MAX_BODY_BYTES = 64 * 1024;
+
+/** Runs an Effect on the service runtime; failures include the runtime's own (e.g. its layer failing). */
+export type Runner<R> = <A, E>(effect: Effect.Effect<A, E, R>) => Promise<Exit.Exit<A, unknown>>;
+
+export interface Readiness {
+  readonly ready: boolean;
+  readonly checks: Readonly<Record<string, string>>;
+}
+
+export interface AppOptions<R> {
+  readonly routes: ReadonlyArray<AnyRoute<R>>;
+  readonly run: Runner<R | ApiKeys | Idempotency>;
+  readonly readiness: () => Promise<Readiness>;
+  readonly openapi: unknown;
+  readonly docsPage: string;
+}
+
+type Env = { Variables: { requestId: string; merchantId?: string } };
+
+const json = (c: HonoContext<Env>, status: number, bodyText: string, headers: Record<string, string> = {}) =>
+  c.body(bodyText, status as 200, { "content-type": "application/json; charset=utf-8", ...headers });
+
+const errorJson = (c: HonoContext<Env>, response: ErrorResponse, headers: Record<string, string> = {}) =>
+  json(c, response.status, JSON.stringify(response.body), headers);
+
+const newRequestId = () => `req_${randomBytes(12).toString("base64url")}`;
+
+const bodyFailure = (issue: ReturnType<typeof schemaErrorIssues>[number]): InvalidRequest => {
+  if (issue.kind === "missing")
+    return new InvalidRequest({
+      code: "parameter_missing",
+      message: `Missing required param: ${issue.param}.`,
+      param: issue.param,
+    });
+  if (issue.kind === "unknown")
+    return new InvalidRequest({
+      code: "parameter_unknown",
+      message: `Received unknown parameter: ${issue.param}.`,
+      param: issue.param,
+    });
+  return new InvalidRequest({
+    code: "parameter_invalid",
+    message: `Invalid ${issue.param === "" ? "request body" : issue.param}: ${issue.message}.`,
+    param: issue.param === "" ? null : issue.param,
+  });
+};
+
+/** Reads and decodes a JSON body. Empty means `{}`. */
+const readBody = async (c: HonoContext<Env>, schema: Schema.Codec<unknown, unknown> | undefined) => {
+  const text = await c.req.text();
+  const contentType = c.req.header("content-type");
+  if (text.length > 0 && !(contentType && /^application\/json\s*(;|$)/i.test(contentType)))
+    return Result.fail<ApiFailure>(
+      new HttpRefusal({
+        status: 415,
+        code: "unsupported_media_type",
+        message: "Request bodies must be JSON, sent with Content-Type: application/json.",
+      }),
+    );
+  let parsed: unknown = {};
+  if (text.trim().length > 0) {
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return Result.fail<ApiFailure>(
+        new InvalidRequest({
+          code: "invalid_json",
+          message: "The request body is not valid JSON.",
+          param: null,
+        }),
+      );
+    }
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
+    return Result.fail<ApiFailure>(
+      new InvalidRequest({
+        code: "invalid_body",
+        message: "The request body must be a JSON object.",
+        param: null,
+      }),
+    );
+  const decoded = Schema.decodeUnknownResult(schema ?? Schema.Struct({}))(parsed, {
+    onExcessProperty: "error",
+    errors: "all",
+  });
+  if (Result.isFailure(decoded)) {
+    const [first] = schemaErrorIssues(decoded.failure);
+    return Result.fail<ApiFailure>(
+      first
+        ? bodyFailure(first)
+        : new InvalidRequest({ code: "parameter_invalid", message: "Invalid body.", param: null }),
+    );
+  }
+  return Result.succeed({ raw: parsed, value: decoded.success });
+};
+
+export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
+  const app = new Hono<Env>();
+  const { run } = options;
+
+  const respondFailure = (c: HonoContext<Env>, failure: ApiFailure) => errorJson(c, toErrorResponse(failure));
+
+  const respondDefect = async (c: HonoContext<Env>, cause: Cause.Cause<unknown>) => {
+    await run(
+      Effect.logError("request failed", cause).pipe(Effect.annotateLogs({ request_id: c.get("requestId") })),
+    );
+    return errorJson(c, internalError(c.get("requestId")));
+  };
+
+  const respondExit = <A>(
+    c: HonoContext<Env>,
+    exit: Exit.Exit<A, unknown>,
+    onSuccess: (value: A) => Response,
+  ) => {
+    if (Exit.isSuccess(exit)) return onSuccess(exit.value);
+    const failure = Cause.findErrorOption(exit.cause);
+    if (failure._tag === "Some" && isTagged(failure.value) && isApiFailure(failure.value))
+      return respondFailure(c, failure.value);
+    return respondDefect(c, exit.cause);
+  };
+
+  app.use(async (c, next) => {
+    const started = performance.now();
+    c.set("requestId", newRequestId());
+    c.header("Request-Id", c.get("requestId"));
+    await next();
+    const entry = {
+      request_id: c.get("requestId"),
+      method: c.req.method,
+      path: c.req.path,
+      status: c.res.status,
+      duration_ms: Math.round((performance.now() - started) * 10) / 10,
+      ...(c.get("merchantId") ? { merchant: c.get("merchantId") } : {}),
+    };
+    await run(Effect.logInfo("request").pipe(Effect.annotateLogs(entry)));
+  });
+  app.use(
+    methodNotAllowed({
+      app,
+      onMethodNotAllowed: (c, methods) =>
+        respondFailure(
+          c,
+          new HttpRefusal({
+            status: 405,
+            code: "method_not_allowed",
+            message: `${c.req.method} is not allowed on ${c.req.path}. Allowed: ${methods.join(", ")}.`,
+          }),
+        ).clone(),
+    }),
+  );
+  app.use(
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: (c) =>
+        respondFailure(
+          c as HonoContext<Env>,
+          new HttpRefusal({
+            status: 413,
+            code: "body_too_large",
+            message: `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`,
+          }),
+        ),
+    }),
+  );
+
+  app.get("/ready", async (c) => {
+    const readiness = await options.readiness();
+    return json(
+      c,
+      readiness.ready ? 200 : 503,
+      JSON.stringify({ status: readiness.ready ? "ready" : "starting", ...readiness }),
+    );
+  });
+  app.get("/v1/openapi.json", (c) => json(c, 200, JSON.stringify(options.openapi)));
+  app.get("/docs", (c) => c.html(options.docsPage));
+
+  for (const route of options.routes) {
+    const handler = async (c: HonoContext<Env>) => {
+      const authenticated = await run(
+        Effect.gen(function* () {
+          const keys = yield* ApiKeys;
+          return yield* keys.authenticate(c.req.header("authorization"));
+        }),
+      );
+      if (Exit.isFailure(authenticated)) return respondExit(c, authenticated, () => c.res);
+      const caller: Caller = authenticated.value;
+      c.set("merchantId", caller.merchantId);
+
+      const params = c.req.param() as Record<string, string>;
+      const query = new URL(c.req.url).searchParams;
+      const status = route.status ?? 200;
+
+      if (route.method !== "POST") {
+        const exit = await run(route.handler({ caller, body: undefined, params, query }));
+        return respondExit(c, exit, (value) => json(c, status, JSON.stringify(value)));
+      }
+
+      const key = Effect.runSync(Effect.result(validateIdempotencyKey(c.req.header("idempotency-key"))));
+      if (Result.isFailure(key)) return respondFailure(c, key.failure);
+      const body = await readBody(c, route.body);
+      if (Result.isFailure(body)) return respondFailure(c, body.failure);
+
+      const exit = await run(
+        Effect.gen(function* () {
+          const idempotency = yield* Idempotency;
+          return yield* idempotency.run(
+            caller,
+            { key: key.success, method: route.method, path: c.req.path, body: body.success.raw },
+            Effect.map(route.handler({ caller, body: body.success.value, params, query }), (value) => ({
+              status,
+              body: value,
+            })),
+          );
+        }),
+      );
+      return respondExit(c, exit, (stored) =>
+        json(c, stored.status, stored.bodyText, stored.replayed ? { "Idempotent-Replayed": "true" } : {}),
+      );
+    };
+    app.on(route.method, toHonoPath(route.path), handler);
+  }
+
+  app.notFound((c) =>
+    respondFailure(
+      c,
+      new HttpRefusal({
+        status: 404,
+        code: "route_not_found",
+        message: `Unrecognized request URL (${c.req.method}: ${c.req.path}).`,
+      }),
+    ),
+  );
+  app.onError(async (error, c) => respondDefect(c, Cause.die(error)));
+  return app;
+};
+
+const isTagged = (value: unknown): value is { readonly _tag: string } =>
+  typeof value === "object" && value !== null && typeof (value as { _tag?: unknown })._tag === "string";

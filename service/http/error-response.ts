@@ -1,0 +1,59 @@
+/** One error body everywhere: `{"error":{"type","code","message","param"}}`. */
+import { Schema } from "effect";
+import type { ApiFailure } from "../errors.ts";
+
+export type ErrorType = "invalid_request_error" | "authentication_error" | "idempotency_error" | "api_error";
+
+export const ErrorBody = Schema.Struct({
+  error: Schema.Struct({
+    type: Schema.Literals([
+      "invalid_request_error",
+      "authentication_error",
+      "idempotency_error",
+      "api_error",
+    ]),
+    code: Schema.String,
+    message: Schema.String,
+    param: Schema.NullOr(Schema.String),
+  }),
+}).annotate({ identifier: "Error" });
+export type ErrorBody = typeof ErrorBody.Type;
+
+export interface ErrorResponse {
+  readonly status: number;
+  readonly body: ErrorBody;
+}
+
+const make = (
+  status: number,
+  type: ErrorType,
+  code: string,
+  message: string,
+  param: string | null = null,
+) => ({
+  status,
+  body: { error: { type, code, message, param } },
+});
+
+export const toErrorResponse = (failure: ApiFailure): ErrorResponse => {
+  switch (failure._tag) {
+    case "InvalidRequest":
+      return make(400, "invalid_request_error", failure.code, failure.message, failure.param);
+    case "Unauthenticated":
+      return make(401, "authentication_error", failure.code, failure.message);
+    case "NotFound":
+      return make(404, "invalid_request_error", failure.code, failure.message, failure.param);
+    case "IdempotencyError":
+      return make(failure.status, "idempotency_error", failure.code, failure.message);
+    case "HttpRefusal":
+      return make(failure.status, "invalid_request_error", failure.code, failure.message);
+  }
+};
+
+export const internalError = (requestId: string): ErrorResponse =>
+  make(
+    500,
+    "api_error",
+    "internal_error",
+    `Something went wrong on our side. Retrying with the same Idempotency-Key is safe. Request id: ${requestId}`,
+  );

@@ -1,0 +1,50 @@
+import { Effect } from "effect";
+import { ConfigureMerchantChain, MerchantChains } from "../../chains/merchant-chains.ts";
+import { ChainObject, listOf, MerchantChainObject, toChainObject } from "../../chains/objects.ts";
+import { ChainRegistry } from "../../chains/registry.ts";
+import { defineRoute } from "../route.ts";
+
+const list = <A>(data: readonly A[]) => ({ object: "list" as const, data, has_more: false });
+
+export const chainRoutes = [
+  defineRoute({
+    method: "GET",
+    path: "/v1/chains",
+    operationId: "listChains",
+    tag: "Chains",
+    summary: "Every chain of this key's mode, with subscriptions_available and escrow_available.",
+    response: listOf(ChainObject, "ChainList"),
+    handler: ({ caller }) =>
+      Effect.map(Effect.service(ChainRegistry), (registry) =>
+        list(registry.forMode(caller.livemode).map(toChainObject)),
+      ),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/merchant/chains",
+    operationId: "listMerchantChains",
+    tag: "Chains",
+    summary: "The chains this merchant has configured, with subscriptions_available and the payout address.",
+    response: listOf(MerchantChainObject, "MerchantChainList"),
+    handler: ({ caller }) =>
+      Effect.flatMap(Effect.service(MerchantChains), (merchantChains) =>
+        Effect.map(merchantChains.list(caller), (data) => list(data)),
+      ),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/merchant/chains",
+    operationId: "configureMerchantChain",
+    tag: "Chains",
+    summary: "Configure a chain for this merchant: its payout address and accepted tokens.",
+    description:
+      "Replaces the merchant's current configuration of that chain; earlier configurations are kept for audit. Mandates keep the payee they were signed with.",
+    body: ConfigureMerchantChain,
+    response: MerchantChainObject,
+    status: 200,
+    handler: ({ caller, body }) =>
+      Effect.flatMap(Effect.service(MerchantChains), (merchantChains) =>
+        merchantChains.configure(caller, body),
+      ),
+  }),
+];

@@ -1,0 +1,148 @@
+/**
+ * Idempotency-Key handling, per API key. The key's record is inserted in the same transaction as
+ * the handler's own writes and holds the first response (status and exact body text):
+ * - a concurrent duplicate blocks on the uncommitted insert, then replays the committed response;
+ * - the same key with another method, path or body is refused with 409 `idempotency_key_reused`;
+ * - a handler error the caller caused (4xx) is stored and replayed, its writes rolled back;
+ * - a failure on our side (5xx) stores nothing, so retrying with the same key is safe.
+ * Records are kept for IDEMPOTENCY_RETENTION_HOURS (default 24) and then deleted by a worker.
+ */
+import { createHash } from "node:crypto";
+import { Context, Duration, Effect, Layer, Schema } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import type { Caller } from "../auth/api-keys.ts";
+import { decodeRows } from "../db/rows.ts";
+import { type ApiFailure, IdempotencyError, isApiFailure } from "../errors.ts";
+import { toErrorResponse } from "../http/error-response.ts";
+import { canonicalJson } from "./canonical-json.ts";
+
+export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
+
+export interface StoredResponse {
+  readonly status: number;
+  readonly bodyText: string;
+  readonly replayed: boolean;
+}
+
+export interface IdempotentRequest {
+  readonly key: string;
+  readonly method: string;
+  readonly path: string;
+  readonly body: unknown;
+}
+
+export const requestFingerprint = (request: IdempotentRequest): Buffer =>
+  createHash("sha256")
+    .update(`${request.method} ${request.path}\n${canonicalJson(request.body)}`)
+    .digest();
+
+const ExistingRow = Schema.Struct({
+  request_sha256: Schema.Uint8Array,
+  status: Schema.Number,
+  response_body: Schema.String,
+});
+const decodeExisting = decodeRows(ExistingRow);
+
+export const validateIdempotencyKey = (key: string | undefined): Effect.Effect<string, IdempotencyError> => {
+  if (key === undefined || key.trim() === "")
+    return Effect.fail(
+      new IdempotencyError({
+        status: 400,
+        code: "idempotency_key_missing",
+        message: "Every POST needs an Idempotency-Key header (a UUID is a good choice).",
+      }),
+    );
+  if (key.length > IDEMPOTENCY_KEY_MAX_LENGTH || !/^[\x21-\x7e]+$/.test(key))
+    return Effect.fail(
+      new IdempotencyError({
+        status: 400,
+        code: "idempotency_key_invalid",
+        message: `Idempotency-Key must be 1-${IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters without spaces.`,
+      }),
+    );
+  return Effect.succeed(key);
+};
+
+export class Idempotency extends Context.Service<
+  Idempotency,
+  {
+    readonly retention: Duration.Duration;
+    readonly run: <R>(
+      caller: Caller,
+      request: IdempotentRequest,
+      handler: Effect.Effect<
+        { readonly status: number; readonly body: unknown },
+        ApiFailure | SqlError.SqlError,
+        R
+      >,
+    ) => Effect.Effect<StoredResponse, IdempotencyError | SqlError.SqlError, R>;
+    /** Deletes records older than the retention; returns how many. */
+    readonly purgeExpired: Effect.Effect<number, SqlError.SqlError>;
+  }
+>()("Idempotency") {
+  static readonly layer = (retention: Duration.Duration) =>
+    Layer.effect(
+      Idempotency,
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient;
+
+        const run = <R>(
+          caller: Caller,
+          request: IdempotentRequest,
+          handler: Effect.Effect<
+            { readonly status: number; readonly body: unknown },
+            ApiFailure | SqlError.SqlError,
+            R
+          >,
+        ) =>
+          sql.withTransaction(
+            Effect.gen(function* () {
+              const fingerprint = requestFingerprint(request);
+              const inserted = yield* sql`
+                INSERT INTO billing.idempotency_keys
+                  (api_key_id, key, request_sha256, method, path, status, response_body)
+                VALUES (${caller.apiKeyId}, ${request.key}, ${fingerprint}, ${request.method}, ${request.path}, 0, '')
+                ON CONFLICT (api_key_id, key) DO NOTHING
+                RETURNING 1 AS inserted`;
+              if (inserted.length === 0) {
+                const [existing] = yield* sql`
+                  SELECT request_sha256, status, response_body FROM billing.idempotency_keys
+                  WHERE api_key_id = ${caller.apiKeyId} AND key = ${request.key}`.pipe(
+                  Effect.flatMap(decodeExisting),
+                );
+                if (existing === undefined)
+                  return yield* Effect.die(new Error("idempotency record vanished"));
+                if (!Buffer.from(existing.request_sha256).equals(fingerprint))
+                  return yield* new IdempotencyError({
+                    status: 409,
+                    code: "idempotency_key_reused",
+                    message:
+                      "This Idempotency-Key was already used with a different request (method, path or body). Use a new key for a new request.",
+                  });
+                return { status: existing.status, bodyText: existing.response_body, replayed: true };
+              }
+              // The handler runs in a savepoint: a caller's error rolls back its writes but is still stored.
+              const outcome = yield* sql.withTransaction(handler).pipe(
+                Effect.map(({ status, body }) => ({ status, bodyText: JSON.stringify(body) })),
+                Effect.catchIf(isApiFailure, (failure) => Effect.succeed(stored(failure))),
+              );
+              yield* sql`UPDATE billing.idempotency_keys SET status = ${outcome.status}, response_body = ${outcome.bodyText}
+                WHERE api_key_id = ${caller.apiKeyId} AND key = ${request.key}`;
+              return { ...outcome, replayed: false };
+            }),
+          );
+
+        const purgeExpired = sql`
+          DELETE FROM billing.idempotency_keys
+          WHERE created_at < now() - make_interval(secs => ${Duration.toSeconds(retention)})
+          RETURNING 1`.pipe(Effect.map((rows) => rows.length));
+
+        return { retention, run, purgeExpired };
+      }),
+    );
+}
+
+const stored = (failure: ApiFailure) => {
+  const response = toErrorResponse(failure);
+  return { status: response.status, bodyText: JSON.stringify(response.body) };
+};

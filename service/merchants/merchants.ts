@@ -1,0 +1,43 @@
+import { Context, Effect, Layer, Schema } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import { decodeRows } from "../db/rows.ts";
+import { InvalidRequest } from "../errors.ts";
+import { newId } from "../ids.ts";
+
+const MerchantRow = Schema.Struct({ id: Schema.String, name: Schema.String, created_at: Schema.Date });
+export type Merchant = typeof MerchantRow.Type;
+const decodeMerchants = decodeRows(MerchantRow);
+
+export class Merchants extends Context.Service<
+  Merchants,
+  {
+    readonly create: (name: string) => Effect.Effect<Merchant, InvalidRequest | SqlError.SqlError>;
+    readonly list: Effect.Effect<readonly Merchant[], SqlError.SqlError>;
+  }
+>()("Merchants") {
+  static readonly layer = Layer.effect(
+    Merchants,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      const create = (name: string) =>
+        Effect.gen(function* () {
+          const trimmed = name.trim();
+          if (trimmed.length < 1 || trimmed.length > 200)
+            return yield* new InvalidRequest({
+              code: "parameter_invalid",
+              message: "name must be 1-200 characters",
+              param: "name",
+            });
+          const id = yield* newId("merchant");
+          const rows =
+            yield* sql`INSERT INTO billing.merchants ${sql.insert({ id, name: trimmed })} RETURNING id, name, created_at`;
+          const [merchant] = yield* decodeMerchants(rows);
+          return merchant as Merchant;
+        });
+      const list = sql`SELECT id, name, created_at FROM billing.merchants ORDER BY id`.pipe(
+        Effect.flatMap(decodeMerchants),
+      );
+      return { create, list };
+    }),
+  );
+}
