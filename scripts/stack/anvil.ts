@@ -53,9 +53,12 @@ export const startAnvil = async (options: {
   readonly chainId: number;
   /** Keeps the chain across restarts: loaded at start, dumped on exit and every few seconds. */
   readonly stateFile?: string;
+  /** Mine every N seconds, like a real chain; default: mine on each transaction. */
+  readonly blockTime?: number;
   readonly onOutput?: (line: string) => void;
 }): Promise<RunningAnvil> => {
   const args = ["--host", "127.0.0.1", "--port", String(options.port), "--chain-id", String(options.chainId)];
+  if (options.blockTime) args.push("--block-time", String(options.blockTime));
   if (options.stateFile)
     args.push("--state", options.stateFile, "--state-interval", "5", "--preserve-historical-states");
   // Own process group: Ctrl-C reaches only the supervisor, which stops the stack in order.

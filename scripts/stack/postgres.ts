@@ -6,9 +6,18 @@
  * Skipped entirely when DATABASE_URL points at a server.
  */
 import { execFileSync, spawn } from "node:child_process";
-import { chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
@@ -62,6 +71,8 @@ const stopStalePostmaster = async (dataDir: string): Promise<void> => {
 
 const initdb = (initdbBin: string, dataDir: string, owner: { uid: number; gid: number } | undefined) => {
   mkdirSync(dataDir, { recursive: true });
+  // The postgres user must be able to reach its data directory inside ours (mkdtemp makes 0700).
+  if (owner) chmodSync(dirname(dataDir), statSync(dirname(dataDir)).mode | 0o711);
   const pwfile = join(tmpdir(), `pg-pw-${process.pid}-${Date.now()}`);
   writeFileSync(pwfile, `${PASSWORD}\n`, { mode: 0o644 });
   if (owner) chownSync(dataDir, owner.uid, owner.gid);

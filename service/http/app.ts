@@ -116,7 +116,8 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
   const app = new Hono<Env>();
   const { run } = options;
 
-  const respondFailure = (c: HonoContext<Env>, failure: ApiFailure) => errorJson(c, toErrorResponse(failure));
+  const respondFailure = (c: HonoContext<Env>, failure: ApiFailure, headers: Record<string, string> = {}) =>
+    errorJson(c, toErrorResponse(failure), headers);
 
   const respondDefect = async (c: HonoContext<Env>, cause: Cause.Cause<unknown>) => {
     await run(
@@ -163,7 +164,8 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
             code: "method_not_allowed",
             message: `${c.req.method} is not allowed on ${c.req.path}. Allowed: ${methods.join(", ")}.`,
           }),
-        ).clone(),
+          { Allow: methods.join(", ") },
+        ),
     }),
   );
   app.use(

@@ -1,0 +1,112 @@
+import { describe, expect, it } from "vitest";
+import { api, expectErrorShape, newMerchantWithKey, query } from "./helpers.ts";
+
+const PAYOUT = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
+
+describe("GET /v1/chains", () => {
+  it("shows a test key every test chain, with independent subscriptions_available and escrow_available", async () => {
+    const { key } = await newMerchantWithKey("test");
+    const response = await api("/v1/chains", { key });
+    expect(response.status).toBe(200);
+    expect(response.json.object).toBe("list");
+    const chains = response.json.data as Array<Record<string, unknown>>;
+    expect(chains.map((c) => c.id).sort()).toEqual([31337, 31339]);
+    const open = chains.find((c) => c.id === 31337);
+    const closed = chains.find((c) => c.id === 31339);
+    expect(open).toMatchObject({
+      object: "chain",
+      livemode: false,
+      subscriptions_available: true,
+      escrow_available: true,
+    });
+    expect(closed).toMatchObject({ livemode: false, subscriptions_available: false, escrow_available: true });
+    expect(open?.tokens).toEqual([
+      { symbol: "USDC", address: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/), decimals: 6 },
+    ]);
+  });
+
+  it("shows a live key only live chains", async () => {
+    const { key } = await newMerchantWithKey("live");
+    const response = await api("/v1/chains", { key });
+    expect(response.status).toBe(200);
+    expect(response.json.data).toEqual([
+      expect.objectContaining({
+        id: 31338,
+        livemode: true,
+        subscriptions_available: false,
+        escrow_available: false,
+        hold_seconds: 0,
+      }),
+    ]);
+  });
+});
+
+describe("/v1/merchant/chains", () => {
+  it("starts empty, then lists what the merchant configured, with subscriptions_available", async () => {
+    const { key } = await newMerchantWithKey("test");
+    expect((await api("/v1/merchant/chains", { key })).json.data).toEqual([]);
+    const configured = await api("/v1/merchant/chains", {
+      key,
+      body: { chain: 31339, payout_address: PAYOUT.toLowerCase() },
+    });
+    expect(configured.status).toBe(200);
+    expect(configured.json).toMatchObject({
+      object: "merchant_chain",
+      id: expect.stringMatching(/^mch_/),
+      chain: 31339,
+      livemode: false,
+      subscriptions_available: false,
+      escrow_available: true,
+      payout_address: PAYOUT,
+      tokens: [expect.objectContaining({ symbol: "USDC" })],
+    });
+    const listed = await api("/v1/merchant/chains", { key });
+    expect(listed.json.data).toEqual([configured.json]);
+  });
+
+  it("replaces the configuration of a chain and keeps the old one for audit", async () => {
+    const { merchantId, key } = await newMerchantWithKey("test");
+    const first = await api("/v1/merchant/chains", { key, body: { chain: 31337, payout_address: PAYOUT } });
+    const second = await api("/v1/merchant/chains", {
+      key,
+      body: { chain: 31337, payout_address: "0x90F79bf6EB2c4f870365E785982E1f101E93b906", tokens: ["USDC"] },
+    });
+    expect(second.json.id).not.toBe(first.json.id);
+    const listed = await api("/v1/merchant/chains", { key });
+    expect(listed.json.data).toEqual([second.json]);
+    const rows = await query<{ superseded: boolean }>(
+      "SELECT superseded_at IS NOT NULL AS superseded FROM billing.merchant_chains WHERE merchant_id = $1 ORDER BY id",
+      [merchantId],
+    );
+    expect(rows).toEqual([{ superseded: true }, { superseded: false }]);
+  });
+
+  it("refuses bad input with a 400 naming the param, and changes nothing", async () => {
+    const { merchantId, key } = await newMerchantWithKey("test");
+    const cases: Array<[unknown, string, string | null]> = [
+      [{ chain: 31338, payout_address: PAYOUT }, "chain_unknown", "chain"], // a live chain, with a test key
+      [{ chain: 1, payout_address: PAYOUT }, "chain_unknown", "chain"],
+      [{ chain: 31337, payout_address: "0x1234" }, "parameter_invalid", "payout_address"],
+      [
+        { chain: 31337, payout_address: "0x0000000000000000000000000000000000000000" },
+        "parameter_invalid",
+        "payout_address",
+      ],
+      [{ chain: 31337, payout_address: PAYOUT, tokens: ["DAI"] }, "token_unknown", "tokens[0]"],
+      [{ chain: 31337, payout_address: PAYOUT, tokens: [] }, "parameter_invalid", "tokens"],
+      [{ chain: "31337", payout_address: PAYOUT }, "parameter_invalid", "chain"],
+      [{ chain: 31337.5, payout_address: PAYOUT }, "parameter_invalid", "chain"],
+      [{ payout_address: PAYOUT }, "parameter_missing", "chain"],
+      [{ chain: 31337, payout_address: PAYOUT, colour: "blue" }, "parameter_unknown", "colour"],
+    ];
+    for (const [body, code, param] of cases) {
+      const response = await api("/v1/merchant/chains", { key, body });
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      const error = expectErrorShape(response.json);
+      expect(error.type).toBe("invalid_request_error");
+      expect([error.code, error.param], JSON.stringify(body)).toEqual([code, param]);
+    }
+    const rows = await query("SELECT 1 FROM billing.merchant_chains WHERE merchant_id = $1", [merchantId]);
+    expect(rows).toEqual([]);
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * Starts the real stack once per test run, exactly as `npm start` does, on random free ports and a
+ * fresh database: embedded Postgres, two local anvil chains (one with subscriptions closed), a third
+ * anvil configured as a *live, non-local* chain by RPC URL (the operator's path), Ponder and the service.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { TestProject } from "vitest/node";
+import { startAnvil } from "../../scripts/stack/anvil.ts";
+import { resolveLocalChain } from "../../scripts/stack/local-chain.ts";
+import { startStack } from "../../scripts/stack/stack.ts";
+import { freePort } from "../../scripts/stack/wait.ts";
+import type { ChainConfig } from "../../service/chains/config.ts";
+
+export interface TestStack {
+  readonly apiUrl: string;
+  readonly ponderUrl: string;
+  readonly databaseUrl: string;
+  readonly chainsFile: string;
+  readonly dataDir: string;
+  readonly merchantId: string;
+  readonly apiKey: string;
+}
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    stack: TestStack;
+  }
+}
+
+const TEST_CHAIN = {
+  id: 31337,
+  name: "Local test chain",
+  livemode: false,
+  local: { port: 0 },
+  tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" as const }],
+  subscriptions_available: true,
+  escrow_available: true,
+  hold_seconds: 3600,
+  confirmations: 0,
+} satisfies ChainConfig;
+
+export default async function setup(project: TestProject) {
+  const dataDir = mkdtempSync(join(tmpdir(), "billing-e2e-"));
+  const liveAnvil = await startAnvil({ port: await freePort(), chainId: 31338, blockTime: 1 });
+  const live = await resolveLocalChain(
+    { ...TEST_CHAIN, id: 31338, name: "Live chain by RPC", livemode: false },
+    liveAnvil,
+    join(dataDir, "live-deployments.json"),
+  );
+  const liveChain: ChainConfig = {
+    id: 31338,
+    name: "Live chain by RPC",
+    livemode: true,
+    rpc: { http: [liveAnvil.http], ws: liveAnvil.ws },
+    tokens: live.tokens.map(({ symbol, decimals, address }) => ({
+      symbol,
+      decimals,
+      ...(address ? { address } : {}),
+    })),
+    subscriptions_available: false,
+    escrow_available: false,
+    hold_seconds: 0,
+    confirmations: 2,
+  };
+  const closedTestChain: ChainConfig = {
+    ...TEST_CHAIN,
+    id: 31339,
+    name: "Local chain, subscriptions closed",
+    subscriptions_available: false,
+  };
+  const chainsConfig = join(dataDir, "chains.json");
+  writeFileSync(chainsConfig, JSON.stringify({ chains: [TEST_CHAIN, liveChain, closedTestChain] }, null, 2));
+
+  const output: string[] = [];
+  const stack = await startStack({
+    dataDir,
+    chainsConfig,
+    port: 0,
+    persistent: false,
+    logFormat: "json",
+    logLevel: "Warn",
+    onOutput: (source, line) => {
+      output.push(`[${source}] ${line}`);
+      if (output.length > 200) output.shift();
+    },
+  }).catch(async (error: unknown) => {
+    await liveAnvil.stop();
+    throw error;
+  });
+
+  project.provide("stack", {
+    apiUrl: stack.apiUrl,
+    ponderUrl: stack.ponderUrl,
+    databaseUrl: stack.databaseUrl,
+    chainsFile: stack.chainsFile,
+    dataDir,
+    merchantId: stack.devMerchant.merchantId,
+    apiKey: stack.devMerchant.apiKey,
+  });
+
+  return async () => {
+    await stack.stop();
+    await liveAnvil.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+}

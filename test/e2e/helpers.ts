@@ -1,0 +1,95 @@
+import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { promisify } from "node:util";
+import { PgClient } from "@effect/sql-pg";
+import { Effect, Redacted } from "effect";
+import { SqlClient } from "effect/sql";
+import { inject } from "vitest";
+
+export const stack = () => inject("stack");
+
+export interface ApiResponse {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly text: string;
+  // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary JSON bodies
+  readonly json: any;
+}
+
+export const api = async (
+  path: string,
+  options: {
+    readonly method?: string;
+    readonly key?: string | null;
+    readonly body?: unknown;
+    readonly rawBody?: string;
+    readonly idempotencyKey?: string | null;
+    readonly headers?: Record<string, string>;
+  } = {},
+): Promise<ApiResponse> => {
+  const method =
+    options.method ?? (options.body !== undefined || options.rawBody !== undefined ? "POST" : "GET");
+  const key = options.key === undefined ? stack().apiKey : options.key;
+  const headers: Record<string, string> = { ...options.headers };
+  if (key !== null) headers.authorization = `Bearer ${key}`;
+  if (method === "POST" && options.idempotencyKey !== null)
+    headers["idempotency-key"] = options.idempotencyKey ?? randomUUID();
+  if (options.body !== undefined) headers["content-type"] ??= "application/json";
+  const response = await fetch(`${stack().apiUrl}${path}`, {
+    method,
+    headers,
+    ...(options.rawBody !== undefined
+      ? { body: options.rawBody }
+      : options.body !== undefined
+        ? { body: JSON.stringify(options.body) }
+        : {}),
+  });
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, text, json };
+};
+
+/** Runs SQL against the stack's database (read-only checks of what the API did). */
+export const query = <A extends object>(text: string, params: unknown[] = []): Promise<readonly A[]> =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      return yield* sql.unsafe<A>(text, params);
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack().databaseUrl), maxConnections: 1 }))),
+  );
+
+const run = promisify(execFile);
+
+/** The operator CLI, as `npm run cli -- …` runs it. */
+export const cli = async (...args: string[]) => {
+  const result = await run(process.execPath, ["service/cli.ts", ...args], {
+    env: { ...process.env, DATABASE_URL: stack().databaseUrl },
+  });
+  return result.stdout.trim();
+};
+
+export const newMerchantWithKey = async (mode: "test" | "live" = "test") => {
+  const [merchantId] = (
+    await cli("merchants", "create", "--name", `Merchant ${randomUUID().slice(0, 8)}`)
+  ).split("\t");
+  const [, key] = (await cli("keys", "create", "--merchant", String(merchantId), "--mode", mode)).split("\t");
+  return { merchantId: String(merchantId), key: String(key) };
+};
+
+export const expectErrorShape = (body: unknown) => {
+  const error = (body as { error?: Record<string, unknown> }).error;
+  if (!error) throw new Error(`not an error body: ${JSON.stringify(body)}`);
+  const keys = Object.keys(error).sort();
+  if (JSON.stringify(keys) !== JSON.stringify(["code", "message", "param", "type"]))
+    throw new Error(`error body keys: ${keys.join(",")}`);
+  if (typeof error.code !== "string" || typeof error.message !== "string" || typeof error.type !== "string")
+    throw new Error(`error body types: ${JSON.stringify(error)}`);
+  if (!(error.param === null || typeof error.param === "string"))
+    throw new Error("param must be string or null");
+  return error as { type: string; code: string; message: string; param: string | null };
+};

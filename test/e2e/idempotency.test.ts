@@ -1,0 +1,83 @@
+import { randomUUID } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { api, expectErrorShape, newMerchantWithKey, query } from "./helpers.ts";
+
+const body = { chain: 31337, payout_address: "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC" };
+
+const configRows = (merchantId: string) =>
+  query<{ n: number }>("SELECT count(*)::int AS n FROM billing.merchant_chains WHERE merchant_id = $1", [
+    merchantId,
+  ]).then((rows) => rows[0]?.n);
+
+describe("Idempotency-Key", () => {
+  it("is required on every POST", async () => {
+    const response = await api("/v1/merchant/chains", { body, idempotencyKey: null });
+    expect(response.status).toBe(400);
+    expect(expectErrorShape(response.json).code).toBe("idempotency_key_missing");
+    const tooLong = await api("/v1/merchant/chains", { body, idempotencyKey: "k".repeat(256) });
+    expect(tooLong.status).toBe(400);
+    expect(expectErrorShape(tooLong.json).code).toBe("idempotency_key_invalid");
+  });
+
+  it("replays the first response for the same key and body, and refuses another body with 409", async () => {
+    const { merchantId, key } = await newMerchantWithKey();
+    const idempotencyKey = randomUUID();
+    const first = await api("/v1/merchant/chains", { key, body, idempotencyKey });
+    const again = await api("/v1/merchant/chains", {
+      key,
+      body: { payout_address: body.payout_address, chain: 31337 },
+      idempotencyKey,
+    });
+    expect(first.status).toBe(200);
+    expect(again.status).toBe(200);
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(first.headers.get("idempotent-replayed")).toBeNull();
+    const reused = await api("/v1/merchant/chains", {
+      key,
+      body: { ...body, tokens: ["USDC"] },
+      idempotencyKey,
+    });
+    expect(reused.status).toBe(409);
+    expect(expectErrorShape(reused.json)).toMatchObject({
+      type: "idempotency_error",
+      code: "idempotency_key_reused",
+    });
+    expect(await configRows(merchantId)).toBe(1);
+  });
+
+  it("replays a stored 4xx too, and its attempt changed nothing", async () => {
+    const { merchantId, key } = await newMerchantWithKey();
+    const idempotencyKey = randomUUID();
+    const bad = { chain: 31337, payout_address: body.payout_address, tokens: ["DAI"] };
+    const first = await api("/v1/merchant/chains", { key, body: bad, idempotencyKey });
+    const again = await api("/v1/merchant/chains", { key, body: bad, idempotencyKey });
+    expect(first.status).toBe(400);
+    expect(again.status).toBe(400);
+    expect(again.text).toBe(first.text);
+    expect(await configRows(merchantId)).toBe(0);
+  });
+
+  it("is scoped per API key", async () => {
+    const a = await newMerchantWithKey();
+    const b = await newMerchantWithKey();
+    const idempotencyKey = randomUUID();
+    const fromA = await api("/v1/merchant/chains", { key: a.key, body, idempotencyKey });
+    const fromB = await api("/v1/merchant/chains", { key: b.key, body, idempotencyKey });
+    expect(fromA.status).toBe(200);
+    expect(fromB.status).toBe(200);
+    expect(fromB.json.id).not.toBe(fromA.json.id);
+  });
+
+  it("turns 50 concurrent identical POSTs into one effect and 50 identical responses", async () => {
+    const { merchantId, key } = await newMerchantWithKey();
+    const idempotencyKey = randomUUID();
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, () => api("/v1/merchant/chains", { key, body, idempotencyKey })),
+    );
+    expect(responses.map((r) => r.status)).toEqual(Array(50).fill(200));
+    expect(new Set(responses.map((r) => r.text)).size).toBe(1);
+    expect(responses.filter((r) => r.headers.get("idempotent-replayed") === null)).toHaveLength(1);
+    expect(await configRows(merchantId)).toBe(1);
+  });
+});

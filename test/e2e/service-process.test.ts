@@ -1,0 +1,95 @@
+/**
+ * The production entry point (`node service/main.ts`, configured by env) as a second process against
+ * the same database: JSON logs with request ids and no secrets; migrations already applied are a no-op;
+ * a bad chain config fails the start with a message naming the field.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { freePort, waitFor } from "../../scripts/stack/wait.ts";
+import { newMerchantWithKey, stack } from "./helpers.ts";
+
+const children: ChildProcess[] = [];
+afterAll(() => {
+  for (const child of children) child.kill("SIGTERM");
+});
+
+const startServiceProcess = (env: Record<string, string>) => {
+  const child = spawn(process.execPath, ["service/main.ts"], {
+    env: { ...process.env, DATABASE_URL: stack().databaseUrl, CHAINS_CONFIG: stack().chainsFile, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.push(child);
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, output: () => output, exited };
+};
+
+describe("service process", () => {
+  it("logs one JSON line per request with its request id, never the API key", async () => {
+    const port = await freePort();
+    const { key } = await newMerchantWithKey();
+    const service = startServiceProcess({
+      PORT: String(port),
+      LOG_FORMAT: "json",
+      PONDER_URL: stack().ponderUrl,
+    });
+    const url = `http://127.0.0.1:${port}`;
+    await waitFor(async () => (await fetch(`${url}/ready`).catch(() => undefined))?.status === 200, {
+      timeoutMs: 30_000,
+      what: "second service process",
+    });
+    const response = await fetch(`${url}/v1/chains`, { headers: { authorization: `Bearer ${key}` } });
+    const requestId = response.headers.get("request-id");
+    expect(response.status).toBe(200);
+    await waitFor(async () => service.output().includes(String(requestId)), {
+      timeoutMs: 5000,
+      what: "request log line",
+    });
+    const lines = service
+      .output()
+      .split("\n")
+      .filter((line) => line.trim() !== "");
+    for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
+    const entry = lines
+      .map((line) => JSON.parse(line))
+      .find((l) => JSON.stringify(l).includes(String(requestId)));
+    expect(JSON.stringify(entry)).toContain("/v1/chains");
+    expect(service.output()).not.toContain(key);
+    expect(service.output()).not.toContain(key.slice(8));
+    service.child.kill("SIGTERM");
+    expect(await service.exited).toBe(0);
+  });
+
+  it("fails to start on an invalid chain config, naming the bad field", async () => {
+    const bad = join(stack().dataDir, "bad-chains.json");
+    writeFileSync(
+      bad,
+      JSON.stringify({
+        chains: [
+          {
+            id: 5,
+            name: "x",
+            livemode: true,
+            rpc: { http: ["ftp://nope"] },
+            tokens: [],
+            subscriptions_available: true,
+            escrow_available: false,
+            hold_seconds: 0,
+            confirmations: 0,
+          },
+        ],
+      }),
+    );
+    const service = startServiceProcess({ PORT: String(await freePort()), CHAINS_CONFIG: bad });
+    expect(await service.exited).not.toBe(0);
+    expect(service.output()).toContain("chains[0].rpc.http[0]");
+  });
+});
