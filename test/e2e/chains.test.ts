@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { api, expectErrorShape, newMerchantWithKey, query } from "./helpers.ts";
+import { DEV_API_KEY } from "./constants.ts";
+import { api, expectErrorShape, newMerchantWithKey, query, stack } from "./helpers.ts";
 
 const PAYOUT = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
 
@@ -37,6 +38,17 @@ describe("GET /v1/chains", () => {
         escrow_available: false,
         hold_seconds: 0,
       }),
+    ]);
+  });
+});
+
+describe("the local stack's test merchant", () => {
+  it("uses DEV_API_KEY as its key and has every local test chain configured", async () => {
+    expect(stack().apiKey).toBe(DEV_API_KEY);
+    const response = await api("/v1/merchant/chains");
+    expect(response.status).toBe(200);
+    expect((response.json.data as Array<{ chain: number }>).map((c) => c.chain).sort()).toEqual([
+      31337, 31339,
     ]);
   });
 });

@@ -12,6 +12,7 @@ import { resolveLocalChain } from "../../scripts/stack/local-chain.ts";
 import { startStack } from "../../scripts/stack/stack.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
 import type { ChainConfig } from "../../service/chains/config.ts";
+import { DEV_API_KEY } from "./constants.ts";
 
 export interface TestStack {
   readonly apiUrl: string;
@@ -79,6 +80,7 @@ export default async function setup(project: TestProject) {
     chainsConfig,
     port: 0,
     persistent: false,
+    devApiKey: DEV_API_KEY,
     logFormat: "json",
     logLevel: "Warn",
     onOutput: (source, line) => {

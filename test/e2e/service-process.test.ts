@@ -68,6 +68,27 @@ describe("service process", () => {
     expect(await service.exited).toBe(0);
   });
 
+  it("answers /ready with 503 and the failing check while the indexer is unreachable", async () => {
+    const port = await freePort();
+    const service = startServiceProcess({
+      PORT: String(port),
+      PONDER_URL: `http://127.0.0.1:${await freePort()}`,
+    });
+    const url = `http://127.0.0.1:${port}`;
+    await waitFor(async () => (await fetch(`${url}/ready`).catch(() => undefined)) !== undefined, {
+      timeoutMs: 30_000,
+      what: "second service process to listen",
+    });
+    const response = await fetch(`${url}/ready`);
+    expect(response.status).toBe(503);
+    expect(await response.json()).toMatchObject({
+      ready: false,
+      checks: { database: "ready", indexer: "unreachable", workers: "ready" },
+    });
+    service.child.kill("SIGTERM");
+    expect(await service.exited).toBe(0);
+  });
+
   it("fails to start on an invalid chain config, naming the bad field", async () => {
     const bad = join(stack().dataDir, "bad-chains.json");
     writeFileSync(
