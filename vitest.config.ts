@@ -12,6 +12,14 @@ export default defineConfig({
       },
       {
         test: {
+          name: "contract",
+          include: ["test/contract/**/*.test.ts"],
+          testTimeout: 600_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        test: {
           name: "e2e",
           include: ["test/e2e/**/*.test.ts"],
           globalSetup: ["test/e2e/global-setup.ts"],

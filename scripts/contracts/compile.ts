@@ -26,7 +26,7 @@ const ABIS_DIR = join(ROOT, "abis");
 export const SOLC_SETTINGS = {
   optimizer: { enabled: true, runs: 10_000 },
   evmVersion: "cancun",
-  viaIR: false,
+  viaIR: true,
   outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } },
 } as const;
 
@@ -75,7 +75,8 @@ export const compileContracts = (): Artifact[] => {
     .filter(([source]) => source.startsWith("contracts/"))
     .flatMap(([source, contracts]) =>
       Object.entries(contracts)
-        .filter(([, c]) => c.evm.bytecode.object.length > 0)
+        // Libraries with internal functions only have no ABI: nothing to generate.
+        .filter(([, c]) => c.evm.bytecode.object.length > 0 && c.abi.length > 0)
         .map(([name, c]) => ({ name, source, abi: c.abi, bytecode: `0x${c.evm.bytecode.object}` as const })),
     );
 };

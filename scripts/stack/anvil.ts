@@ -5,6 +5,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { stopChild, supervise } from "./processes.ts";
 import { waitFor } from "./wait.ts";
 
 const require = createRequire(import.meta.url);
@@ -37,17 +38,6 @@ const rpcAnswers = (url: string): Promise<boolean> =>
     () => false,
   );
 
-export const stopChild = (child: ChildProcess, signal: NodeJS.Signals, timeoutMs: number): Promise<void> =>
-  new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.once("exit", () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill(signal);
-  });
-
 export const startAnvil = async (options: {
   readonly port: number;
   readonly chainId: number;
@@ -63,26 +53,12 @@ export const startAnvil = async (options: {
     args.push("--state", options.stateFile, "--state-interval", "5", "--preserve-historical-states");
   // Own process group: Ctrl-C reaches only the supervisor, which stops the stack in order.
   const child = spawn(anvilBinary(), args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
-  const output: string[] = [];
-  const collect = (chunk: Buffer) => {
-    for (const line of chunk.toString().split("\n")) {
-      if (line.trim() === "") continue;
-      output.push(line);
-      if (output.length > 50) output.shift();
-      options.onOutput?.(line);
-    }
-  };
-  child.stdout.on("data", collect);
-  child.stderr.on("data", collect);
+  const { exited } = supervise(child, "anvil", options.onOutput);
   const http = `http://127.0.0.1:${options.port}`;
-  const exited = new Promise<never>((_, reject) =>
-    child.once("exit", (code) => reject(new Error(`anvil exited with ${code}:\n${output.join("\n")}`))),
-  );
   await Promise.race([
     waitFor(() => rpcAnswers(http), { timeoutMs: 20_000, what: `anvil on ${http}` }),
     exited,
   ]);
-  exited.catch(() => {});
   return {
     http,
     ws: `ws://127.0.0.1:${options.port}`,

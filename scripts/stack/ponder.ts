@@ -12,7 +12,7 @@ import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import { ONCHAIN_SCHEMA } from "../../service/db/client.ts";
 import { ROOT } from "../contracts/compile.ts";
-import { stopChild } from "./anvil.ts";
+import { stopChild, supervise } from "./processes.ts";
 import { waitFor } from "./wait.ts";
 
 const indexingFiles = (dir: string): string[] =>
@@ -108,23 +108,8 @@ export const startPonder = async (options: {
       detached: true,
     },
   );
-  const tail: string[] = [];
-  const collect = (chunk: Buffer) => {
-    for (const line of chunk.toString().split("\n")) {
-      if (line.trim() === "") continue;
-      tail.push(line);
-      if (tail.length > 80) tail.shift();
-      options.onOutput(line);
-    }
-  };
-  child.stdout?.on("data", collect);
-  child.stderr?.on("data", collect);
+  const { exited } = supervise(child, "the indexer (ponder)", options.onOutput);
   const url = `http://127.0.0.1:${options.port}`;
-  const exited = new Promise<never>((_, reject) =>
-    child.once("exit", (code) =>
-      reject(new Error(`the indexer (ponder) exited with ${code}:\n${tail.join("\n")}`)),
-    ),
-  );
   await Promise.race([
     waitFor(() => ready(url), {
       timeoutMs: options.readyTimeoutMs ?? 120_000,
@@ -133,7 +118,6 @@ export const startPonder = async (options: {
     }),
     exited,
   ]);
-  exited.catch(() => {});
   return {
     url,
     schema: options.schema,

@@ -21,7 +21,7 @@ import { dirname, join } from "node:path";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
-import { stopChild } from "./anvil.ts";
+import { stopChild } from "./processes.ts";
 
 export interface RunningPostgres {
   readonly url: string;

@@ -1,0 +1,339 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.37;
+
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
+import {SignatureChecker} from "@openzeppelin/contracts/utils/cryptography/SignatureChecker.sol";
+import {MonthlyPeriods} from "./MonthlyPeriods.sol";
+
+/// @title MandateEscrow
+/// @notice A customer signs a mandate once (EIP-712, from an EOA or an ERC-1271 smart wallet); its operator
+/// may then collect at most `cap` per calendar month, and at most `cap * approvalPeriods` per signature,
+/// from the customer's own wallet (an ERC-20 allowance), paid to the `payee` fixed by the signature.
+/// With a hold, charged funds wait here until released to the payee or returned to the customer.
+/// There is no owner, no admin, no upgrade path, and no function that moves funds anywhere else.
+/// Tokens must be standard ERC-20s (no fee on transfer, no rebasing); tokens without return values are fine.
+contract MandateEscrow is EIP712, ReentrancyGuardTransient {
+    using SafeERC20 for IERC20;
+
+    /// @notice What the customer signs. `mandateId`'s upper 160 bits are the customer's address, so each
+    /// customer has a namespace of its own and nobody can take another customer's id.
+    struct Terms {
+        bytes32 mandateId;
+        address payee;
+        address token;
+        uint256 cap;
+        uint64 anchor;
+        uint32 approvalPeriods;
+        address operator;
+        uint64 holdSeconds;
+        uint64 nonce;
+        uint64 deadline;
+    }
+
+    bytes32 public constant TERMS_TYPEHASH = keccak256(
+        "Terms(bytes32 mandateId,address payee,address token,uint256 cap,uint64 anchor,uint32 approvalPeriods,address operator,uint64 holdSeconds,uint64 nonce,uint64 deadline)"
+    );
+
+    /// @dev Four storage slots; a charge reads all four and writes only the last.
+    struct Mandate {
+        address payee;
+        uint64 anchor;
+        uint32 approvalPeriods;
+        address token;
+        uint64 holdSeconds;
+        bool revoked;
+        address operator;
+        uint64 nonce;
+        uint96 cap;
+        uint128 approvalLeft;
+        uint32 chargedPeriodPlusOne;
+    }
+
+    struct Hold {
+        uint128 amount;
+        uint64 releaseAt;
+    }
+
+    mapping(bytes32 mandateId => Mandate) private _mandates;
+    mapping(bytes32 chargeId => Hold) private _holds;
+
+    event MandateAuthorized(
+        bytes32 indexed mandateId,
+        address indexed customer,
+        address indexed payee,
+        address token,
+        uint256 cap,
+        uint64 anchor,
+        uint32 approvalPeriods,
+        address operator,
+        uint64 holdSeconds,
+        uint64 nonce,
+        uint256 approval
+    );
+    event MandateRevoked(bytes32 indexed mandateId, address indexed customer);
+    /// @param releaseAt 0 when the charge went straight to the payee (no hold).
+    event Charged(
+        bytes32 indexed mandateId,
+        bytes32 indexed chargeId,
+        uint32 period,
+        uint256 amount,
+        address customer,
+        address payee,
+        address token,
+        uint64 releaseAt,
+        uint256 approvalLeft
+    );
+    event Released(bytes32 indexed mandateId, bytes32 indexed chargeId, uint32 period, uint256 amount, address payee);
+    event Returned(bytes32 indexed mandateId, bytes32 indexed chargeId, uint32 period, uint256 amount, address customer);
+
+    error InvalidTerms();
+    error InvalidSignature();
+    error SignatureExpired(uint64 deadline);
+    error StaleNonce(uint64 nonce, uint64 current);
+    error TermsMismatch();
+    error PermitFailed();
+    error UnknownMandate(bytes32 mandateId);
+    error NotCustomer();
+    error NotOperator();
+    error Revoked(bytes32 mandateId);
+    error MandateNotStarted(uint64 anchor);
+    error CapExceeded(uint256 amount, uint256 cap);
+    error PeriodAlreadyCharged(uint32 period);
+    error ApprovalExhausted(uint256 amount, uint256 approvalLeft);
+    error InsufficientBalance(uint256 amount, uint256 balance);
+    error InsufficientAllowance(uint256 amount, uint256 allowance);
+    error NoHold(bytes32 chargeId);
+    error HoldNotOver(uint64 releaseAt);
+    error HoldOver(uint64 releaseAt);
+    error LengthMismatch();
+
+    constructor() EIP712("MandateEscrow", "1") {}
+
+    // ---------------------------------------------------------------- authorization
+
+    /// @notice Records the customer's signature: a new mandate, or a re-signature of an existing one
+    /// (higher nonce, same customer, payee, token and anchor) that restores the approval to cap * approvalPeriods.
+    /// Anyone may submit it, so the customer needs no gas.
+    function authorize(Terms calldata terms, bytes calldata signature) external nonReentrant {
+        _authorize(terms, signature);
+    }
+
+    /// @notice `authorize` plus an EIP-2612 permit for the allowance: gasless for the customer end to end.
+    /// A permit that was front-run (nonce used) is accepted when the allowance it set is in place.
+    function authorizeWithPermit(
+        Terms calldata terms,
+        bytes calldata signature,
+        uint256 permitValue,
+        uint256 permitDeadline,
+        uint8 v,
+        bytes32 r,
+        bytes32 s
+    ) external nonReentrant {
+        _authorize(terms, signature);
+        address customer = customerOf(terms.mandateId);
+        try IERC20Permit(terms.token).permit(customer, address(this), permitValue, permitDeadline, v, r, s) {}
+        catch {
+            if (IERC20(terms.token).allowance(customer, address(this)) < permitValue) revert PermitFailed();
+        }
+    }
+
+    /// @notice The customer ends the mandate for good. Charges already held are still released or returned.
+    function revoke(bytes32 mandateId) external {
+        Mandate storage m = _mandates[mandateId];
+        if (m.operator == address(0)) revert UnknownMandate(mandateId);
+        if (msg.sender != customerOf(mandateId)) revert NotCustomer();
+        if (m.revoked) revert Revoked(mandateId);
+        m.revoked = true;
+        emit MandateRevoked(mandateId, msg.sender);
+    }
+
+    function _authorize(Terms calldata t, bytes calldata signature) private {
+        if (block.timestamp > t.deadline) revert SignatureExpired(t.deadline);
+        address customer = customerOf(t.mandateId);
+        if (
+            customer == address(0) || t.payee == address(0) || t.token == address(0) || t.operator == address(0)
+                || t.cap == 0 || t.cap > type(uint96).max || t.approvalPeriods == 0
+        ) revert InvalidTerms();
+        bytes32 digest = _hashTypedDataV4(keccak256(abi.encode(TERMS_TYPEHASH, t)));
+        if (!SignatureChecker.isValidSignatureNow(customer, digest, signature)) revert InvalidSignature();
+
+        Mandate storage m = _mandates[t.mandateId];
+        if (m.operator == address(0)) {
+            m.payee = t.payee;
+            m.token = t.token;
+            m.anchor = t.anchor;
+        } else {
+            if (m.revoked) revert Revoked(t.mandateId);
+            if (t.payee != m.payee || t.token != m.token || t.anchor != m.anchor) revert TermsMismatch();
+        }
+        if (t.nonce <= m.nonce) revert StaleNonce(t.nonce, m.nonce);
+        uint128 approval = uint128(t.cap) * t.approvalPeriods;
+        m.approvalPeriods = t.approvalPeriods;
+        m.holdSeconds = t.holdSeconds;
+        m.operator = t.operator;
+        m.nonce = t.nonce;
+        m.cap = uint96(t.cap);
+        m.approvalLeft = approval;
+        emit MandateAuthorized(
+            t.mandateId,
+            customer,
+            t.payee,
+            t.token,
+            t.cap,
+            t.anchor,
+            t.approvalPeriods,
+            t.operator,
+            t.holdSeconds,
+            t.nonce,
+            approval
+        );
+    }
+
+    // ---------------------------------------------------------------- charges
+
+    /// @notice Collects `amount` for the current period. Operator only.
+    function charge(bytes32 mandateId, uint256 amount) external nonReentrant returns (bytes32 chargeId) {
+        return _charge(mandateId, amount);
+    }
+
+    /// @notice Several charges in one transaction; all succeed or none does.
+    function chargeMany(bytes32[] calldata mandateIds, uint256[] calldata amounts) external nonReentrant {
+        if (mandateIds.length != amounts.length) revert LengthMismatch();
+        for (uint256 i; i < mandateIds.length; ++i) {
+            _charge(mandateIds[i], amounts[i]);
+        }
+    }
+
+    function _charge(bytes32 id, uint256 amount) private returns (bytes32 chargeId) {
+        Mandate storage m = _mandates[id];
+        if (m.operator == address(0)) revert UnknownMandate(id);
+        if (msg.sender != m.operator) revert NotOperator();
+        if (m.revoked) revert Revoked(id);
+        uint256 cap = m.cap;
+        if (amount == 0 || amount > cap) revert CapExceeded(amount, cap);
+        uint64 anchor = m.anchor;
+        if (block.timestamp < anchor) revert MandateNotStarted(anchor);
+        uint32 period = uint32(MonthlyPeriods.periodIndexAt(anchor, block.timestamp));
+        if (m.chargedPeriodPlusOne > period) revert PeriodAlreadyCharged(period);
+        uint128 left = m.approvalLeft;
+        if (amount > left) revert ApprovalExhausted(amount, left);
+
+        address customer = customerOf(id);
+        IERC20 token = IERC20(m.token);
+        uint256 balance = token.balanceOf(customer);
+        if (balance < amount) revert InsufficientBalance(amount, balance);
+        uint256 allowance = token.allowance(customer, address(this));
+        if (allowance < amount) revert InsufficientAllowance(amount, allowance);
+
+        unchecked {
+            left -= uint128(amount);
+        }
+        m.approvalLeft = left;
+        m.chargedPeriodPlusOne = period + 1;
+        chargeId = chargeIdOf(id, period);
+        address payee = m.payee;
+        uint64 holdSeconds = m.holdSeconds;
+        uint64 releaseAt;
+        if (holdSeconds == 0) {
+            token.safeTransferFrom(customer, payee, amount);
+        } else {
+            releaseAt = uint64(block.timestamp) + holdSeconds;
+            _holds[chargeId] = Hold(uint128(amount), releaseAt);
+            token.safeTransferFrom(customer, address(this), amount);
+        }
+        emit Charged(id, chargeId, period, amount, customer, payee, address(token), releaseAt, left);
+    }
+
+    // ---------------------------------------------------------------- holds
+
+    /// @notice Pays a held charge to the payee once its hold is over. Anyone may call.
+    function release(bytes32 mandateId, uint32 period) external nonReentrant {
+        _release(mandateId, period);
+    }
+
+    function releaseMany(bytes32[] calldata mandateIds, uint32[] calldata periods) external nonReentrant {
+        if (mandateIds.length != periods.length) revert LengthMismatch();
+        for (uint256 i; i < mandateIds.length; ++i) {
+            _release(mandateIds[i], periods[i]);
+        }
+    }
+
+    /// @notice Gives a held charge back to the customer while the hold lasts: the operator, on the
+    /// merchant's behalf, or the payee itself.
+    function returnCharge(bytes32 mandateId, uint32 period) external nonReentrant {
+        Mandate storage m = _mandates[mandateId];
+        if (msg.sender != m.operator && msg.sender != m.payee) revert NotOperator();
+        bytes32 chargeId = chargeIdOf(mandateId, period);
+        Hold memory h = _holds[chargeId];
+        if (h.amount == 0) revert NoHold(chargeId);
+        if (block.timestamp >= h.releaseAt) revert HoldOver(h.releaseAt);
+        delete _holds[chargeId];
+        address customer = customerOf(mandateId);
+        IERC20(m.token).safeTransfer(customer, h.amount);
+        emit Returned(mandateId, chargeId, period, h.amount, customer);
+    }
+
+    function _release(bytes32 id, uint32 period) private {
+        bytes32 chargeId = chargeIdOf(id, period);
+        Hold memory h = _holds[chargeId];
+        if (h.amount == 0) revert NoHold(chargeId);
+        if (block.timestamp < h.releaseAt) revert HoldNotOver(h.releaseAt);
+        delete _holds[chargeId];
+        Mandate storage m = _mandates[id];
+        address payee = m.payee;
+        IERC20(m.token).safeTransfer(payee, h.amount);
+        emit Released(id, chargeId, period, h.amount, payee);
+    }
+
+    // ---------------------------------------------------------------- views
+
+    function customerOf(bytes32 mandateId) public pure returns (address) {
+        return address(uint160(uint256(mandateId) >> 96));
+    }
+
+    function chargeIdOf(bytes32 mandateId, uint32 period) public pure returns (bytes32) {
+        return keccak256(abi.encode(mandateId, period));
+    }
+
+    function mandate(bytes32 mandateId) external view returns (Mandate memory) {
+        return _mandates[mandateId];
+    }
+
+    function approvalLeft(bytes32 mandateId) external view returns (uint256) {
+        return _mandates[mandateId].approvalLeft;
+    }
+
+    /// @notice The current period of a mandate; reverts before its anchor.
+    function currentPeriod(bytes32 mandateId) public view returns (uint32) {
+        Mandate storage m = _mandates[mandateId];
+        if (m.operator == address(0)) revert UnknownMandate(mandateId);
+        if (block.timestamp < m.anchor) revert MandateNotStarted(m.anchor);
+        return uint32(MonthlyPeriods.periodIndexAt(m.anchor, block.timestamp));
+    }
+
+    function chargedThisPeriod(bytes32 mandateId) external view returns (bool) {
+        return _mandates[mandateId].chargedPeriodPlusOne > currentPeriod(mandateId);
+    }
+
+    function holdOf(bytes32 mandateId, uint32 period) external view returns (uint256 amount, uint64 releaseAt) {
+        Hold memory h = _holds[chargeIdOf(mandateId, period)];
+        return (h.amount, h.releaseAt);
+    }
+
+    function periodIndexAt(uint64 anchor, uint256 timestamp) external pure returns (uint256) {
+        if (timestamp < anchor) revert MandateNotStarted(anchor);
+        return MonthlyPeriods.periodIndexAt(anchor, timestamp);
+    }
+
+    function periodStart(uint64 anchor, uint256 index) external pure returns (uint256) {
+        return MonthlyPeriods.periodStart(anchor, index);
+    }
+
+    function domainSeparator() external view returns (bytes32) {
+        return _domainSeparatorV4();
+    }
+}

@@ -1,0 +1,46 @@
+/** Child processes of the local stack: output capture, start failure, ordered stop. */
+import type { ChildProcess } from "node:child_process";
+
+export interface Supervised {
+  /** Rejects if the process exits; the message carries its last output lines. */
+  readonly exited: Promise<never>;
+}
+
+/**
+ * Forwards each output line, keeps the last ones for the error message of an unexpected exit.
+ * Await `exited` in a race with readiness; once ready, the caller stops watching it.
+ */
+export const supervise = (
+  child: ChildProcess,
+  name: string,
+  onLine: (line: string) => void = () => {},
+  keep = 80,
+): Supervised => {
+  const tail: string[] = [];
+  const collect = (chunk: Buffer) => {
+    for (const line of chunk.toString().split("\n")) {
+      if (line.trim() === "") continue;
+      tail.push(line);
+      if (tail.length > keep) tail.shift();
+      onLine(line);
+    }
+  };
+  child.stdout?.on("data", collect);
+  child.stderr?.on("data", collect);
+  const exited = new Promise<never>((_, reject) =>
+    child.once("exit", (code) => reject(new Error(`${name} exited with ${code}:\n${tail.join("\n")}`))),
+  );
+  exited.catch(() => {});
+  return { exited };
+};
+
+export const stopChild = (child: ChildProcess, signal: NodeJS.Signals, timeoutMs: number): Promise<void> =>
+  new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill(signal);
+  });

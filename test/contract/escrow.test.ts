@@ -1,0 +1,292 @@
+import { encodeFunctionData, type Hex, keccak256, parseUnits, toHex } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
+import { NoReturnTokenAbi } from "../../abis/NoReturnToken.ts";
+import { ReentrantTokenAbi } from "../../abis/ReentrantToken.ts";
+import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
+import { type Address, accountAt, type Chain, mandateIdFor, startChain, type Terms } from "./harness.ts";
+
+const operator = accountAt(1);
+const payee = accountAt(2);
+const customer = accountAt(3);
+const stranger = accountAt(4);
+const usd = (n: string) => parseUnits(n, 6);
+const DAY = 86_400;
+const MAX = 2n ** 256n - 1n;
+
+let chain: Chain;
+let salt = 1n;
+
+beforeAll(async () => {
+  chain = await startChain();
+});
+afterAll(async () => {
+  await chain?.stop();
+});
+
+const termsFor = (overrides: Partial<Terms> = {}): Terms => ({
+  mandateId: mandateIdFor(customer.address, salt++),
+  payee: payee.address,
+  token: chain.usdc,
+  cap: usd("50"),
+  anchor: BigInt(chain.clock.now),
+  approvalPeriods: 3,
+  operator: operator.address,
+  holdSeconds: 0n,
+  nonce: 1n,
+  deadline: BigInt(chain.clock.now + 3600),
+  ...overrides,
+});
+
+const authorize = async (terms: Terms, signer = customer) =>
+  chain.send(operator, chain.escrow, MandateEscrowAbi, "authorize", [
+    terms,
+    await chain.signTerms(signer, terms),
+  ]);
+const charge = (id: Hex, amount: bigint, by = operator) =>
+  chain.send(by, chain.escrow, MandateEscrowAbi, "charge", [id, amount]);
+const balance = (token: Address, who: Address) => chain.read<bigint>(token, TestUSDCAbi, "balanceOf", [who]);
+const fund = async (token: Address, amount: bigint, allowance = MAX, who = customer) => {
+  await chain.send(who, token, TestUSDCAbi, "mint", [who.address, amount]);
+  await chain.send(who, token, TestUSDCAbi, "approve", [chain.escrow, allowance]);
+};
+const failure = (name: string) => ({ ok: false, error: name });
+
+describe("MandateEscrow: charges", () => {
+  it("collects up to the cap once per period, to the payee fixed by the signature", async () => {
+    await fund(chain.usdc, usd("1000"));
+    const terms = termsFor();
+    expect((await authorize(terms)).ok).toBe(true);
+    const before = await balance(chain.usdc, payee.address);
+    expect(await charge(terms.mandateId, usd("60"))).toEqual(failure("CapExceeded"));
+    expect(await charge(terms.mandateId, 0n)).toEqual(failure("CapExceeded"));
+    expect(await charge(terms.mandateId, usd("10"), stranger)).toEqual(failure("NotOperator"));
+    expect((await charge(terms.mandateId, usd("50"))).ok).toBe(true);
+    expect(await balance(chain.usdc, payee.address)).toBe(before + usd("50"));
+    expect(await charge(terms.mandateId, usd("1"))).toEqual(failure("PeriodAlreadyCharged"));
+    expect(await chain.read(chain.escrow, MandateEscrowAbi, "chargedThisPeriod", [terms.mandateId])).toBe(
+      true,
+    );
+    chain.clock.advance(32 * DAY);
+    expect(await chain.read(chain.escrow, MandateEscrowAbi, "approvalLeft", [terms.mandateId])).toBe(
+      usd("100"),
+    );
+    expect((await charge(terms.mandateId, usd("30"))).ok).toBe(true);
+  });
+
+  it("refuses a charge before the anchor, and on an unknown mandate", async () => {
+    await fund(chain.usdc, usd("100"));
+    const terms = termsFor({ anchor: BigInt(chain.clock.now + 5 * DAY) });
+    await authorize(terms);
+    expect(await charge(terms.mandateId, usd("1"))).toEqual(failure("MandateNotStarted"));
+    expect(await charge(mandateIdFor(customer.address, 999_999n), usd("1"))).toEqual(
+      failure("UnknownMandate"),
+    );
+  });
+
+  it("tells insufficient balance from insufficient allowance from exhausted approval", async () => {
+    const terms = termsFor({ cap: usd("40"), approvalPeriods: 2 });
+    await authorize(terms);
+    const poor = accountAt(5);
+    const poorTerms = termsFor({ mandateId: mandateIdFor(poor.address, salt++) });
+    await chain.send(poor, chain.usdc, TestUSDCAbi, "approve", [chain.escrow, MAX]);
+    expect((await authorize(poorTerms, poor)).ok).toBe(true);
+    expect(await charge(poorTerms.mandateId, usd("5"))).toEqual(failure("InsufficientBalance"));
+    await chain.send(poor, chain.usdc, TestUSDCAbi, "mint", [poor.address, usd("100")]);
+    await chain.send(poor, chain.usdc, TestUSDCAbi, "approve", [chain.escrow, usd("1")]);
+    expect(await charge(poorTerms.mandateId, usd("5"))).toEqual(failure("InsufficientAllowance"));
+
+    await fund(chain.usdc, usd("500"));
+    expect((await charge(terms.mandateId, usd("40"))).ok).toBe(true);
+    chain.clock.advance(31 * DAY);
+    expect((await charge(terms.mandateId, usd("40"))).ok).toBe(true);
+    chain.clock.advance(31 * DAY);
+    expect(await charge(terms.mandateId, usd("40"))).toEqual(failure("ApprovalExhausted"));
+    // Re-signing the same mandate restores the approval; the period stays uncharged, so it can be charged now.
+    expect((await authorize({ ...terms, nonce: 2n, deadline: BigInt(chain.clock.now + 60) })).ok).toBe(true);
+    expect(await chain.read(chain.escrow, MandateEscrowAbi, "approvalLeft", [terms.mandateId])).toBe(
+      usd("80"),
+    );
+    expect((await charge(terms.mandateId, usd("40"))).ok).toBe(true);
+  });
+
+  it("charges many in one transaction, all or none", async () => {
+    await fund(chain.usdc, usd("1000"));
+    const a = termsFor();
+    const b = termsFor();
+    await authorize(a);
+    await authorize(b);
+    const batch = (ids: Hex[], amounts: bigint[]) =>
+      chain.send(operator, chain.escrow, MandateEscrowAbi, "chargeMany", [ids, amounts]);
+    expect(await batch([a.mandateId, b.mandateId], [usd("1")])).toEqual(failure("LengthMismatch"));
+    expect(await batch([a.mandateId, b.mandateId], [usd("10"), usd("51")])).toEqual(failure("CapExceeded"));
+    expect(await chain.read(chain.escrow, MandateEscrowAbi, "chargedThisPeriod", [a.mandateId])).toBe(false);
+    expect((await batch([a.mandateId, b.mandateId], [usd("10"), usd("20")])).ok).toBe(true);
+  });
+
+  it("works with a token that returns nothing from transfer (USDT-like)", async () => {
+    const nrt = chain.noReturn;
+    await chain.send(customer, nrt, NoReturnTokenAbi, "mint", [customer.address, usd("100")]);
+    await chain.send(customer, nrt, NoReturnTokenAbi, "approve", [chain.escrow, MAX]);
+    const direct = termsFor({ token: nrt });
+    const held = termsFor({ token: nrt, holdSeconds: 100n });
+    await authorize(direct);
+    await authorize(held);
+    expect((await charge(direct.mandateId, usd("5"))).ok).toBe(true);
+    expect((await charge(held.mandateId, usd("7"))).ok).toBe(true);
+    chain.clock.advance(100);
+    expect(
+      (await chain.send(stranger, chain.escrow, MandateEscrowAbi, "release", [held.mandateId, 0])).ok,
+    ).toBe(true);
+    expect(await chain.read(nrt, NoReturnTokenAbi, "balanceOf", [payee.address])).toBe(usd("12"));
+    expect(await chain.read(nrt, NoReturnTokenAbi, "balanceOf", [chain.escrow])).toBe(0n);
+  });
+});
+
+describe("MandateEscrow: holds", () => {
+  it("holds a charge, returns it only during the hold, releases it only after", async () => {
+    await fund(chain.usdc, usd("1000"));
+    const terms = termsFor({ holdSeconds: 1000n });
+    await authorize(terms);
+    const customerBefore = await balance(chain.usdc, customer.address);
+    const payeeBefore = await balance(chain.usdc, payee.address);
+    expect((await charge(terms.mandateId, usd("20"))).ok).toBe(true);
+    expect(await balance(chain.usdc, chain.escrow)).toBe(usd("20"));
+    const release = (by = stranger) =>
+      chain.send(by, chain.escrow, MandateEscrowAbi, "release", [terms.mandateId, 0]);
+    const giveBack = (by = operator) =>
+      chain.send(by, chain.escrow, MandateEscrowAbi, "returnCharge", [terms.mandateId, 0]);
+    expect(await release()).toEqual(failure("HoldNotOver"));
+    expect(await giveBack(stranger)).toEqual(failure("NotOperator"));
+    expect((await giveBack(operator)).ok).toBe(true);
+    expect(await balance(chain.usdc, customer.address)).toBe(customerBefore);
+    expect(await giveBack(operator)).toEqual(failure("NoHold"));
+
+    chain.clock.advance(31 * DAY);
+    const chargedAt = chain.clock.now;
+    expect((await charge(terms.mandateId, usd("20"))).ok).toBe(true);
+    chain.clock.advance(chargedAt + 999 - chain.clock.now);
+    expect(
+      await chain.send(stranger, chain.escrow, MandateEscrowAbi, "release", [terms.mandateId, 1]),
+    ).toEqual(failure("HoldNotOver"));
+    chain.clock.advance(1);
+    expect(
+      await chain.send(payee, chain.escrow, MandateEscrowAbi, "returnCharge", [terms.mandateId, 1]),
+    ).toEqual(failure("HoldOver"));
+    expect(
+      (await chain.send(stranger, chain.escrow, MandateEscrowAbi, "release", [terms.mandateId, 1])).ok,
+    ).toBe(true);
+    expect(await balance(chain.usdc, payee.address)).toBe(payeeBefore + usd("20"));
+    expect(await balance(chain.usdc, chain.escrow)).toBe(0n);
+  });
+
+  it("still releases held charges after the customer revoked", async () => {
+    await fund(chain.usdc, usd("100"));
+    const terms = termsFor({ holdSeconds: 10n });
+    await authorize(terms);
+    await charge(terms.mandateId, usd("5"));
+    expect(await chain.send(stranger, chain.escrow, MandateEscrowAbi, "revoke", [terms.mandateId])).toEqual(
+      failure("NotCustomer"),
+    );
+    expect((await chain.send(customer, chain.escrow, MandateEscrowAbi, "revoke", [terms.mandateId])).ok).toBe(
+      true,
+    );
+    chain.clock.advance(31 * DAY);
+    expect(await charge(terms.mandateId, usd("5"))).toEqual(failure("Revoked"));
+    expect(await authorize({ ...terms, nonce: 2n, deadline: BigInt(chain.clock.now + 60) })).toEqual(
+      failure("Revoked"),
+    );
+    expect(
+      (await chain.send(stranger, chain.escrow, MandateEscrowAbi, "release", [terms.mandateId, 0])).ok,
+    ).toBe(true);
+  });
+});
+
+describe("MandateEscrow: signatures", () => {
+  it("refuses wrong chain, wrong contract, altered terms, replayed or stale nonce, expiry and malleable signatures", async () => {
+    const terms = termsFor();
+    const good = await chain.signTerms(customer, terms);
+    const send = (t: Terms, signature: Hex) =>
+      chain.send(operator, chain.escrow, MandateEscrowAbi, "authorize", [t, signature]);
+    expect(await send(terms, await chain.signTerms(customer, terms, chain.escrow, 1))).toEqual(
+      failure("InvalidSignature"),
+    );
+    expect(await send(terms, await chain.signTerms(customer, terms, chain.usdc))).toEqual(
+      failure("InvalidSignature"),
+    );
+    expect(await send({ ...terms, cap: terms.cap + 1n }, good)).toEqual(failure("InvalidSignature"));
+    expect(await send({ ...terms, payee: stranger.address }, good)).toEqual(failure("InvalidSignature"));
+    expect(await send(terms, await chain.signTerms(stranger, terms))).toEqual(failure("InvalidSignature"));
+    // The same signature with s flipped to the upper half of the curve order (malleability).
+    const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+    const s = BigInt(`0x${good.slice(66, 130)}`);
+    const v = Number.parseInt(good.slice(130, 132), 16);
+    const malleable =
+      `${good.slice(0, 66)}${toHex(n - s, { size: 32 }).slice(2)}${(v === 27 ? 28 : 27).toString(16)}` as Hex;
+    expect(await send(terms, malleable)).toEqual(failure("InvalidSignature"));
+    expect((await send(terms, good)).ok).toBe(true);
+    expect(await send(terms, good)).toEqual(failure("StaleNonce"));
+    const expired = { ...terms, nonce: 5n, deadline: BigInt(chain.clock.now - 1) };
+    expect(await send(expired, await chain.signTerms(customer, expired))).toEqual(
+      failure("SignatureExpired"),
+    );
+    const other = { ...terms, nonce: 6n, anchor: terms.anchor + 1n };
+    expect(await send(other, await chain.signTerms(customer, other))).toEqual(failure("TermsMismatch"));
+    const zeroCap = termsFor({ cap: 0n });
+    expect(await send(zeroCap, await chain.signTerms(customer, zeroCap))).toEqual(failure("InvalidTerms"));
+    // A mandate id outside the signer's namespace is someone else's: the signature cannot match.
+    const foreign = termsFor({ mandateId: mandateIdFor(stranger.address, 1n) });
+    expect(await send(foreign, await chain.signTerms(customer, foreign))).toEqual(
+      failure("InvalidSignature"),
+    );
+  });
+
+  it("authorizes with an EIP-2612 permit: no transaction from the customer at all", async () => {
+    const gasless = accountAt(6);
+    await chain.send(operator, chain.usdc, TestUSDCAbi, "mint", [gasless.address, usd("100")]);
+    const terms = termsFor({ mandateId: mandateIdFor(gasless.address, salt++) });
+    const nonceBefore = await chain.publicClient.getTransactionCount({ address: gasless.address });
+    const permit = await chain.signPermit(gasless, chain.usdc, usd("150"), BigInt(chain.clock.now + 3600));
+    const outcome = await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorizeWithPermit", [
+      terms,
+      await chain.signTerms(gasless, terms),
+      usd("150"),
+      BigInt(chain.clock.now + 3600),
+      permit.v,
+      permit.r,
+      permit.s,
+    ]);
+    expect(outcome.ok).toBe(true);
+    expect((await charge(terms.mandateId, usd("50"))).ok).toBe(true);
+    expect(await chain.publicClient.getTransactionCount({ address: gasless.address })).toBe(nonceBefore);
+  });
+});
+
+describe("MandateEscrow: reentrancy", () => {
+  it("refuses a hostile token's reentrant charge, release and return", async () => {
+    const hostile = await chain.deployReentrant();
+    await chain.send(customer, hostile, ReentrantTokenAbi, "mint", [customer.address, usd("1000")]);
+    await chain.send(customer, hostile, ReentrantTokenAbi, "approve", [chain.escrow, MAX]);
+    const direct = termsFor({ token: hostile });
+    const held = termsFor({ token: hostile, holdSeconds: 50n });
+    await authorize(direct);
+    await authorize(held);
+    for (const payload of [
+      encodeFunctionData({
+        abi: MandateEscrowAbi,
+        functionName: "charge",
+        args: [direct.mandateId, usd("1")],
+      }),
+      encodeFunctionData({ abi: MandateEscrowAbi, functionName: "release", args: [held.mandateId, 0] }),
+      encodeFunctionData({ abi: MandateEscrowAbi, functionName: "returnCharge", args: [held.mandateId, 0] }),
+    ]) {
+      await chain.send(operator, hostile, ReentrantTokenAbi, "arm", [chain.escrow, payload]);
+      expect((await charge(held.mandateId, usd("3"))).ok).toBe(true);
+      expect(await chain.read(hostile, ReentrantTokenAbi, "attempted")).toBe(true);
+      expect(await chain.read(hostile, ReentrantTokenAbi, "reentrySucceeded")).toBe(false);
+      const selector = keccak256(toHex("ReentrancyGuardReentrantCall()")).slice(0, 10);
+      expect(await chain.read(hostile, ReentrantTokenAbi, "reentryError")).toBe(selector);
+      chain.clock.advance(31 * DAY);
+    }
+  });
+});

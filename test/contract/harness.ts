@@ -1,0 +1,210 @@
+/**
+ * A real EVM for contract tests: anvil on a free port, the escrow and test tokens deployed from abis/,
+ * exact control of block time (every transaction is mined at a timestamp the test chooses), and
+ * revert reasons decoded to the contract's custom error names.
+ */
+import {
+  type Abi,
+  BaseError,
+  ContractFunctionRevertedError,
+  createPublicClient,
+  createTestClient,
+  createWalletClient,
+  defineChain,
+  type Hex,
+  http,
+  type PrivateKeyAccount,
+  parseSignature,
+} from "viem";
+import { mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
+import { MandateEscrowAbi, MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
+import { NoReturnTokenAbi, NoReturnTokenBytecode } from "../../abis/NoReturnToken.ts";
+import { ReentrantTokenAbi, ReentrantTokenBytecode } from "../../abis/ReentrantToken.ts";
+import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
+import { type RunningAnvil, startAnvil } from "../../scripts/stack/anvil.ts";
+import { freePort } from "../../scripts/stack/wait.ts";
+
+export const MNEMONIC = "test test test test test test test test test test test junk";
+export const accountAt = (index: number) => {
+  const hd = mnemonicToAccount(MNEMONIC, { addressIndex: index });
+  const key = hd.getHdKey().privateKey;
+  if (!key) throw new Error("no key");
+  return privateKeyToAccount(`0x${Buffer.from(key).toString("hex")}`);
+};
+
+export type Address = `0x${string}`;
+
+export interface Terms {
+  mandateId: Hex;
+  payee: Address;
+  token: Address;
+  cap: bigint;
+  anchor: bigint;
+  approvalPeriods: number;
+  operator: Address;
+  holdSeconds: bigint;
+  nonce: bigint;
+  deadline: bigint;
+}
+
+export const TERMS_TYPES = {
+  Terms: [
+    { name: "mandateId", type: "bytes32" },
+    { name: "payee", type: "address" },
+    { name: "token", type: "address" },
+    { name: "cap", type: "uint256" },
+    { name: "anchor", type: "uint64" },
+    { name: "approvalPeriods", type: "uint32" },
+    { name: "operator", type: "address" },
+    { name: "holdSeconds", type: "uint64" },
+    { name: "nonce", type: "uint64" },
+    { name: "deadline", type: "uint64" },
+  ],
+} as const;
+
+/** A mandate id in the customer's namespace: its address, then a 96-bit salt. */
+export const mandateIdFor = (customer: Address, salt: bigint): Hex =>
+  `0x${customer.slice(2).toLowerCase()}${salt.toString(16).padStart(24, "0")}`;
+
+export type Outcome =
+  | { readonly ok: true; readonly gasUsed: bigint }
+  | { readonly ok: false; readonly error: string };
+
+export const startChain = async () => {
+  const anvil: RunningAnvil = await startAnvil({ port: await freePort(), chainId: 31337 });
+  const chain = defineChain({
+    id: 31337,
+    name: "anvil",
+    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+    rpcUrls: { default: { http: [anvil.http] } },
+  });
+  const transport = http(anvil.http, { batch: false });
+  const publicClient = createPublicClient({ chain, transport, pollingInterval: 10 });
+  const testClient = createTestClient({ chain, transport, mode: "anvil" });
+  const wallet = (account: PrivateKeyAccount) => createWalletClient({ chain, transport, account });
+  const deployer = accountAt(0);
+
+  let now = Number((await publicClient.getBlock()).timestamp) + 1;
+  /** The time the next transaction will be mined at. */
+  const clock = {
+    get now() {
+      return now;
+    },
+    advance: (seconds: number) => {
+      now += seconds;
+    },
+  };
+
+  const deploy = async (abi: Abi, bytecode: Hex): Promise<Address> => {
+    await testClient.setNextBlockTimestamp({ timestamp: BigInt(now) });
+    const hash = await wallet(deployer).deployContract({ abi, bytecode });
+    const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 5 });
+    now += 1;
+    if (!receipt.contractAddress) throw new Error("deployment failed");
+    return receipt.contractAddress;
+  };
+
+  /**
+   * Runs a contract write mined at `clock.now`: simulated first against the pending block (same time),
+   * so a revert is reported by its custom error name; sent only when it would succeed.
+   */
+  const send = async (
+    account: PrivateKeyAccount,
+    address: Address,
+    abi: Abi,
+    functionName: string,
+    args: readonly unknown[],
+  ): Promise<Outcome> => {
+    await testClient.setNextBlockTimestamp({ timestamp: BigInt(now) });
+    try {
+      const { request } = await publicClient.simulateContract({
+        account,
+        address,
+        abi,
+        functionName,
+        args,
+        blockTag: "pending",
+      } as Parameters<typeof publicClient.simulateContract>[0]);
+      const hash = await wallet(account).writeContract(
+        request as Parameters<ReturnType<typeof wallet>["writeContract"]>[0],
+      );
+      const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 5 });
+      now += 1;
+      if (receipt.status !== "success") return { ok: false, error: "reverted after simulation" };
+      return { ok: true, gasUsed: receipt.gasUsed };
+    } catch (error) {
+      return { ok: false, error: revertName(error) };
+    }
+  };
+
+  const read = <T>(address: Address, abi: Abi, functionName: string, args: readonly unknown[] = []) =>
+    publicClient.readContract({ address, abi, functionName, args } as Parameters<
+      typeof publicClient.readContract
+    >[0]) as Promise<T>;
+
+  const escrow = await deploy(MandateEscrowAbi, MandateEscrowBytecode);
+  const usdc = await deploy(TestUSDCAbi, TestUSDCBytecode);
+  const noReturn = await deploy(NoReturnTokenAbi, NoReturnTokenBytecode);
+
+  const signTerms = (
+    customer: PrivateKeyAccount,
+    terms: Terms,
+    verifyingContract: Address = escrow,
+    chainId = 31337,
+  ) =>
+    customer.signTypedData({
+      domain: { name: "MandateEscrow", version: "1", chainId, verifyingContract },
+      types: TERMS_TYPES,
+      primaryType: "Terms",
+      message: terms,
+    });
+
+  const signPermit = async (owner: PrivateKeyAccount, token: Address, value: bigint, deadline: bigint) => {
+    const nonce = await read<bigint>(token, TestUSDCAbi, "nonces", [owner.address]);
+    const name = await read<string>(token, TestUSDCAbi, "name");
+    const signature = await owner.signTypedData({
+      domain: { name, version: "1", chainId: 31337, verifyingContract: token },
+      types: {
+        Permit: [
+          { name: "owner", type: "address" },
+          { name: "spender", type: "address" },
+          { name: "value", type: "uint256" },
+          { name: "nonce", type: "uint256" },
+          { name: "deadline", type: "uint256" },
+        ],
+      },
+      primaryType: "Permit",
+      message: { owner: owner.address, spender: escrow, value, nonce, deadline },
+    });
+    const { v, r, s } = parseSignature(signature);
+    return { v: Number(v), r, s };
+  };
+
+  return {
+    anvil,
+    publicClient,
+    testClient,
+    clock,
+    deploy,
+    send,
+    read,
+    escrow,
+    usdc,
+    noReturn,
+    signTerms,
+    signPermit,
+    deployReentrant: () => deploy(ReentrantTokenAbi, ReentrantTokenBytecode),
+    stop: () => anvil.stop(),
+  };
+};
+
+export type Chain = Awaited<ReturnType<typeof startChain>>;
+
+export const revertName = (error: unknown): string => {
+  if (error instanceof BaseError) {
+    const reverted = error.walk((e) => e instanceof ContractFunctionRevertedError);
+    if (reverted instanceof ContractFunctionRevertedError)
+      return reverted.data?.errorName ?? reverted.reason ?? "revert";
+  }
+  return `unexpected: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`;
+};
