@@ -3,8 +3,17 @@
  * (once: a persisted chain keeps them, recorded in the deployments file) and fills in rpc and addresses.
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { createPublicClient, createWalletClient, defineChain, type Hex, http } from "viem";
+import {
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  getAddress,
+  type Hex,
+  http,
+  keccak256,
+} from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { MandateEscrowAbi, MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import type { ChainConfig } from "../../service/chains/config.ts";
 import type { RunningAnvil } from "./anvil.ts";
@@ -12,9 +21,17 @@ import type { RunningAnvil } from "./anvil.ts";
 /** anvil's first default account: the local deployer and, later, the local relayer. Test use only. */
 export const LOCAL_DEPLOYER_KEY: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
 
-const CONTRACTS = { TestUSDC: { abi: TestUSDCAbi, bytecode: TestUSDCBytecode } } as const;
+const CONTRACTS = {
+  TestUSDC: { abi: TestUSDCAbi, bytecode: TestUSDCBytecode },
+  MandateEscrow: { abi: MandateEscrowAbi, bytecode: MandateEscrowBytecode },
+} as const;
 
-type Deployments = Record<string, Record<string, `0x${string}`>>;
+interface Deployment {
+  readonly address: `0x${string}`;
+  readonly block: number;
+  readonly codeHash: `0x${string}`;
+}
+type Deployments = Record<string, Record<string, Deployment>>;
 
 const readDeployments = (file: string): Deployments =>
   existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Deployments) : {};
@@ -36,30 +53,40 @@ export const resolveLocalChain = async (
   const deployments = readDeployments(deploymentsFile);
   const known = deployments[String(chain.id)] ?? {};
 
-  const deployed = async (name: keyof typeof CONTRACTS): Promise<`0x${string}`> => {
+  /** Deploys a contract once per chain; a changed contract (other bytecode) is deployed afresh. */
+  const deployed = async (name: keyof typeof CONTRACTS): Promise<Deployment> => {
+    const { abi, bytecode } = CONTRACTS[name];
+    const codeHash = keccak256(bytecode);
     const recorded = known[name];
-    if (recorded) {
-      const code = await publicClient.getCode({ address: recorded });
+    if (recorded?.codeHash === codeHash) {
+      const code = await publicClient.getCode({ address: recorded.address });
       if (code && code !== "0x") return recorded;
     }
-    const hash = await walletClient.deployContract({
-      abi: CONTRACTS[name].abi,
-      bytecode: CONTRACTS[name].bytecode,
-    });
+    const hash = await walletClient.deployContract({ abi, bytecode });
     const receipt = await publicClient.waitForTransactionReceipt({ hash });
     if (!receipt.contractAddress)
       throw new Error(`deploying ${name} on chain ${chain.id} produced no contract`);
-    known[name] = receipt.contractAddress;
-    return receipt.contractAddress;
+    const deployment = {
+      address: getAddress(receipt.contractAddress),
+      block: Number(receipt.blockNumber),
+      codeHash,
+    };
+    known[name] = deployment;
+    return deployment;
   };
 
   const tokens = [];
   for (const token of chain.tokens) {
-    tokens.push(token.deploy ? { ...token, address: await deployed(token.deploy) } : token);
+    tokens.push(token.deploy ? { ...token, address: (await deployed(token.deploy)).address } : token);
+  }
+  let escrow = chain.escrow;
+  if (escrow && escrow.address === undefined) {
+    const deployment = await deployed("MandateEscrow");
+    escrow = { address: deployment.address, start_block: deployment.block };
   }
   writeFileSync(
     deploymentsFile,
     `${JSON.stringify({ ...deployments, [String(chain.id)]: known }, null, 2)}\n`,
   );
-  return { ...chain, rpc: { http: [anvil.http], ws: anvil.ws }, tokens };
+  return { ...chain, rpc: { http: [anvil.http], ws: anvil.ws }, tokens, ...(escrow ? { escrow } : {}) };
 };

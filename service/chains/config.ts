@@ -123,6 +123,8 @@ export const requireResolved = (
     chain.tokens.forEach((token, j) => {
       if (!token.address) problems.push(`chains[${i}].tokens[${j}].address: missing (not deployed yet)`);
     });
+    if (chain.escrow && !chain.escrow.address)
+      problems.push(`chains[${i}].escrow.address: missing (not deployed yet)`);
   });
   if (problems.length > 0)
     return Effect.fail(new ChainConfigError({ message: `${source}: ${problems.join("; ")}` }));

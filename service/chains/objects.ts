@@ -26,6 +26,9 @@ export const ChainObject = Schema.Struct({
   confirmations: Schema.Int.annotate({
     description: "Blocks a log must be buried under before it is reported.",
   }),
+  escrow_contract: Schema.NullOr(Schema.String).annotate({
+    description: "Address of the MandateEscrow contract on this chain (null until one is deployed).",
+  }),
   tokens: Schema.Array(TokenObject),
 }).annotate({ identifier: "Chain" });
 export type ChainObject = typeof ChainObject.Type;
@@ -39,6 +42,7 @@ export const toChainObject = (chain: ResolvedChain): ChainObject => ({
   escrow_available: chain.escrow_available,
   hold_seconds: chain.hold_seconds,
   confirmations: chain.confirmations,
+  escrow_contract: chain.escrow?.address ?? null,
   tokens: chain.tokens.map(({ symbol, address, decimals }) => ({ symbol, address, decimals })),
 });
 

@@ -21,6 +21,7 @@ describe("GET /v1/chains", () => {
       escrow_available: true,
     });
     expect(closed).toMatchObject({ livemode: false, subscriptions_available: false, escrow_available: true });
+    expect(open?.escrow_contract).toMatch(/^0x[0-9a-fA-F]{40}$/);
     expect(open?.tokens).toEqual([
       { symbol: "USDC", address: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/), decimals: 6 },
     ]);

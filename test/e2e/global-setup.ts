@@ -35,6 +35,7 @@ const TEST_CHAIN = {
   name: "Local test chain",
   livemode: false,
   local: { port: 0 },
+  escrow: {},
   tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" as const }],
   subscriptions_available: true,
   escrow_available: true,
@@ -55,6 +56,7 @@ export default async function setup(project: TestProject) {
     name: "Live chain by RPC",
     livemode: true,
     rpc: { http: [liveAnvil.http], ws: liveAnvil.ws },
+    ...(live.escrow ? { escrow: live.escrow } : {}),
     tokens: live.tokens.map(({ symbol, decimals, address }) => ({
       symbol,
       decimals,

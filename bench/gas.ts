@@ -1,0 +1,180 @@
+/**
+ * `npm run bench:gas`: gas used by each MandateEscrow operation on anvil, in steady state (payee and
+ * escrow already hold tokens; every customer is a separate account with a balance and an allowance).
+ * Prints a table with the targets and anchors and writes bench/results/gas.json.
+ */
+import { writeFileSync } from "node:fs";
+import { keccak256, parseUnits, toHex } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
+import { TestUSDCAbi } from "../abis/TestUSDC.ts";
+import { accountAt, mandateIdFor, startChain, type Terms } from "../test/contract/harness.ts";
+
+const DAY = 86_400;
+const usd = (n: string) => parseUnits(n, 6);
+const MAX = 2n ** 256n - 1n;
+
+const chain = await startChain();
+const operator = accountAt(1);
+const payee = accountAt(2);
+let saltCounter = 1n;
+let customerCounter = 0;
+
+const newCustomer = async () => {
+  const account = privateKeyToAccount(keccak256(toHex(`bench customer ${customerCounter++}`)));
+  await chain.testClient.setBalance({ address: account.address, value: 10n ** 18n });
+  await chain.send(account, chain.usdc, TestUSDCAbi, "mint", [account.address, usd("100000")]);
+  return account;
+};
+
+const newTerms = (customer: `0x${string}`, holdSeconds: bigint): Terms => ({
+  mandateId: mandateIdFor(customer, saltCounter++),
+  payee: payee.address,
+  token: chain.usdc,
+  cap: usd("100"),
+  anchor: BigInt(chain.clock.now),
+  approvalPeriods: 12,
+  operator: operator.address,
+  holdSeconds,
+  nonce: 1n,
+  deadline: BigInt(chain.clock.now + DAY),
+});
+
+const gasOf = (outcome: Awaited<ReturnType<typeof chain.send>>, what: string): number => {
+  if (!outcome.ok) throw new Error(`${what} failed: ${outcome.error}`);
+  return Number(outcome.gasUsed);
+};
+
+/** A customer who approved the escrow with a transaction, and a mandate signed but not yet submitted. */
+const prepared = async (holdSeconds: bigint) => {
+  const customer = await newCustomer();
+  await chain.send(customer, chain.usdc, TestUSDCAbi, "approve", [chain.escrow, MAX]);
+  const terms = newTerms(customer.address, holdSeconds);
+  return { customer, terms, signature: await chain.signTerms(customer, terms) };
+};
+
+const authorized = async (holdSeconds: bigint) => {
+  const p = await prepared(holdSeconds);
+  gasOf(
+    await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorize", [p.terms, p.signature]),
+    "authorize",
+  );
+  return p.terms.mandateId;
+};
+
+// Steady state: the payee and the escrow already hold some of the token.
+await chain.send(operator, chain.usdc, TestUSDCAbi, "mint", [payee.address, usd("1")]);
+const warm = await authorized(3600n);
+gasOf(
+  await chain.send(operator, chain.escrow, MandateEscrowAbi, "charge", [warm, usd("1")]),
+  "warm-up charge",
+);
+
+const results: Record<string, number> = {};
+
+{
+  const p = await prepared(0n);
+  results.authorize = gasOf(
+    await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorize", [p.terms, p.signature]),
+    "authorize",
+  );
+}
+{
+  const customer = await newCustomer();
+  const terms = newTerms(customer.address, 0n);
+  const permit = await chain.signPermit(customer, chain.usdc, usd("1200"), BigInt(chain.clock.now + DAY));
+  results.authorize_with_permit = gasOf(
+    await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorizeWithPermit", [
+      terms,
+      await chain.signTerms(customer, terms),
+      usd("1200"),
+      BigInt(chain.clock.now + DAY),
+      permit.v,
+      permit.r,
+      permit.s,
+    ]),
+    "authorizeWithPermit",
+  );
+}
+results.charge_without_hold = gasOf(
+  await chain.send(operator, chain.escrow, MandateEscrowAbi, "charge", [await authorized(0n), usd("50")]),
+  "charge",
+);
+const heldId = await authorized(3600n);
+results.charge_with_hold = gasOf(
+  await chain.send(operator, chain.escrow, MandateEscrowAbi, "charge", [heldId, usd("50")]),
+  "charge",
+);
+
+const batch = async (size: number, holdSeconds: bigint) => {
+  const ids = [];
+  for (let i = 0; i < size; i++) ids.push(await authorized(holdSeconds));
+  const gas = gasOf(
+    await chain.send(operator, chain.escrow, MandateEscrowAbi, "chargeMany", [ids, ids.map(() => usd("50"))]),
+    `chargeMany(${size})`,
+  );
+  return { ids, perCharge: Math.round(gas / size) };
+};
+results.batch_charge_10_without_hold_per_charge = (await batch(10, 0n)).perCharge;
+results.batch_charge_50_without_hold_per_charge = (await batch(50, 0n)).perCharge;
+results.batch_charge_10_with_hold_per_charge = (await batch(10, 3600n)).perCharge;
+const held50 = await batch(50, 3600n);
+results.batch_charge_50_with_hold_per_charge = held50.perCharge;
+
+const toReturn = await authorized(3600n);
+gasOf(await chain.send(operator, chain.escrow, MandateEscrowAbi, "charge", [toReturn, usd("50")]), "charge");
+results.return = gasOf(
+  await chain.send(operator, chain.escrow, MandateEscrowAbi, "returnCharge", [toReturn, 0]),
+  "return",
+);
+
+chain.clock.advance(3600);
+results.release = gasOf(
+  await chain.send(accountAt(7), chain.escrow, MandateEscrowAbi, "release", [heldId, 0]),
+  "release",
+);
+results.batch_release_50_per_release = Math.round(
+  gasOf(
+    await chain.send(accountAt(7), chain.escrow, MandateEscrowAbi, "releaseMany", [
+      held50.ids,
+      held50.ids.map(() => 0),
+    ]),
+    "releaseMany(50)",
+  ) / 50,
+);
+await chain.stop();
+
+const targets: Record<string, number> = {
+  charge_without_hold: 80_000,
+  charge_with_hold: 100_000,
+  batch_charge_50_with_hold_per_charge: 55_000,
+  release: 55_000,
+};
+const anchors: Record<string, string> = {
+  charge_without_hold: "AuthCaptureEscrow charge 165,167",
+  charge_with_hold: "AuthCaptureEscrow authorize + capture 155,657 + 69,915",
+  release: "Permit2 transferFrom 52,475",
+};
+const rows = Object.entries(results).map(([name, gas]) => ({
+  name,
+  gas,
+  target: targets[name] ?? null,
+  meets_target: targets[name] === undefined ? null : gas <= (targets[name] as number),
+  anchor: anchors[name] ?? null,
+}));
+const report = {
+  measured_at: new Date().toISOString(),
+  command: "npm run bench:gas",
+  solc: "0.8.37, optimizer 10000 runs, via-IR, evm cancun",
+  conditions:
+    "anvil; payee and escrow already hold the token; each customer a separate account with an allowance",
+  results: rows,
+};
+writeFileSync("bench/results/gas.json", `${JSON.stringify(report, null, 2)}\n`);
+console.log("| operation | gas | target | anchor |\n|---|---:|---:|---|");
+for (const row of rows)
+  console.log(
+    `| ${row.name} | ${row.gas.toLocaleString("en-US")} | ${row.target ? `<= ${row.target.toLocaleString("en-US")} ${row.meets_target ? "ok" : "MISSED"}` : ""} | ${row.anchor ?? ""} |`,
+  );
+console.log("\nwritten to bench/results/gas.json");
+if (rows.some((row) => row.meets_target === false)) process.exitCode = 1;

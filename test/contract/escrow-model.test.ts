@@ -1,0 +1,459 @@
+/**
+ * Model-based property test of MandateEscrow on a real EVM (anvil): random sequences of authorize,
+ * re-authorize, revoke, fund, approve, charge, batch charge, advance time, release and return, by random
+ * callers over several customers and mandates. After every step the contract's views and every token
+ * balance must equal the model's, and the invariants must hold:
+ *   - the escrow's balance of each token equals the sum of its open holds;
+ *   - nobody but the operator charges (the model refuses every other caller, and the chain must agree);
+ *   - no account but a payee or a customer ever receives anything (operator and stranger stay at zero).
+ * Runs and steps: MODEL_RUNS (default 15) and MODEL_STEPS (default 50); a long run (10x): MODEL_RUNS=150.
+ */
+import fc from "fast-check";
+import type { Hex } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
+import { NoReturnTokenAbi } from "../../abis/NoReturnToken.ts";
+import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
+import { EscrowModel, MAX_UINT } from "./escrow-model.ts";
+import { type Address, accountAt, type Chain, mandateIdFor, type Outcome, startChain } from "./harness.ts";
+
+const RUNS = Number(process.env.MODEL_RUNS ?? 15);
+const STEPS = Number(process.env.MODEL_STEPS ?? 50);
+const DAY = 86_400;
+
+const operator = accountAt(1);
+const payees = [accountAt(2), accountAt(3)];
+const customers = [accountAt(4), accountAt(5), accountAt(6)];
+const stranger = accountAt(7);
+const everyone = [operator, stranger, ...payees, ...customers];
+
+let chain: Chain;
+let tokens: Address[];
+const stats = { runs: 0, steps: 0, successes: 0, failures: new Map<string, number>() };
+
+beforeAll(async () => {
+  chain = await startChain();
+  tokens = [chain.usdc, chain.noReturn];
+});
+afterAll(async () => {
+  await chain?.stop();
+  console.log(
+    `escrow model: ${stats.runs} runs, ${stats.steps} steps, ${stats.successes} successful operations; failures: ${JSON.stringify(Object.fromEntries(stats.failures))}`,
+  );
+});
+
+/** The no-return token must be called with its own ABI (viem decodes return values). */
+const tokenAbi = (token: Address) => (token === chain.noReturn ? NoReturnTokenAbi : TestUSDCAbi);
+
+/** Mandate slots: a fixed identity (customer, salt, payee, token) each, terms chosen when first signed. */
+const SLOTS = 4;
+const slotIdentity = (slot: number) => ({
+  customer: customers[slot % customers.length] as (typeof customers)[number],
+  payee: payees[slot % payees.length] as (typeof payees)[number],
+  token: () => tokens[slot === 2 ? 1 : 0] as Address,
+  id: () =>
+    mandateIdFor(
+      (customers[slot % customers.length] as (typeof customers)[number]).address,
+      BigInt(1000 + slot),
+    ),
+});
+
+interface Real {
+  chain: Chain;
+}
+type Cmd = fc.AsyncCommand<EscrowModel, Real>;
+
+const record = (outcome: Outcome) => {
+  stats.steps += 1;
+  if (outcome.ok) stats.successes += 1;
+  else stats.failures.set(outcome.error, (stats.failures.get(outcome.error) ?? 0) + 1);
+};
+
+const expectOutcome = (outcome: Outcome, expected: { error?: string }, what: string) => {
+  record(outcome);
+  expect(outcome.ok ? "ok" : outcome.error, what).toBe(expected.error ?? "ok");
+};
+
+/** Compares every view and balance with the model, and checks the invariants. */
+const compare = async (model: EscrowModel) => {
+  for (let slot = 0; slot < SLOTS; slot++) {
+    const id = slotIdentity(slot).id();
+    const expected = model.mandate(id);
+    const actual = await chain.read<Record<string, unknown>>(chain.escrow, MandateEscrowAbi, "mandate", [id]);
+    if (!expected) {
+      expect(actual.operator, `slot ${slot} exists`).toBe("0x0000000000000000000000000000000000000000");
+      continue;
+    }
+    expect(
+      {
+        payee: String(actual.payee).toLowerCase(),
+        token: String(actual.token).toLowerCase(),
+        anchor: Number(actual.anchor),
+        cap: actual.cap,
+        approvalPeriods: Number(actual.approvalPeriods),
+        operator: String(actual.operator).toLowerCase(),
+        holdSeconds: Number(actual.holdSeconds),
+        nonce: actual.nonce,
+        approvalLeft: actual.approvalLeft,
+        chargedPeriodPlusOne: Number(actual.chargedPeriodPlusOne),
+        revoked: actual.revoked,
+      },
+      `mandate slot ${slot}`,
+    ).toEqual({
+      payee: expected.payee.toLowerCase(),
+      token: expected.token.toLowerCase(),
+      anchor: expected.anchor,
+      cap: expected.cap,
+      approvalPeriods: expected.approvalPeriods,
+      operator: expected.operator.toLowerCase(),
+      holdSeconds: expected.holdSeconds,
+      nonce: expected.nonce,
+      approvalLeft: expected.approvalLeft,
+      chargedPeriodPlusOne: expected.chargedPeriodPlusOne,
+      revoked: expected.revoked,
+    });
+  }
+  const onChainHolds = new Map<Address, bigint>();
+  for (const charge of model.heldCharges) {
+    const [id, period] = charge.split(":") as [Hex, string];
+    const [amount, releaseAt] = await chain.read<[bigint, bigint]>(chain.escrow, MandateEscrowAbi, "holdOf", [
+      id,
+      Number(period),
+    ]);
+    const expected = model.hold(id, Number(period));
+    expect({ amount, releaseAt: Number(releaseAt) }, `hold ${charge}`).toEqual({
+      amount: expected?.amount ?? 0n,
+      releaseAt: expected?.releaseAt ?? 0,
+    });
+    const token = model.mandate(id)?.token as Address;
+    onChainHolds.set(token, (onChainHolds.get(token) ?? 0n) + amount);
+  }
+  for (const token of tokens) {
+    for (const account of [...everyone.map((a) => a.address), chain.escrow]) {
+      const actual = await chain.read<bigint>(token, tokenAbi(token), "balanceOf", [account]);
+      expect(actual, `balance of ${account} in ${token}`).toBe(model.balance(token, account));
+    }
+    // Invariant: the escrow holds exactly its open holds, token by token.
+    expect(await chain.read<bigint>(token, tokenAbi(token), "balanceOf", [chain.escrow])).toBe(
+      onChainHolds.get(token) ?? 0n,
+    );
+    // Invariant: only payees and customers ever receive.
+    expect(model.balance(token, operator.address) + model.balance(token, stranger.address)).toBe(0n);
+  }
+};
+
+const sign = async (
+  model: EscrowModel,
+  slot: number,
+  params: {
+    cap: bigint;
+    approvalPeriods: number;
+    holdSeconds: number;
+    anchorOffset: number;
+    nonceStep: number;
+    expired: boolean;
+  },
+) => {
+  const identity = slotIdentity(slot);
+  const existing = model.mandate(identity.id());
+  const terms = {
+    mandateId: identity.id(),
+    payee: identity.payee.address,
+    token: identity.token(),
+    cap: params.cap,
+    anchor: BigInt(existing?.anchor ?? model.now + params.anchorOffset),
+    approvalPeriods: params.approvalPeriods,
+    operator: operator.address,
+    holdSeconds: BigInt(params.holdSeconds),
+    nonce: (existing?.nonce ?? 0n) + BigInt(params.nonceStep),
+    deadline: BigInt(params.expired ? model.now - 1 : model.now + 3600),
+  };
+  return { terms, signature: await chain.signTerms(identity.customer, terms) };
+};
+
+const authorizeFor = (slot: number | fc.Arbitrary<number>) =>
+  fc
+    .record({
+      slot: typeof slot === "number" ? fc.constant(slot) : slot,
+      cap: fc.bigInt({ min: 1n, max: 500_000_000n }),
+      approvalPeriods: fc.integer({ min: 1, max: 4 }),
+      holdSeconds: fc.constantFrom(0, 0, 600, 3 * DAY),
+      anchorOffset: fc.integer({ min: -40 * DAY, max: 5 * DAY }),
+      nonceStep: typeof slot === "number" ? fc.constant(1) : fc.constantFrom(1, 1, 1, 2, 0),
+      expired:
+        typeof slot === "number" ? fc.constant(false) : fc.constantFrom(false, false, false, false, true),
+      permit: fc.boolean(),
+    })
+    .map(
+      (p): Cmd => ({
+        check: () => true,
+        toString: () => `authorize(${JSON.stringify(p, (_, v) => (typeof v === "bigint" ? String(v) : v))})`,
+        run: async (model) => {
+          const { terms, signature } = await sign(model, p.slot, p);
+          const identity = slotIdentity(p.slot);
+          const usePermit = p.permit && terms.token === chain.usdc;
+          let outcome: Outcome;
+          let permitValue = 0n;
+          if (usePermit) {
+            permitValue = terms.cap * BigInt(terms.approvalPeriods);
+            const permit = await chain.signPermit(
+              identity.customer,
+              chain.usdc,
+              permitValue,
+              BigInt(model.now + 3600),
+            );
+            outcome = await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorizeWithPermit", [
+              terms,
+              signature,
+              permitValue,
+              BigInt(model.now + 3600),
+              permit.v,
+              permit.r,
+              permit.s,
+            ]);
+          } else {
+            outcome = await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorize", [
+              terms,
+              signature,
+            ]);
+          }
+          const expected = model.authorize(
+            {
+              id: terms.mandateId,
+              customer: identity.customer.address,
+              payee: terms.payee,
+              token: terms.token,
+              cap: terms.cap,
+              anchor: Number(terms.anchor),
+              approvalPeriods: terms.approvalPeriods,
+              operator: terms.operator,
+              holdSeconds: Number(terms.holdSeconds),
+              nonce: terms.nonce,
+              deadline: Number(terms.deadline),
+            },
+            usePermit ? { value: permitValue } : undefined,
+          );
+          expectOutcome(outcome, expected, "authorize");
+          if (outcome.ok) model.now += 1;
+          await compare(model);
+        },
+      }),
+    );
+
+const authorizeCmd = authorizeFor(fc.nat(SLOTS - 1));
+
+const revokeCmd = fc.record({ slot: fc.nat(SLOTS - 1), byCustomer: fc.boolean() }).map(
+  (p): Cmd => ({
+    check: () => true,
+    toString: () => `revoke(${JSON.stringify(p)})`,
+    run: async (model) => {
+      const identity = slotIdentity(p.slot);
+      const caller = p.byCustomer ? identity.customer : stranger;
+      const outcome = await chain.send(caller, chain.escrow, MandateEscrowAbi, "revoke", [identity.id()]);
+      expectOutcome(outcome, model.revoke(identity.id(), caller.address), "revoke");
+      if (outcome.ok) model.now += 1;
+      await compare(model);
+    },
+  }),
+);
+
+const fundFor = (customer: fc.Arbitrary<number> | number, token: fc.Arbitrary<number> | number) =>
+  fc
+    .record({
+      customer: typeof customer === "number" ? fc.constant(customer) : customer,
+      token: typeof token === "number" ? fc.constant(token) : token,
+      amount: fc.bigInt({ min: 1n, max: 1_000_000_000n }),
+    })
+    .map(
+      (p): Cmd => ({
+        check: () => true,
+        toString: () => `fund(${p.customer}, ${p.token}, ${p.amount})`,
+        run: async (model) => {
+          const who = customers[p.customer] as (typeof customers)[number];
+          const token = tokens[p.token] as Address;
+          const outcome = await chain.send(who, token, tokenAbi(token), "mint", [who.address, p.amount]);
+          expectOutcome(outcome, model.mint(token, who.address, p.amount), "mint");
+          model.now += 1;
+          await compare(model);
+        },
+      }),
+    );
+
+const fundCmd = fundFor(fc.nat(customers.length - 1), fc.nat(1));
+
+const approveFor = (customer: fc.Arbitrary<number> | number, token: fc.Arbitrary<number> | number) =>
+  fc
+    .record({
+      customer: typeof customer === "number" ? fc.constant(customer) : customer,
+      token: typeof token === "number" ? fc.constant(token) : token,
+      amount: fc.oneof(fc.constant(MAX_UINT), fc.bigInt({ min: 0n, max: 2_000_000_000n })),
+    })
+    .map(
+      (p): Cmd => ({
+        check: () => true,
+        toString: () => `approve(${p.customer}, ${p.token}, ${p.amount})`,
+        run: async (model) => {
+          const who = customers[p.customer] as (typeof customers)[number];
+          const token = tokens[p.token] as Address;
+          const outcome = await chain.send(who, token, tokenAbi(token), "approve", [chain.escrow, p.amount]);
+          expectOutcome(outcome, model.approve(token, who.address, p.amount), "approve");
+          model.now += 1;
+          await compare(model);
+        },
+      }),
+    );
+
+const approveCmd = approveFor(fc.nat(customers.length - 1), fc.nat(1));
+
+const caller = fc.constantFrom(operator, operator, operator, stranger, payees[0], customers[0]);
+
+const chargeCmd = fc
+  .record({ slot: fc.nat(SLOTS - 1), amount: fc.bigInt({ min: 0n, max: 600_000_000n }), caller })
+  .map(
+    (p): Cmd => ({
+      check: () => true,
+      toString: () => `charge(${p.slot}, ${p.amount}, ${p.caller?.address.slice(0, 8)})`,
+      run: async (model) => {
+        const by = p.caller ?? operator;
+        const id = slotIdentity(p.slot).id();
+        const outcome = await chain.send(by, chain.escrow, MandateEscrowAbi, "charge", [id, p.amount]);
+        expectOutcome(outcome, model.charge(id, p.amount, by.address), "charge");
+        if (outcome.ok) model.now += 1;
+        await compare(model);
+      },
+    }),
+  );
+
+const batchChargeCmd = fc
+  .array(fc.record({ slot: fc.nat(SLOTS - 1), amount: fc.bigInt({ min: 1n, max: 300_000_000n }) }), {
+    minLength: 1,
+    maxLength: 4,
+  })
+  .map(
+    (items): Cmd => ({
+      check: () => true,
+      toString: () => `chargeMany(${items.map((i) => `${i.slot}:${i.amount}`).join(",")})`,
+      run: async (model) => {
+        const ids = items.map((i) => slotIdentity(i.slot).id());
+        const amounts = items.map((i) => i.amount);
+        const outcome = await chain.send(operator, chain.escrow, MandateEscrowAbi, "chargeMany", [
+          ids,
+          amounts,
+        ]);
+        const { result, next } = model.chargeMany(
+          ids.map((id, i) => ({ id, amount: amounts[i] as bigint })),
+          operator.address,
+        );
+        expectOutcome(outcome, result, "chargeMany");
+        if (outcome.ok) {
+          Object.assign(model, next);
+          model.now += 1;
+        }
+        await compare(model);
+      },
+    }),
+  );
+
+const advanceCmd = fc
+  .oneof(
+    fc.integer({ min: 1, max: 3600 }),
+    fc.constant(DAY),
+    fc.integer({ min: 28 * DAY, max: 31 * DAY }),
+    fc.integer({ min: 1, max: 90 * DAY }),
+  )
+  .map(
+    (seconds): Cmd => ({
+      check: () => true,
+      toString: () => `advance(${seconds})`,
+      run: async (model) => {
+        model.now += seconds;
+        chain.clock.advance(seconds);
+        stats.steps += 1;
+      },
+    }),
+  );
+
+const holdTarget = fc.record({
+  slot: fc.nat(SLOTS - 1),
+  period: fc.nat(4),
+  caller: fc.constantFrom(operator, stranger, payees[0], payees[1], customers[0]),
+});
+
+const releaseCmd = holdTarget.map(
+  (p): Cmd => ({
+    check: () => true,
+    toString: () => `release(${p.slot}, ${p.period})`,
+    run: async (model) => {
+      const id = slotIdentity(p.slot).id();
+      const outcome = await chain.send(p.caller ?? stranger, chain.escrow, MandateEscrowAbi, "release", [
+        id,
+        p.period,
+      ]);
+      expectOutcome(outcome, model.release(id, p.period), "release");
+      if (outcome.ok) model.now += 1;
+      await compare(model);
+    },
+  }),
+);
+
+const returnCmd = holdTarget.map(
+  (p): Cmd => ({
+    check: () => true,
+    toString: () => `returnCharge(${p.slot}, ${p.period}, ${p.caller?.address.slice(0, 8)})`,
+    run: async (model) => {
+      const id = slotIdentity(p.slot).id();
+      const by = p.caller ?? operator;
+      const outcome = await chain.send(by, chain.escrow, MandateEscrowAbi, "returnCharge", [id, p.period]);
+      expectOutcome(outcome, model.returnCharge(id, p.period, by.address), "returnCharge");
+      if (outcome.ok) model.now += 1;
+      await compare(model);
+    },
+  }),
+);
+
+describe("MandateEscrow against its model", () => {
+  it("agrees with the model after every step of random operation sequences", async () => {
+    const commands = fc.commands(
+      [
+        authorizeCmd,
+        authorizeCmd,
+        revokeCmd,
+        fundCmd,
+        approveCmd,
+        chargeCmd,
+        chargeCmd,
+        chargeCmd,
+        batchChargeCmd,
+        advanceCmd,
+        advanceCmd,
+        releaseCmd,
+        returnCmd,
+      ],
+      { size: "+1", maxCommands: STEPS },
+    );
+    // Each run starts with every slot signed and every customer funded, so most random steps act on live mandates.
+    const prelude = fc.tuple(
+      fc.tuple(...Array.from({ length: SLOTS }, (_, slot) => authorizeFor(slot))),
+      fc.tuple(...customers.flatMap((_, c) => [0, 1].map((t) => fundFor(c, t)))),
+      fc.tuple(...customers.flatMap((_, c) => [0, 1].map((t) => approveFor(c, t)))),
+    );
+    await fc.assert(
+      fc.asyncProperty(prelude, commands, async ([signs, funds, approvals], cmds) => {
+        const snapshot = await chain.testClient.snapshot();
+        const start = chain.clock.now;
+        try {
+          // The model starts from the chain as it is: some balances and allowances already in place.
+          const model = new EscrowModel(chain.escrow, chain.clock.now);
+          stats.runs += 1;
+          for (const step of [...signs, ...funds, ...approvals]) await step.run(model, { chain });
+          await fc.asyncModelRun(() => ({ model, real: { chain } }), cmds);
+        } finally {
+          await chain.testClient.revert({ id: snapshot });
+          chain.clock.advance(start - chain.clock.now);
+        }
+      }),
+      { numRuns: RUNS },
+    );
+    expect(stats.runs).toBeGreaterThanOrEqual(RUNS);
+  });
+});

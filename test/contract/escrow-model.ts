@@ -1,0 +1,218 @@
+/**
+ * A plain TypeScript model of MandateEscrow: what every operation should do to mandates, holds and
+ * token balances, and which error it should fail with. The model-based test runs random sequences
+ * against both and compares them after every step.
+ */
+
+import type { Hex } from "viem";
+import { periodIndexAt } from "../../src/ledger/period.ts";
+import type { Address } from "./harness.ts";
+
+export const MAX_UINT = 2n ** 256n - 1n;
+
+export interface ModelMandate {
+  readonly id: Hex;
+  readonly customer: Address;
+  payee: Address;
+  token: Address;
+  anchor: number;
+  cap: bigint;
+  approvalPeriods: number;
+  operator: Address;
+  holdSeconds: number;
+  nonce: bigint;
+  approvalLeft: bigint;
+  chargedPeriodPlusOne: number;
+  revoked: boolean;
+}
+
+export interface ModelHold {
+  readonly mandateId: Hex;
+  readonly period: number;
+  readonly token: Address;
+  amount: bigint;
+  releaseAt: number;
+}
+
+export type Result = { readonly error?: string };
+
+const key = (...parts: string[]) => parts.map((p) => p.toLowerCase()).join(":");
+
+export class EscrowModel {
+  now: number;
+  readonly escrow: Address;
+  mandates = new Map<string, ModelMandate>();
+  holds = new Map<string, ModelHold>();
+  balances = new Map<string, bigint>();
+  allowances = new Map<string, bigint>();
+  /** Every (mandate, period) ever charged with a hold: the places to compare hold views at. */
+  heldCharges = new Set<string>();
+
+  constructor(escrow: Address, now: number) {
+    this.escrow = escrow;
+    this.now = now;
+  }
+
+  clone(): EscrowModel {
+    const copy = new EscrowModel(this.escrow, this.now);
+    copy.mandates = new Map([...this.mandates].map(([k, v]) => [k, { ...v }]));
+    copy.holds = new Map([...this.holds].map(([k, v]) => [k, { ...v }]));
+    copy.balances = new Map(this.balances);
+    copy.allowances = new Map(this.allowances);
+    copy.heldCharges = new Set(this.heldCharges);
+    return copy;
+  }
+
+  balance(token: Address, owner: Address): bigint {
+    return this.balances.get(key(token, owner)) ?? 0n;
+  }
+  allowance(token: Address, owner: Address): bigint {
+    return this.allowances.get(key(token, owner)) ?? 0n;
+  }
+  mandate(id: Hex): ModelMandate | undefined {
+    return this.mandates.get(id.toLowerCase());
+  }
+  hold(id: Hex, period: number): ModelHold | undefined {
+    return this.holds.get(key(id, String(period)));
+  }
+
+  private move(token: Address, from: Address, to: Address, amount: bigint) {
+    this.balances.set(key(token, from), this.balance(token, from) - amount);
+    this.balances.set(key(token, to), this.balance(token, to) + amount);
+  }
+
+  mint(token: Address, to: Address, amount: bigint): Result {
+    this.balances.set(key(token, to), this.balance(token, to) + amount);
+    return {};
+  }
+
+  approve(token: Address, owner: Address, amount: bigint): Result {
+    this.allowances.set(key(token, owner), amount);
+    return {};
+  }
+
+  authorize(
+    t: {
+      id: Hex;
+      customer: Address;
+      payee: Address;
+      token: Address;
+      cap: bigint;
+      anchor: number;
+      approvalPeriods: number;
+      operator: Address;
+      holdSeconds: number;
+      nonce: bigint;
+      deadline: number;
+    },
+    permit?: { value: bigint },
+  ): Result {
+    if (this.now > t.deadline) return { error: "SignatureExpired" };
+    const existing = this.mandate(t.id);
+    if (existing) {
+      if (existing.revoked) return { error: "Revoked" };
+      if (existing.payee !== t.payee || existing.token !== t.token || existing.anchor !== t.anchor)
+        return { error: "TermsMismatch" };
+    }
+    if (t.nonce <= (existing?.nonce ?? 0n)) return { error: "StaleNonce" };
+    this.mandates.set(t.id.toLowerCase(), {
+      id: t.id,
+      customer: t.customer,
+      payee: t.payee,
+      token: t.token,
+      anchor: t.anchor,
+      cap: t.cap,
+      approvalPeriods: t.approvalPeriods,
+      operator: t.operator,
+      holdSeconds: t.holdSeconds,
+      nonce: t.nonce,
+      approvalLeft: t.cap * BigInt(t.approvalPeriods),
+      chargedPeriodPlusOne: existing?.chargedPeriodPlusOne ?? 0,
+      revoked: false,
+    });
+    if (permit) this.approve(t.token, t.customer, permit.value);
+    return {};
+  }
+
+  revoke(id: Hex, caller: Address): Result {
+    const m = this.mandate(id);
+    if (!m) return { error: "UnknownMandate" };
+    if (caller !== m.customer) return { error: "NotCustomer" };
+    if (m.revoked) return { error: "Revoked" };
+    m.revoked = true;
+    return {};
+  }
+
+  charge(id: Hex, amount: bigint, caller: Address): Result {
+    const m = this.mandate(id);
+    if (!m) return { error: "UnknownMandate" };
+    if (caller !== m.operator) return { error: "NotOperator" };
+    if (m.revoked) return { error: "Revoked" };
+    if (amount === 0n || amount > m.cap) return { error: "CapExceeded" };
+    const period = periodIndexAt(m.anchor, this.now);
+    if (period === undefined) return { error: "MandateNotStarted" };
+    if (m.chargedPeriodPlusOne > period) return { error: "PeriodAlreadyCharged" };
+    if (amount > m.approvalLeft) return { error: "ApprovalExhausted" };
+    if (this.balance(m.token, m.customer) < amount) return { error: "InsufficientBalance" };
+    const allowance = this.allowance(m.token, m.customer);
+    if (allowance < amount) return { error: "InsufficientAllowance" };
+    if (allowance !== MAX_UINT) this.allowances.set(key(m.token, m.customer), allowance - amount);
+    m.approvalLeft -= amount;
+    m.chargedPeriodPlusOne = period + 1;
+    if (m.holdSeconds === 0) {
+      this.move(m.token, m.customer, m.payee, amount);
+    } else {
+      this.move(m.token, m.customer, this.escrow, amount);
+      this.holds.set(key(id, String(period)), {
+        mandateId: id,
+        period,
+        token: m.token,
+        amount,
+        releaseAt: this.now + m.holdSeconds,
+      });
+      this.heldCharges.add(key(id, String(period)));
+    }
+    return {};
+  }
+
+  /** All or nothing: the first failure is the batch's failure and nothing changes. */
+  chargeMany(
+    items: ReadonlyArray<{ id: Hex; amount: bigint }>,
+    caller: Address,
+  ): { result: Result; next: EscrowModel } {
+    const next = this.clone();
+    for (const item of items) {
+      const result = next.charge(item.id, item.amount, caller);
+      if (result.error) return { result, next: this };
+    }
+    return { result: {}, next };
+  }
+
+  release(id: Hex, period: number): Result {
+    const h = this.hold(id, period);
+    if (!h) return { error: "NoHold" };
+    if (this.now < h.releaseAt) return { error: "HoldNotOver" };
+    const m = this.mandate(id);
+    if (!m) return { error: "model: hold without mandate" };
+    this.holds.delete(key(id, String(period)));
+    this.move(h.token, this.escrow, m.payee, h.amount);
+    return {};
+  }
+
+  returnCharge(id: Hex, period: number, caller: Address): Result {
+    const m = this.mandate(id);
+    if (!m || (caller !== m.operator && caller !== m.payee)) return { error: "NotOperator" };
+    const h = this.hold(id, period);
+    if (!h) return { error: "NoHold" };
+    if (this.now >= h.releaseAt) return { error: "HoldOver" };
+    this.holds.delete(key(id, String(period)));
+    this.move(h.token, this.escrow, m.customer, h.amount);
+    return {};
+  }
+
+  openHoldsTotal(token: Address): bigint {
+    let total = 0n;
+    for (const h of this.holds.values()) if (h.token === token) total += h.amount;
+    return total;
+  }
+}
