@@ -8,12 +8,16 @@
  *   - no account but a payee or a customer ever receives anything (operator and stranger stay at zero).
  * Runs and steps: MODEL_RUNS (default 15) and MODEL_STEPS (default 50); a long run (10x): MODEL_RUNS=150.
  */
+import { Result } from "effect";
 import fc from "fast-check";
 import type { Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { NoReturnTokenAbi } from "../../abis/NoReturnToken.ts";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
+import { toEscrowLog } from "../../src/ledger/decode.ts";
+import { applyLogs } from "../../src/ledger/ledger.ts";
+import { emptyLedger, mandateKey } from "../../src/ledger/types.ts";
 import { EscrowModel, MAX_UINT } from "./escrow-model.ts";
 import { type Address, accountAt, type Chain, mandateIdFor, type Outcome, startChain } from "./harness.ts";
 
@@ -29,7 +33,7 @@ const everyone = [operator, stranger, ...payees, ...customers];
 
 let chain: Chain;
 let tokens: Address[];
-const stats = { runs: 0, steps: 0, successes: 0, failures: new Map<string, number>() };
+const stats = { runs: 0, steps: 0, successes: 0, replayedLogs: 0, failures: new Map<string, number>() };
 
 beforeAll(async () => {
   chain = await startChain();
@@ -38,7 +42,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await chain?.stop();
   console.log(
-    `escrow model: ${stats.runs} runs, ${stats.steps} steps, ${stats.successes} successful operations; failures: ${JSON.stringify(Object.fromEntries(stats.failures))}`,
+    `escrow model: ${stats.runs} runs, ${stats.steps} steps, ${stats.successes} successful operations, ${stats.replayedLogs} logs replayed through the ledger; failures: ${JSON.stringify(Object.fromEntries(stats.failures))}`,
   );
 });
 
@@ -307,35 +311,46 @@ const approveCmd = approveFor(fc.nat(customers.length - 1), fc.nat(1));
 
 const caller = fc.constantFrom(operator, operator, operator, stranger, payees[0], customers[0]);
 
-const chargeCmd = fc
-  .record({ slot: fc.nat(SLOTS - 1), amount: fc.bigInt({ min: 0n, max: 600_000_000n }), caller })
-  .map(
-    (p): Cmd => ({
-      check: () => true,
-      toString: () => `charge(${p.slot}, ${p.amount}, ${p.caller?.address.slice(0, 8)})`,
-      run: async (model) => {
-        const by = p.caller ?? operator;
-        const id = slotIdentity(p.slot).id();
-        const outcome = await chain.send(by, chain.escrow, MandateEscrowAbi, "charge", [id, p.amount]);
-        expectOutcome(outcome, model.charge(id, p.amount, by.address), "charge");
-        if (outcome.ok) model.now += 1;
-        await compare(model);
-      },
-    }),
-  );
+/** An amount relative to the mandate's cap, so that most charges are plausible and some exceed it. */
+const amountSpec = fc.oneof(
+  { arbitrary: fc.integer({ min: 1, max: 100 }).map((percent) => ({ percent })), weight: 6 },
+  { arbitrary: fc.constant({ percent: 100 }), weight: 2 },
+  { arbitrary: fc.integer({ min: 101, max: 300 }).map((percent) => ({ percent })), weight: 1 },
+  { arbitrary: fc.constant({ percent: 0 }), weight: 1 },
+);
+const amountFor = (model: EscrowModel, slot: number, spec: { percent: number }) => {
+  const cap = model.mandate(slotIdentity(slot).id())?.cap ?? 100_000_000n;
+  return (cap * BigInt(spec.percent)) / 100n;
+};
+
+const chargeCmd = fc.record({ slot: fc.nat(SLOTS - 1), amount: amountSpec, caller }).map(
+  (p): Cmd => ({
+    check: () => true,
+    toString: () => `charge(${p.slot}, ${p.amount.percent}%, ${p.caller?.address.slice(0, 8)})`,
+    run: async (model) => {
+      const by = p.caller ?? operator;
+      const id = slotIdentity(p.slot).id();
+      const amount = amountFor(model, p.slot, p.amount);
+      const outcome = await chain.send(by, chain.escrow, MandateEscrowAbi, "charge", [id, amount]);
+      expectOutcome(outcome, model.charge(id, amount, by.address), "charge");
+      if (outcome.ok) model.now += 1;
+      await compare(model);
+    },
+  }),
+);
 
 const batchChargeCmd = fc
-  .array(fc.record({ slot: fc.nat(SLOTS - 1), amount: fc.bigInt({ min: 1n, max: 300_000_000n }) }), {
+  .array(fc.record({ slot: fc.nat(SLOTS - 1), amount: amountSpec }), {
     minLength: 1,
     maxLength: 4,
   })
   .map(
     (items): Cmd => ({
       check: () => true,
-      toString: () => `chargeMany(${items.map((i) => `${i.slot}:${i.amount}`).join(",")})`,
+      toString: () => `chargeMany(${items.map((i) => `${i.slot}:${i.amount.percent}%`).join(",")})`,
       run: async (model) => {
         const ids = items.map((i) => slotIdentity(i.slot).id());
-        const amounts = items.map((i) => i.amount);
+        const amounts = items.map((i) => amountFor(model, i.slot, i.amount));
         const outcome = await chain.send(operator, chain.escrow, MandateEscrowAbi, "chargeMany", [
           ids,
           amounts,
@@ -373,11 +388,22 @@ const advanceCmd = fc
     }),
   );
 
+/** Mostly a charge the model knows was held (open or ended), sometimes any slot and period. */
 const holdTarget = fc.record({
+  known: fc.oneof({ arbitrary: fc.nat(), weight: 4 }, { arbitrary: fc.constant(-1), weight: 1 }),
   slot: fc.nat(SLOTS - 1),
   period: fc.nat(4),
-  caller: fc.constantFrom(operator, stranger, payees[0], payees[1], customers[0]),
+  caller: fc.constantFrom(operator, operator, stranger, payees[0], payees[1], customers[0]),
 });
+const pickHold = (model: EscrowModel, p: { known: number; slot: number; period: number }): [Hex, number] => {
+  const open = [...model.holds.values()].map((h) => `${h.mandateId.toLowerCase()}:${h.period}`);
+  const known = p.known % 3 === 0 || open.length === 0 ? [...model.heldCharges] : open;
+  if (p.known >= 0 && known.length > 0) {
+    const [id, period] = (known[p.known % known.length] as string).split(":") as [Hex, string];
+    return [id, Number(period)];
+  }
+  return [slotIdentity(p.slot).id(), p.period];
+};
 
 const releaseCmd = holdTarget.map(
   (p): Cmd => ({
@@ -399,17 +425,76 @@ const releaseCmd = holdTarget.map(
 const returnCmd = holdTarget.map(
   (p): Cmd => ({
     check: () => true,
-    toString: () => `returnCharge(${p.slot}, ${p.period}, ${p.caller?.address.slice(0, 8)})`,
+    toString: () => `returnCharge(${JSON.stringify({ ...p, caller: p.caller?.address.slice(0, 8) })})`,
     run: async (model) => {
-      const id = slotIdentity(p.slot).id();
+      const [id, period] = pickHold(model, p);
       const by = p.caller ?? operator;
-      const outcome = await chain.send(by, chain.escrow, MandateEscrowAbi, "returnCharge", [id, p.period]);
-      expectOutcome(outcome, model.returnCharge(id, p.period, by.address), "returnCharge");
+      const outcome = await chain.send(by, chain.escrow, MandateEscrowAbi, "returnCharge", [id, period]);
+      expectOutcome(outcome, model.returnCharge(id, period, by.address), "returnCharge");
       if (outcome.ok) model.now += 1;
       await compare(model);
     },
   }),
 );
+
+/**
+ * The ledger, fed the logs the contract emitted during the run, must reproduce the contract's views:
+ * every mandate's approval, nonce, last charged period and status, and every hold.
+ */
+const replayLedger = async (fromBlock: bigint) => {
+  const logs = await chain.publicClient.getContractEvents({ address: chain.escrow, abi: MandateEscrowAbi, fromBlock });
+  const times = new Map<bigint, number>();
+  const decoded = [];
+  for (const log of logs) {
+    if (!times.has(log.blockNumber))
+      times.set(log.blockNumber, Number((await chain.publicClient.getBlock({ blockNumber: log.blockNumber })).timestamp));
+    const at = {
+      chainId: 31337,
+      blockNumber: Number(log.blockNumber),
+      blockHash: log.blockHash,
+      timestamp: times.get(log.blockNumber) as number,
+      txHash: log.transactionHash,
+      logIndex: log.logIndex,
+    };
+    const result = toEscrowLog(log.eventName, log.args as Record<string, unknown>, at);
+    if (Result.isFailure(result)) throw new Error(`cannot decode ${log.eventName}: ${String(result.failure)}`);
+    decoded.push(result.success);
+  }
+  const folded = applyLogs(emptyLedger, decoded);
+  if (Result.isFailure(folded)) throw new Error(`ledger refused the contract's own logs: ${folded.failure.message}`);
+  for (let slot = 0; slot < SLOTS; slot++) {
+    const id = slotIdentity(slot).id();
+    const view = await chain.read<Record<string, unknown>>(chain.escrow, MandateEscrowAbi, "mandate", [id]);
+    const state = folded.success.state.mandates.get(mandateKey(31337, id.toLowerCase()));
+    if (view.operator === "0x0000000000000000000000000000000000000000") {
+      expect(state, `ledger knows slot ${slot}`).toBeUndefined();
+      continue;
+    }
+    expect(
+      state && {
+        approvalLeft: state.approvalLeft,
+        nonce: state.nonce,
+        lastChargedPeriod: state.lastChargedPeriod,
+        revoked: state.status === "revoked",
+        cap: state.cap,
+      },
+    ).toEqual({
+      approvalLeft: view.approvalLeft,
+      nonce: view.nonce,
+      lastChargedPeriod: Number(view.chargedPeriodPlusOne) - 1,
+      revoked: view.revoked,
+      cap: view.cap,
+    });
+  }
+  for (const charge of folded.success.state.charges.values()) {
+    const [amount] = await chain.read<[bigint, bigint]>(chain.escrow, MandateEscrowAbi, "holdOf", [
+      charge.mandateId as Hex,
+      charge.period,
+    ]);
+    expect(amount, `hold of ${charge.chargeId}`).toBe(charge.status === "held" ? charge.amount : 0n);
+  }
+  stats.replayedLogs += decoded.length;
+};
 
 describe("MandateEscrow against its model", () => {
   it("agrees with the model after every step of random operation sequences", async () => {
@@ -441,12 +526,14 @@ describe("MandateEscrow against its model", () => {
       fc.asyncProperty(prelude, commands, async ([signs, funds, approvals], cmds) => {
         const snapshot = await chain.testClient.snapshot();
         const start = chain.clock.now;
+        const fromBlock = (await chain.publicClient.getBlockNumber()) + 1n;
         try {
           // The model starts from the chain as it is: some balances and allowances already in place.
           const model = new EscrowModel(chain.escrow, chain.clock.now);
           stats.runs += 1;
           for (const step of [...signs, ...funds, ...approvals]) await step.run(model, { chain });
           await fc.asyncModelRun(() => ({ model, real: { chain } }), cmds);
+          await replayLedger(fromBlock);
         } finally {
           await chain.testClient.revert({ id: snapshot });
           chain.clock.advance(start - chain.clock.now);

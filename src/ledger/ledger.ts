@@ -1,0 +1,170 @@
+/**
+ * The ledger: a pure function from (state, decoded escrow log) to (state, facts). No I/O, no clock, no
+ * randomness: the same logs always give the same state and facts. It re-checks the contract's rules
+ * (cap, one charge per period, approval, the period of the block's time) and refuses a log that breaks
+ * them, so a wrong chain or a wrong decoding stops the indexer instead of storing a wrong balance.
+ */
+import { Result, Schema } from "effect";
+import { periodIndexAt } from "./period.ts";
+import {
+  type ChargeState,
+  chargeKey,
+  type EscrowLog,
+  type Fact,
+  type LedgerState,
+  type LogPosition,
+  type MandateState,
+  mandateKey,
+} from "./types.ts";
+
+export class LedgerViolation extends Schema.TaggedError<LedgerViolation>()("LedgerViolation", {
+  message: Schema.String,
+  txHash: Schema.String,
+  logIndex: Schema.Number,
+}) {}
+
+export interface Applied {
+  readonly state: LedgerState;
+  readonly facts: readonly Fact[];
+}
+
+const violation = (at: LogPosition, message: string) =>
+  Result.fail(new LedgerViolation({ message, txHash: at.txHash, logIndex: at.logIndex }));
+
+const withMandate = (state: LedgerState, mandate: MandateState): LedgerState => ({
+  mandates: new Map(state.mandates).set(mandateKey(mandate.chainId, mandate.mandateId), mandate),
+  charges: state.charges,
+});
+
+const withCharge = (state: LedgerState, charge: ChargeState): LedgerState => ({
+  mandates: state.mandates,
+  charges: new Map(state.charges).set(chargeKey(charge.chainId, charge.chargeId), charge),
+});
+
+const fact = (
+  kind: Fact["kind"],
+  key: string,
+  at: LogPosition,
+  mandateId: string,
+  chargeId: string | null = null,
+  amount: bigint | null = null,
+): Fact => ({ key: `${at.chainId}:${kind}:${key}`, kind, at, mandateId, chargeId, amount });
+
+export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Applied, LedgerViolation> => {
+  const { at } = log;
+  const mandate = state.mandates.get(mandateKey(at.chainId, log.mandateId));
+  switch (log.kind) {
+    case "MandateAuthorized": {
+      if (mandate?.status === "revoked") return violation(at, "authorization of a revoked mandate");
+      if (mandate && log.nonce <= mandate.nonce) return violation(at, "authorization with a stale nonce");
+      if (mandate && (mandate.payee !== log.payee || mandate.token !== log.token || mandate.anchor !== log.anchor))
+        return violation(at, "re-authorization changed payee, token or anchor");
+      if (log.approval !== log.cap * BigInt(log.approvalPeriods)) return violation(at, "approval is not cap x periods");
+      const next: MandateState = {
+        chainId: at.chainId,
+        mandateId: log.mandateId,
+        customer: log.customer,
+        payee: log.payee,
+        token: log.token,
+        cap: log.cap,
+        anchor: log.anchor,
+        approvalPeriods: log.approvalPeriods,
+        operator: log.operator,
+        holdSeconds: log.holdSeconds,
+        nonce: log.nonce,
+        approvalLeft: log.approval,
+        lastChargedPeriod: mandate?.lastChargedPeriod ?? -1,
+        status: "active",
+        authorizedAt: at,
+        updatedAt: at,
+      };
+      return Result.succeed({
+        state: withMandate(state, next),
+        facts: [fact("mandate.authorized", `${log.mandateId}:${log.nonce}`, at, log.mandateId)],
+      });
+    }
+    case "MandateRevoked": {
+      if (!mandate) return violation(at, "revocation of an unknown mandate");
+      if (mandate.status === "revoked") return violation(at, "second revocation");
+      return Result.succeed({
+        state: withMandate(state, { ...mandate, status: "revoked", updatedAt: at }),
+        facts: [fact("mandate.revoked", log.mandateId, at, log.mandateId)],
+      });
+    }
+    case "Charged": {
+      if (!mandate) return violation(at, "charge of an unknown mandate");
+      if (mandate.status !== "active") return violation(at, "charge of a revoked mandate");
+      if (log.amount === 0n || log.amount > mandate.cap) return violation(at, "charge above the cap");
+      if (periodIndexAt(mandate.anchor, at.timestamp) !== log.period)
+        return violation(at, "charge period does not match the block's time");
+      if (log.period <= mandate.lastChargedPeriod) return violation(at, "second charge in a period");
+      if (log.amount > mandate.approvalLeft) return violation(at, "charge above the approval left");
+      if (log.approvalLeft !== mandate.approvalLeft - log.amount) return violation(at, "approval left does not add up");
+      if (log.releaseAt !== (mandate.holdSeconds === 0 ? 0 : at.timestamp + mandate.holdSeconds))
+        return violation(at, "release time does not match the hold");
+      const charge: ChargeState = {
+        chainId: at.chainId,
+        chargeId: log.chargeId,
+        mandateId: log.mandateId,
+        period: log.period,
+        amount: log.amount,
+        customer: log.customer,
+        payee: log.payee,
+        token: log.token,
+        status: log.releaseAt === 0 ? "settled" : "held",
+        releaseAt: log.releaseAt,
+        chargedAt: at,
+        endedAt: null,
+      };
+      const next = withMandate(state, {
+        ...mandate,
+        approvalLeft: log.approvalLeft,
+        lastChargedPeriod: log.period,
+        updatedAt: at,
+      });
+      return Result.succeed({
+        state: withCharge(next, charge),
+        facts: [fact("charge.succeeded", log.chargeId, at, log.mandateId, log.chargeId, log.amount)],
+      });
+    }
+    case "Released":
+    case "Returned": {
+      const charge = state.charges.get(chargeKey(at.chainId, log.chargeId));
+      if (!charge || charge.status !== "held") return violation(at, `${log.kind} of a charge that is not held`);
+      if (charge.amount !== log.amount || charge.mandateId !== log.mandateId || charge.period !== log.period)
+        return violation(at, `${log.kind} does not match the held charge`);
+      const released = log.kind === "Released";
+      if (released ? at.timestamp < charge.releaseAt : at.timestamp >= charge.releaseAt)
+        return violation(at, released ? "release before the hold ended" : "return after the hold ended");
+      return Result.succeed({
+        state: withCharge(state, { ...charge, status: released ? "released" : "returned", endedAt: at }),
+        facts: [
+          fact(
+            released ? "charge.released" : "charge.returned",
+            log.chargeId,
+            at,
+            log.mandateId,
+            log.chargeId,
+            log.amount,
+          ),
+        ],
+      });
+    }
+  }
+};
+
+/** Folds logs in chain order; stops at the first violation. */
+export const applyLogs = (
+  state: LedgerState,
+  logs: Iterable<EscrowLog>,
+): Result.Result<{ readonly state: LedgerState; readonly facts: readonly Fact[] }, LedgerViolation> => {
+  let current = state;
+  const facts: Fact[] = [];
+  for (const log of logs) {
+    const applied = applyLog(current, log);
+    if (Result.isFailure(applied)) return applied;
+    current = applied.success.state;
+    facts.push(...applied.success.facts);
+  }
+  return Result.succeed({ state: current, facts });
+};

@@ -1,0 +1,152 @@
+/**
+ * The ledger's vocabulary: decoded escrow logs in, derived state and business facts out.
+ * Logs are decoded with these schemas at the indexer's boundary; everything here is plain data.
+ */
+import { Schema } from "effect";
+
+const Hex = Schema.String.check(Schema.isPattern(/^0x[0-9a-f]*$/u));
+const Address = Schema.String.check(Schema.isPattern(/^0x[0-9a-f]{40}$/u));
+const Bytes32 = Schema.String.check(Schema.isPattern(/^0x[0-9a-f]{64}$/u));
+const Uint = Schema.BigInt.check(Schema.isGreaterThanOrEqualToBigInt(0n));
+const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0));
+
+/** Where a log sits on its chain: enough for a finance team to find it again. */
+export const LogPosition = Schema.Struct({
+  chainId: Count,
+  blockNumber: Count,
+  blockHash: Bytes32,
+  timestamp: Count,
+  txHash: Bytes32,
+  logIndex: Count,
+});
+export type LogPosition = typeof LogPosition.Type;
+
+export const MandateAuthorized = Schema.Struct({
+  kind: Schema.Literal("MandateAuthorized"),
+  at: LogPosition,
+  mandateId: Bytes32,
+  customer: Address,
+  payee: Address,
+  token: Address,
+  cap: Uint,
+  anchor: Count,
+  approvalPeriods: Count,
+  operator: Address,
+  holdSeconds: Count,
+  nonce: Uint,
+  approval: Uint,
+});
+
+export const MandateRevoked = Schema.Struct({
+  kind: Schema.Literal("MandateRevoked"),
+  at: LogPosition,
+  mandateId: Bytes32,
+  customer: Address,
+});
+
+export const Charged = Schema.Struct({
+  kind: Schema.Literal("Charged"),
+  at: LogPosition,
+  mandateId: Bytes32,
+  chargeId: Bytes32,
+  period: Count,
+  amount: Uint,
+  customer: Address,
+  payee: Address,
+  token: Address,
+  releaseAt: Count,
+  approvalLeft: Uint,
+});
+
+export const Released = Schema.Struct({
+  kind: Schema.Literal("Released"),
+  at: LogPosition,
+  mandateId: Bytes32,
+  chargeId: Bytes32,
+  period: Count,
+  amount: Uint,
+  payee: Address,
+});
+
+export const Returned = Schema.Struct({
+  kind: Schema.Literal("Returned"),
+  at: LogPosition,
+  mandateId: Bytes32,
+  chargeId: Bytes32,
+  period: Count,
+  amount: Uint,
+  customer: Address,
+});
+
+export const EscrowLog = Schema.Union([MandateAuthorized, MandateRevoked, Charged, Released, Returned]);
+export type EscrowLog = typeof EscrowLog.Type;
+export const decodeEscrowLog = Schema.decodeUnknownResult(EscrowLog);
+export { Hex };
+
+export interface MandateState {
+  readonly chainId: number;
+  readonly mandateId: string;
+  readonly customer: string;
+  readonly payee: string;
+  readonly token: string;
+  readonly cap: bigint;
+  readonly anchor: number;
+  readonly approvalPeriods: number;
+  readonly operator: string;
+  readonly holdSeconds: number;
+  /** Signature version: the nonce of the latest signature. */
+  readonly nonce: bigint;
+  readonly approvalLeft: bigint;
+  /** Index of the last charged period, -1 before the first charge. */
+  readonly lastChargedPeriod: number;
+  readonly status: "active" | "revoked";
+  readonly authorizedAt: LogPosition;
+  readonly updatedAt: LogPosition;
+}
+
+export type ChargeStatus = "held" | "settled" | "released" | "returned";
+
+export interface ChargeState {
+  readonly chainId: number;
+  readonly chargeId: string;
+  readonly mandateId: string;
+  readonly period: number;
+  readonly amount: bigint;
+  readonly customer: string;
+  readonly payee: string;
+  readonly token: string;
+  /** held: waiting for release; settled: paid straight to the payee; released / returned: hold ended. */
+  readonly status: ChargeStatus;
+  /** 0 when the charge was not held. */
+  readonly releaseAt: number;
+  readonly chargedAt: LogPosition;
+  /** The release or return, once it happened. */
+  readonly endedAt: LogPosition | null;
+}
+
+export interface LedgerState {
+  /** Keyed by `${chainId}:${mandateId}`. */
+  readonly mandates: ReadonlyMap<string, MandateState>;
+  /** Keyed by `${chainId}:${chargeId}`. */
+  readonly charges: ReadonlyMap<string, ChargeState>;
+}
+
+export type FactKind = "mandate.authorized" | "mandate.revoked" | "charge.succeeded" | "charge.released" | "charge.returned";
+
+/**
+ * A business outcome the API reports. `key` names the outcome itself, not the log that carried it
+ * (a charge is one per mandate and period; an authorization one per nonce), so a replay, a reindex,
+ * or a reorg that re-mines the same transaction elsewhere yields the same key.
+ */
+export interface Fact {
+  readonly key: string;
+  readonly kind: FactKind;
+  readonly at: LogPosition;
+  readonly mandateId: string;
+  readonly chargeId: string | null;
+  readonly amount: bigint | null;
+}
+
+export const mandateKey = (chainId: number, mandateId: string) => `${chainId}:${mandateId}`;
+export const chargeKey = (chainId: number, chargeId: string) => `${chainId}:${chargeId}`;
+export const emptyLedger: LedgerState = { mandates: new Map(), charges: new Map() };

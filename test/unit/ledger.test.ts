@@ -1,0 +1,278 @@
+import { Result } from "effect";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { applyLog, applyLogs } from "../../src/ledger/ledger.ts";
+import { periodIndexAt } from "../../src/ledger/period.ts";
+import { chargeKey, type EscrowLog, emptyLedger, type LedgerState, type LogPosition, mandateKey } from "../../src/ledger/types.ts";
+
+const RUNS = Number(process.env.LEDGER_RUNS ?? 300);
+const hex = (n: number | bigint, bytes: number) => `0x${n.toString(16).padStart(bytes * 2, "0")}`;
+const CUSTOMER = hex(0xc0, 20);
+const PAYEE = hex(0xb0, 20);
+const TOKEN = hex(0x70, 20);
+const OPERATOR = hex(0x0b, 20);
+const START = 1_700_000_000;
+
+/** Intentions; the generator turns them into logs, mostly valid, sometimes corrupted. */
+type Step =
+  | { op: "authorize"; mandate: number; cap: number; periods: number; hold: number }
+  | { op: "revoke"; mandate: number }
+  | { op: "charge"; mandate: number; percent: number }
+  | { op: "end"; pick: number; release: boolean }
+  | { op: "wait"; seconds: number }
+  | { op: "corrupt"; mandate: number; how: "above_cap" | "twice" | "wrong_left" | "unknown" };
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  fc.record({
+    op: fc.constant("authorize" as const),
+    mandate: fc.nat(2),
+    cap: fc.integer({ min: 1, max: 1000 }),
+    periods: fc.integer({ min: 1, max: 3 }),
+    hold: fc.constantFrom(0, 0, 3600),
+  }),
+  fc.record({ op: fc.constant("revoke" as const), mandate: fc.nat(2) }),
+  fc.record({ op: fc.constant("charge" as const), mandate: fc.nat(2), percent: fc.integer({ min: 1, max: 100 }) }),
+  fc.record({ op: fc.constant("charge" as const), mandate: fc.nat(2), percent: fc.integer({ min: 1, max: 100 }) }),
+  fc.record({ op: fc.constant("end" as const), pick: fc.nat(), release: fc.boolean() }),
+  fc.record({ op: fc.constant("wait" as const), seconds: fc.integer({ min: 1, max: 40 * 86_400 }) }),
+  fc.record({
+    op: fc.constant("corrupt" as const),
+    mandate: fc.nat(2),
+    how: fc.constantFrom("above_cap" as const, "twice" as const, "wrong_left" as const, "unknown" as const),
+  }),
+);
+
+interface Sim {
+  now: number;
+  block: number;
+  mandates: Map<number, { cap: bigint; left: bigint; nonce: bigint; hold: number; last: number; revoked: boolean }>;
+  held: Array<{ mandate: number; chargeId: string; period: number; amount: bigint; releaseAt: number }>;
+}
+
+const mandateId = (m: number) => `${CUSTOMER}${hex(m + 1, 12).slice(2)}`;
+
+/** Turns steps into a log sequence the way the contract would emit it (plus deliberate corruptions). */
+const toLogs = (steps: readonly Step[]): EscrowLog[] => {
+  const sim: Sim = { now: START, block: 1, mandates: new Map(), held: [] };
+  const logs: EscrowLog[] = [];
+  const at = (): LogPosition => {
+    sim.block += 1;
+    sim.now += 12;
+    return {
+      chainId: 31337,
+      blockNumber: sim.block,
+      blockHash: hex(sim.block, 32),
+      timestamp: sim.now,
+      txHash: hex(sim.block * 7 + 1, 32),
+      logIndex: 0,
+    };
+  };
+  for (const s of steps) {
+    if (s.op === "wait") {
+      sim.now += s.seconds;
+      continue;
+    }
+    if (s.op === "end") {
+      const h = sim.held[s.pick % Math.max(1, sim.held.length)];
+      if (!h) continue;
+      if (s.release ? sim.now + 12 < h.releaseAt : sim.now + 12 >= h.releaseAt) continue;
+      sim.held = sim.held.filter((x) => x !== h);
+      const base = { at: at(), mandateId: mandateId(h.mandate), chargeId: h.chargeId, period: h.period, amount: h.amount };
+      logs.push(s.release ? { kind: "Released", ...base, payee: PAYEE } : { kind: "Returned", ...base, customer: CUSTOMER });
+      continue;
+    }
+    const m = sim.mandates.get(s.mandate);
+    if (s.op === "authorize") {
+      if (m?.revoked) continue;
+      const nonce = (m?.nonce ?? 0n) + 1n;
+      const cap = BigInt(s.cap);
+      sim.mandates.set(s.mandate, {
+        cap,
+        left: cap * BigInt(s.periods),
+        nonce,
+        hold: m ? m.hold : s.hold,
+        last: m?.last ?? -1,
+        revoked: false,
+      });
+      logs.push({
+        kind: "MandateAuthorized",
+        at: at(),
+        mandateId: mandateId(s.mandate),
+        customer: CUSTOMER,
+        payee: PAYEE,
+        token: TOKEN,
+        cap,
+        anchor: START,
+        approvalPeriods: s.periods,
+        operator: OPERATOR,
+        holdSeconds: m ? m.hold : s.hold,
+        nonce,
+        approval: cap * BigInt(s.periods),
+      });
+      continue;
+    }
+    if (s.op === "revoke") {
+      if (!m || m.revoked) continue;
+      m.revoked = true;
+      logs.push({ kind: "MandateRevoked", at: at(), mandateId: mandateId(s.mandate), customer: CUSTOMER });
+      continue;
+    }
+    const position = at();
+    const period = periodIndexAt(START, position.timestamp) ?? 0;
+    const charged = (amount: bigint, left: bigint, p = period, id = mandateId(s.mandate)): EscrowLog => ({
+      kind: "Charged",
+      at: position,
+      mandateId: id,
+      chargeId: hex(BigInt(s.mandate) * 1000n + BigInt(p), 32),
+      period: p,
+      amount,
+      customer: CUSTOMER,
+      payee: PAYEE,
+      token: TOKEN,
+      releaseAt: m && m.hold > 0 ? position.timestamp + m.hold : 0,
+      approvalLeft: left,
+    });
+    if (s.op === "corrupt") {
+      if (s.how === "unknown") logs.push(charged(1n, 0n, period, mandateId(9)));
+      else if (m && s.how === "above_cap") logs.push(charged(m.cap + 1n, m.left - m.cap - 1n));
+      else if (m && s.how === "twice" && m.last >= 0) logs.push(charged(1n, m.left - 1n, m.last));
+      else if (m && s.how === "wrong_left" && m.left > 0n) logs.push(charged(1n, m.left));
+      continue;
+    }
+    if (!m || m.revoked || m.last >= period) continue;
+    const amount = (m.cap * BigInt(s.percent) + 99n) / 100n;
+    if (amount > m.left) continue;
+    m.left -= amount;
+    m.last = period;
+    const log = charged(amount, m.left);
+    if (log.kind === "Charged" && log.releaseAt > 0)
+      sim.held.push({ mandate: s.mandate, chargeId: log.chargeId, period, amount, releaseAt: log.releaseAt });
+    logs.push(log);
+  }
+  return logs;
+};
+
+/** Applies logs, skipping (and counting) those the ledger refuses, as a defensive consumer would. */
+const foldSkipping = (logs: readonly EscrowLog[], from: LedgerState = emptyLedger) => {
+  let state = from;
+  let refused = 0;
+  for (const log of logs) {
+    const applied = applyLog(state, log);
+    if (Result.isFailure(applied)) refused += 1;
+    else state = applied.success.state;
+  }
+  return { state, refused };
+};
+
+const serialise = (state: LedgerState) =>
+  JSON.stringify(
+    {
+      mandates: [...state.mandates.entries()].sort(([a], [b]) => (a < b ? -1 : 1)),
+      charges: [...state.charges.entries()].sort(([a], [b]) => (a < b ? -1 : 1)),
+    },
+    (_, v) => (typeof v === "bigint" ? `${v}n` : v),
+  );
+
+const logsArb = fc.array(step, { maxLength: 60 }).map(toLogs);
+
+describe("ledger", () => {
+  it("never lets a period exceed the cap, nor a signature its approval", () => {
+    fc.assert(
+      fc.property(logsArb, (logs) => {
+        const { state } = foldSkipping(logs);
+        const perPeriod = new Map<string, bigint>();
+        for (const charge of state.charges.values()) {
+          const mandate = state.mandates.get(mandateKey(charge.chainId, charge.mandateId));
+          if (!mandate) throw new Error("charge without mandate");
+          const key = `${charge.mandateId}:${charge.period}`;
+          expect(perPeriod.has(key), "two charges in one period").toBe(false);
+          perPeriod.set(key, charge.amount);
+          expect(charge.amount).toBeLessThanOrEqual(mandate.cap);
+        }
+        for (const mandate of state.mandates.values()) {
+          expect(mandate.approvalLeft).toBeGreaterThanOrEqual(0n);
+          expect(mandate.approvalLeft).toBeLessThanOrEqual(mandate.cap * BigInt(mandate.approvalPeriods));
+        }
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("refuses every corrupted log and accepts every valid one", () => {
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
+        const logs = toLogs(steps);
+        const valid = toLogs(steps.filter((s) => s.op !== "corrupt"));
+        const { refused } = foldSkipping(logs);
+        expect(refused).toBe(logs.length - valid.length);
+        expect(Result.isSuccess(applyLogs(emptyLedger, valid))).toBe(true);
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("matches a straightforward model of approvals, periods and holds", () => {
+    fc.assert(
+      fc.property(logsArb, (logs) => {
+        const { state } = foldSkipping(logs);
+        // The model: recompute each mandate and charge from the accepted logs by hand.
+        const accepted = logs.filter((_, i) => Result.isSuccess(applyLogs(emptyLedger, logs.slice(0, i + 1))));
+        const left = new Map<string, bigint>();
+        const status = new Map<string, string>();
+        const charges = new Map<string, string>();
+        for (const log of accepted) {
+          if (log.kind === "MandateAuthorized") left.set(log.mandateId, log.approval);
+          if (log.kind === "MandateRevoked") status.set(log.mandateId, "revoked");
+          if (log.kind === "Charged") {
+            left.set(log.mandateId, (left.get(log.mandateId) ?? 0n) - log.amount);
+            charges.set(log.chargeId, log.releaseAt === 0 ? "settled" : "held");
+          }
+          if (log.kind === "Released") charges.set(log.chargeId, "released");
+          if (log.kind === "Returned") charges.set(log.chargeId, "returned");
+        }
+        for (const [id, amount] of left) {
+          const mandate = state.mandates.get(mandateKey(31337, id));
+          expect(mandate?.approvalLeft).toBe(amount);
+          expect(mandate?.status).toBe(status.get(id) ?? "active");
+        }
+        for (const [id, s] of charges) expect(state.charges.get(chargeKey(31337, id))?.status).toBe(s);
+        expect(state.charges.size).toBe(charges.size);
+      }),
+      { numRuns: Math.ceil(RUNS / 3) },
+    );
+  });
+
+  it("gives byte-identical state and facts for the same logs", () => {
+    fc.assert(
+      fc.property(logsArb, (logs) => {
+        const valid = logs.filter((_, i) => Result.isSuccess(applyLogs(emptyLedger, logs.slice(0, i + 1))));
+        const a = applyLogs(emptyLedger, valid);
+        const b = applyLogs(emptyLedger, valid);
+        if (Result.isFailure(a) || Result.isFailure(b)) throw new Error("valid logs refused");
+        expect(serialise(a.success.state)).toBe(serialise(b.success.state));
+        expect(JSON.stringify(a.success.facts, (_, v) => (typeof v === "bigint" ? `${v}n` : v))).toBe(
+          JSON.stringify(b.success.facts, (_, v) => (typeof v === "bigint" ? `${v}n` : v)),
+        );
+        expect(new Set(a.success.facts.map((f) => f.key)).size).toBe(a.success.facts.length);
+      }),
+      { numRuns: Math.ceil(RUNS / 3) },
+    );
+  });
+
+  it("after a reorg (drop a suffix, apply another branch) equals the final branch applied alone", () => {
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 40 }), fc.array(step, { maxLength: 20 }), fc.array(step, { maxLength: 20 }), (prefix, a, b) => {
+        const prefixLogs = toLogs(prefix);
+        const withA = toLogs([...prefix, ...a]);
+        const withB = toLogs([...prefix, ...b]);
+        const base = foldSkipping(prefixLogs);
+        const before = serialise(base.state);
+        foldSkipping(withA.slice(prefixLogs.length), base.state); // the branch that gets dropped
+        expect(serialise(base.state), "applying a branch must not change the state it started from").toBe(before);
+        const reorged = foldSkipping(withB.slice(prefixLogs.length), base.state);
+        expect(serialise(reorged.state)).toBe(serialise(foldSkipping(withB).state));
+      }),
+      { numRuns: RUNS },
+    );
+  });
+});
