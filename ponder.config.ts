@@ -1,23 +1,27 @@
 import { createConfig } from "ponder";
+import { MandateEscrowAbi } from "./abis/MandateEscrow.ts";
 import { loadIndexerChains, ponderChainName } from "./service/chains/indexer-chains.ts";
 
 const chains = loadIndexerChains(process.env.CHAINS_CONFIG ?? "config/chains.json");
-const chainNames = chains.map((chain) => ponderChainName(chain.id));
+const perChain = <T>(value: (chain: (typeof chains)[number]) => T) =>
+  Object.fromEntries(chains.map((chain) => [ponderChainName(chain.id), value(chain)]));
 
 export default createConfig({
   database: { kind: "postgres", connectionString: process.env.DATABASE_URL },
-  chains: Object.fromEntries(
-    chains.map((chain) => [
-      ponderChainName(chain.id),
-      { id: chain.id, rpc: [...chain.rpc.http], ws: chain.rpc.ws, pollingInterval: 1_000 },
-    ]),
-  ),
+  chains: perChain((chain) => ({
+    id: chain.id,
+    rpc: [...chain.rpc.http],
+    ws: chain.rpc.ws,
+    pollingInterval: 1_000,
+  })),
+  contracts: {
+    MandateEscrow: {
+      abi: MandateEscrowAbi,
+      chain: perChain((chain) => ({ address: chain.escrow.address, startBlock: chain.escrow.start_block })),
+    },
+  },
   blocks: {
     // Every new block's number, hash and time: confirmations are counted and the test clock read from it.
-    ChainHead: {
-      chain: Object.fromEntries(chainNames.map((name) => [name, {}])),
-      startBlock: "latest",
-      interval: 1,
-    },
+    ChainHead: { chain: perChain(() => ({})), startBlock: "latest", interval: 1 },
   },
 });

@@ -1,9 +1,84 @@
-import { onchainTable } from "ponder";
+/**
+ * Chain truth, rebuilt from the escrow's logs by the pure ledger (src/ledger). The service reads these
+ * tables through the stable `onchain` views schema. Amounts are token base units.
+ */
+import { index, onchainTable, primaryKey } from "ponder";
 
-/** The newest indexed block of each chain. */
+/** The newest indexed block of each chain (confirmations are counted from it). */
 export const chainHead = onchainTable("chain_head", (t) => ({
   chainId: t.integer().primaryKey(),
   blockNumber: t.bigint().notNull(),
   blockHash: t.hex().notNull(),
   timestamp: t.bigint().notNull(),
 }));
+
+export const mandate = onchainTable(
+  "mandate",
+  (t) => ({
+    chainId: t.integer().notNull(),
+    mandateId: t.hex().notNull(),
+    customer: t.hex().notNull(),
+    payee: t.hex().notNull(),
+    token: t.hex().notNull(),
+    cap: t.bigint().notNull(),
+    anchor: t.bigint().notNull(),
+    approvalPeriods: t.integer().notNull(),
+    operator: t.hex().notNull(),
+    holdSeconds: t.bigint().notNull(),
+    /** Signature version: the nonce of the latest signature. */
+    nonce: t.bigint().notNull(),
+    approvalLeft: t.bigint().notNull(),
+    /** -1 before the first charge. */
+    lastChargedPeriod: t.integer().notNull(),
+    status: t.text().notNull(),
+    /** The log positions of the latest signature and of the latest change, as JSON. */
+    authorizedAt: t.json().notNull(),
+    updatedAt: t.json().notNull(),
+  }),
+  (table) => ({
+    pk: primaryKey({ columns: [table.chainId, table.mandateId] }),
+    payeeIdx: index().on(table.payee),
+  }),
+);
+
+export const charge = onchainTable(
+  "charge",
+  (t) => ({
+    chainId: t.integer().notNull(),
+    chargeId: t.hex().notNull(),
+    mandateId: t.hex().notNull(),
+    period: t.integer().notNull(),
+    amount: t.bigint().notNull(),
+    customer: t.hex().notNull(),
+    payee: t.hex().notNull(),
+    token: t.hex().notNull(),
+    /** held | settled | released | returned */
+    status: t.text().notNull(),
+    releaseAt: t.bigint().notNull(),
+    chargedAt: t.json().notNull(),
+    endedAt: t.json(),
+  }),
+  (table) => ({
+    pk: primaryKey({ columns: [table.chainId, table.chargeId] }),
+    mandateIdx: index().on(table.mandateId),
+  }),
+);
+
+/** Business facts in chain order; the service turns each into one API event once it is confirmed. */
+export const fact = onchainTable(
+  "fact",
+  (t) => ({
+    key: t.text().primaryKey(),
+    kind: t.text().notNull(),
+    chainId: t.integer().notNull(),
+    blockNumber: t.bigint().notNull(),
+    blockHash: t.hex().notNull(),
+    timestamp: t.bigint().notNull(),
+    txHash: t.hex().notNull(),
+    logIndex: t.integer().notNull(),
+    mandateId: t.hex().notNull(),
+    chargeId: t.hex(),
+    amount: t.bigint(),
+  }),
+  (table) => ({ chainBlockIdx: index().on(table.chainId, table.blockNumber) }),
+);

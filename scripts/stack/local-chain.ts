@@ -80,7 +80,7 @@ export const resolveLocalChain = async (
     tokens.push(token.deploy ? { ...token, address: (await deployed(token.deploy)).address } : token);
   }
   let escrow = chain.escrow;
-  if (escrow && escrow.address === undefined) {
+  if (escrow.address === undefined) {
     const deployment = await deployed("MandateEscrow");
     escrow = { address: deployment.address, start_block: deployment.block };
   }
@@ -88,5 +88,5 @@ export const resolveLocalChain = async (
     deploymentsFile,
     `${JSON.stringify({ ...deployments, [String(chain.id)]: known }, null, 2)}\n`,
   );
-  return { ...chain, rpc: { http: [anvil.http], ws: anvil.ws }, tokens, ...(escrow ? { escrow } : {}) };
+  return { ...chain, rpc: { http: [anvil.http], ws: anvil.ws }, tokens, escrow };
 };

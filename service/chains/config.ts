@@ -41,7 +41,7 @@ export const ChainConfig = Schema.Struct({
   rpc: Schema.optionalKey(
     Schema.Struct({ http: Schema.NonEmptyArray(HttpUrl), ws: Schema.optionalKey(WsUrl) }),
   ),
-  escrow: Schema.optionalKey(EscrowConfig),
+  escrow: EscrowConfig,
   tokens: Schema.Array(TokenConfig),
   subscriptions_available: Schema.Boolean,
   escrow_available: Schema.Boolean,
@@ -56,6 +56,7 @@ export type ChainsFile = typeof ChainsFile.Type;
 /** A chain whose RPC and addresses are all known: what the indexer and the service run on. */
 export interface ResolvedChain extends ChainConfig {
   readonly rpc: { readonly http: readonly [string, ...string[]]; readonly ws?: string };
+  readonly escrow: { readonly address: `0x${string}`; readonly start_block: number };
   readonly tokens: ReadonlyArray<{
     readonly symbol: string;
     readonly decimals: number;

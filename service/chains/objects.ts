@@ -26,8 +26,8 @@ export const ChainObject = Schema.Struct({
   confirmations: Schema.Int.annotate({
     description: "Blocks a log must be buried under before it is reported.",
   }),
-  escrow_contract: Schema.NullOr(Schema.String).annotate({
-    description: "Address of the MandateEscrow contract on this chain (null until one is deployed).",
+  escrow_contract: Schema.String.annotate({
+    description: "Address of the MandateEscrow contract on this chain.",
   }),
   tokens: Schema.Array(TokenObject),
 }).annotate({ identifier: "Chain" });
@@ -42,7 +42,7 @@ export const toChainObject = (chain: ResolvedChain): ChainObject => ({
   escrow_available: chain.escrow_available,
   hold_seconds: chain.hold_seconds,
   confirmations: chain.confirmations,
-  escrow_contract: chain.escrow?.address ?? null,
+  escrow_contract: chain.escrow.address,
   tokens: chain.tokens.map(({ symbol, address, decimals }) => ({ symbol, address, decimals })),
 });
 

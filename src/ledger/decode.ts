@@ -22,12 +22,17 @@ export const toEscrowLog = (
   args: Readonly<Record<string, unknown>>,
   at: LogPosition,
 ): Result.Result<EscrowLog, Schema.SchemaError | string> => {
-  if (!(ESCROW_EVENTS as readonly string[]).includes(eventName)) return Result.fail(`not an escrow event: ${eventName}`);
+  if (!(ESCROW_EVENTS as readonly string[]).includes(eventName))
+    return Result.fail(`not an escrow event: ${eventName}`);
   const fields = Object.fromEntries(
     Object.entries(args).map(([name, value]) => [
       name,
       NUMERIC.has(name) && typeof value === "bigint" ? Number(value) : normalise(value),
     ]),
   );
-  return decodeEscrowLog({ kind: eventName, at: { ...at, blockHash: at.blockHash.toLowerCase(), txHash: at.txHash.toLowerCase() }, ...fields });
+  return decodeEscrowLog({
+    kind: eventName,
+    at: { ...at, blockHash: at.blockHash.toLowerCase(), txHash: at.txHash.toLowerCase() },
+    ...fields,
+  });
 };

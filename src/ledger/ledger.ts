@@ -57,9 +57,13 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
     case "MandateAuthorized": {
       if (mandate?.status === "revoked") return violation(at, "authorization of a revoked mandate");
       if (mandate && log.nonce <= mandate.nonce) return violation(at, "authorization with a stale nonce");
-      if (mandate && (mandate.payee !== log.payee || mandate.token !== log.token || mandate.anchor !== log.anchor))
+      if (
+        mandate &&
+        (mandate.payee !== log.payee || mandate.token !== log.token || mandate.anchor !== log.anchor)
+      )
         return violation(at, "re-authorization changed payee, token or anchor");
-      if (log.approval !== log.cap * BigInt(log.approvalPeriods)) return violation(at, "approval is not cap x periods");
+      if (log.approval !== log.cap * BigInt(log.approvalPeriods))
+        return violation(at, "approval is not cap x periods");
       const next: MandateState = {
         chainId: at.chainId,
         mandateId: log.mandateId,
@@ -99,7 +103,8 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
         return violation(at, "charge period does not match the block's time");
       if (log.period <= mandate.lastChargedPeriod) return violation(at, "second charge in a period");
       if (log.amount > mandate.approvalLeft) return violation(at, "charge above the approval left");
-      if (log.approvalLeft !== mandate.approvalLeft - log.amount) return violation(at, "approval left does not add up");
+      if (log.approvalLeft !== mandate.approvalLeft - log.amount)
+        return violation(at, "approval left does not add up");
       if (log.releaseAt !== (mandate.holdSeconds === 0 ? 0 : at.timestamp + mandate.holdSeconds))
         return violation(at, "release time does not match the hold");
       const charge: ChargeState = {
@@ -130,7 +135,8 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
     case "Released":
     case "Returned": {
       const charge = state.charges.get(chargeKey(at.chainId, log.chargeId));
-      if (!charge || charge.status !== "held") return violation(at, `${log.kind} of a charge that is not held`);
+      if (!charge || charge.status !== "held")
+        return violation(at, `${log.kind} of a charge that is not held`);
       if (charge.amount !== log.amount || charge.mandateId !== log.mandateId || charge.period !== log.period)
         return violation(at, `${log.kind} does not match the held charge`);
       const released = log.kind === "Released";

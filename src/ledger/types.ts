@@ -131,7 +131,12 @@ export interface LedgerState {
   readonly charges: ReadonlyMap<string, ChargeState>;
 }
 
-export type FactKind = "mandate.authorized" | "mandate.revoked" | "charge.succeeded" | "charge.released" | "charge.returned";
+export type FactKind =
+  | "mandate.authorized"
+  | "mandate.revoked"
+  | "charge.succeeded"
+  | "charge.released"
+  | "charge.returned";
 
 /**
  * A business outcome the API reports. `key` names the outcome itself, not the log that carried it

@@ -442,12 +442,19 @@ const returnCmd = holdTarget.map(
  * every mandate's approval, nonce, last charged period and status, and every hold.
  */
 const replayLedger = async (fromBlock: bigint) => {
-  const logs = await chain.publicClient.getContractEvents({ address: chain.escrow, abi: MandateEscrowAbi, fromBlock });
+  const logs = await chain.publicClient.getContractEvents({
+    address: chain.escrow,
+    abi: MandateEscrowAbi,
+    fromBlock,
+  });
   const times = new Map<bigint, number>();
   const decoded = [];
   for (const log of logs) {
     if (!times.has(log.blockNumber))
-      times.set(log.blockNumber, Number((await chain.publicClient.getBlock({ blockNumber: log.blockNumber })).timestamp));
+      times.set(
+        log.blockNumber,
+        Number((await chain.publicClient.getBlock({ blockNumber: log.blockNumber })).timestamp),
+      );
     const at = {
       chainId: 31337,
       blockNumber: Number(log.blockNumber),
@@ -457,11 +464,13 @@ const replayLedger = async (fromBlock: bigint) => {
       logIndex: log.logIndex,
     };
     const result = toEscrowLog(log.eventName, log.args as Record<string, unknown>, at);
-    if (Result.isFailure(result)) throw new Error(`cannot decode ${log.eventName}: ${String(result.failure)}`);
+    if (Result.isFailure(result))
+      throw new Error(`cannot decode ${log.eventName}: ${String(result.failure)}`);
     decoded.push(result.success);
   }
   const folded = applyLogs(emptyLedger, decoded);
-  if (Result.isFailure(folded)) throw new Error(`ledger refused the contract's own logs: ${folded.failure.message}`);
+  if (Result.isFailure(folded))
+    throw new Error(`ledger refused the contract's own logs: ${folded.failure.message}`);
   for (let slot = 0; slot < SLOTS; slot++) {
     const id = slotIdentity(slot).id();
     const view = await chain.read<Record<string, unknown>>(chain.escrow, MandateEscrowAbi, "mandate", [id]);

@@ -56,7 +56,7 @@ export default async function setup(project: TestProject) {
     name: "Live chain by RPC",
     livemode: true,
     rpc: { http: [liveAnvil.http], ws: liveAnvil.ws },
-    ...(live.escrow ? { escrow: live.escrow } : {}),
+    escrow: live.escrow,
     tokens: live.tokens.map(({ symbol, decimals, address }) => ({
       symbol,
       decimals,

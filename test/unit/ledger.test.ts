@@ -3,7 +3,14 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { applyLog, applyLogs } from "../../src/ledger/ledger.ts";
 import { periodIndexAt } from "../../src/ledger/period.ts";
-import { chargeKey, type EscrowLog, emptyLedger, type LedgerState, type LogPosition, mandateKey } from "../../src/ledger/types.ts";
+import {
+  chargeKey,
+  type EscrowLog,
+  emptyLedger,
+  type LedgerState,
+  type LogPosition,
+  mandateKey,
+} from "../../src/ledger/types.ts";
 
 const RUNS = Number(process.env.LEDGER_RUNS ?? 300);
 const hex = (n: number | bigint, bytes: number) => `0x${n.toString(16).padStart(bytes * 2, "0")}`;
@@ -31,8 +38,16 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     hold: fc.constantFrom(0, 0, 3600),
   }),
   fc.record({ op: fc.constant("revoke" as const), mandate: fc.nat(2) }),
-  fc.record({ op: fc.constant("charge" as const), mandate: fc.nat(2), percent: fc.integer({ min: 1, max: 100 }) }),
-  fc.record({ op: fc.constant("charge" as const), mandate: fc.nat(2), percent: fc.integer({ min: 1, max: 100 }) }),
+  fc.record({
+    op: fc.constant("charge" as const),
+    mandate: fc.nat(2),
+    percent: fc.integer({ min: 1, max: 100 }),
+  }),
+  fc.record({
+    op: fc.constant("charge" as const),
+    mandate: fc.nat(2),
+    percent: fc.integer({ min: 1, max: 100 }),
+  }),
   fc.record({ op: fc.constant("end" as const), pick: fc.nat(), release: fc.boolean() }),
   fc.record({ op: fc.constant("wait" as const), seconds: fc.integer({ min: 1, max: 40 * 86_400 }) }),
   fc.record({
@@ -45,7 +60,10 @@ const step: fc.Arbitrary<Step> = fc.oneof(
 interface Sim {
   now: number;
   block: number;
-  mandates: Map<number, { cap: bigint; left: bigint; nonce: bigint; hold: number; last: number; revoked: boolean }>;
+  mandates: Map<
+    number,
+    { cap: bigint; left: bigint; nonce: bigint; hold: number; last: number; revoked: boolean }
+  >;
   held: Array<{ mandate: number; chargeId: string; period: number; amount: bigint; releaseAt: number }>;
 }
 
@@ -77,8 +95,18 @@ const toLogs = (steps: readonly Step[]): EscrowLog[] => {
       if (!h) continue;
       if (s.release ? sim.now + 12 < h.releaseAt : sim.now + 12 >= h.releaseAt) continue;
       sim.held = sim.held.filter((x) => x !== h);
-      const base = { at: at(), mandateId: mandateId(h.mandate), chargeId: h.chargeId, period: h.period, amount: h.amount };
-      logs.push(s.release ? { kind: "Released", ...base, payee: PAYEE } : { kind: "Returned", ...base, customer: CUSTOMER });
+      const base = {
+        at: at(),
+        mandateId: mandateId(h.mandate),
+        chargeId: h.chargeId,
+        period: h.period,
+        amount: h.amount,
+      };
+      logs.push(
+        s.release
+          ? { kind: "Released", ...base, payee: PAYEE }
+          : { kind: "Returned", ...base, customer: CUSTOMER },
+      );
       continue;
     }
     const m = sim.mandates.get(s.mandate);
@@ -216,7 +244,9 @@ describe("ledger", () => {
       fc.property(logsArb, (logs) => {
         const { state } = foldSkipping(logs);
         // The model: recompute each mandate and charge from the accepted logs by hand.
-        const accepted = logs.filter((_, i) => Result.isSuccess(applyLogs(emptyLedger, logs.slice(0, i + 1))));
+        const accepted = logs.filter((_, i) =>
+          Result.isSuccess(applyLogs(emptyLedger, logs.slice(0, i + 1))),
+        );
         const left = new Map<string, bigint>();
         const status = new Map<string, string>();
         const charges = new Map<string, string>();
@@ -261,17 +291,24 @@ describe("ledger", () => {
 
   it("after a reorg (drop a suffix, apply another branch) equals the final branch applied alone", () => {
     fc.assert(
-      fc.property(fc.array(step, { maxLength: 40 }), fc.array(step, { maxLength: 20 }), fc.array(step, { maxLength: 20 }), (prefix, a, b) => {
-        const prefixLogs = toLogs(prefix);
-        const withA = toLogs([...prefix, ...a]);
-        const withB = toLogs([...prefix, ...b]);
-        const base = foldSkipping(prefixLogs);
-        const before = serialise(base.state);
-        foldSkipping(withA.slice(prefixLogs.length), base.state); // the branch that gets dropped
-        expect(serialise(base.state), "applying a branch must not change the state it started from").toBe(before);
-        const reorged = foldSkipping(withB.slice(prefixLogs.length), base.state);
-        expect(serialise(reorged.state)).toBe(serialise(foldSkipping(withB).state));
-      }),
+      fc.property(
+        fc.array(step, { maxLength: 40 }),
+        fc.array(step, { maxLength: 20 }),
+        fc.array(step, { maxLength: 20 }),
+        (prefix, a, b) => {
+          const prefixLogs = toLogs(prefix);
+          const withA = toLogs([...prefix, ...a]);
+          const withB = toLogs([...prefix, ...b]);
+          const base = foldSkipping(prefixLogs);
+          const before = serialise(base.state);
+          foldSkipping(withA.slice(prefixLogs.length), base.state); // the branch that gets dropped
+          expect(serialise(base.state), "applying a branch must not change the state it started from").toBe(
+            before,
+          );
+          const reorged = foldSkipping(withB.slice(prefixLogs.length), base.state);
+          expect(serialise(reorged.state)).toBe(serialise(foldSkipping(withB).state));
+        },
+      ),
       { numRuns: RUNS },
     );
   });

@@ -1,0 +1,72 @@
+/**
+ * Thin handlers: decode the escrow's log, load the rows it touches, let the pure ledger decide, store
+ * what it returns. A log the ledger refuses stops the indexer (the chain would contradict the contract).
+ */
+import { ponder } from "ponder:registry";
+import { charge, fact, mandate } from "ponder:schema";
+import { Result } from "effect";
+import { toEscrowLog } from "../ledger/decode.ts";
+import { applyLog } from "../ledger/ledger.ts";
+import { chargeKey, type LedgerState, mandateKey } from "../ledger/types.ts";
+import {
+  type ChargeRow,
+  chargeToRow,
+  factToRow,
+  type MandateRow,
+  mandateToRow,
+  rowToCharge,
+  rowToMandate,
+} from "./ledger-rows.ts";
+
+type Hex = `0x${string}`;
+
+const EVENTS = ["MandateAuthorized", "MandateRevoked", "Charged", "Released", "Returned"] as const;
+
+for (const name of EVENTS) {
+  ponder.on(`MandateEscrow:${name}`, async ({ event, context }) => {
+    const decoded = toEscrowLog(name, event.args as Record<string, unknown>, {
+      chainId: context.chain.id,
+      blockNumber: Number(event.block.number),
+      blockHash: event.block.hash,
+      timestamp: Number(event.block.timestamp),
+      txHash: event.transaction.hash,
+      logIndex: event.log.logIndex,
+    });
+    if (Result.isFailure(decoded))
+      throw new Error(`undecodable ${name} log in ${event.transaction.hash}: ${String(decoded.failure)}`);
+    const log = decoded.success;
+    const chainId = context.chain.id;
+
+    const mandateRow = await context.db.find(mandate, { chainId, mandateId: log.mandateId as Hex });
+    const chargeRow =
+      "chargeId" in log ? await context.db.find(charge, { chainId, chargeId: log.chargeId as Hex }) : null;
+    const state: LedgerState = {
+      mandates: new Map(
+        mandateRow ? [[mandateKey(chainId, log.mandateId), rowToMandate(mandateRow as MandateRow)]] : [],
+      ),
+      charges: new Map(
+        chargeRow && "chargeId" in log
+          ? [[chargeKey(chainId, log.chargeId), rowToCharge(chargeRow as ChargeRow)]]
+          : [],
+      ),
+    };
+
+    const applied = applyLog(state, log);
+    if (Result.isFailure(applied)) throw applied.failure;
+
+    const nextMandate = applied.success.state.mandates.get(mandateKey(chainId, log.mandateId));
+    if (nextMandate) {
+      const row = mandateToRow(nextMandate);
+      await context.db.insert(mandate).values(row).onConflictDoUpdate(row);
+    }
+    if ("chargeId" in log) {
+      const nextCharge = applied.success.state.charges.get(chargeKey(chainId, log.chargeId));
+      if (nextCharge) {
+        const row = chargeToRow(nextCharge);
+        await context.db.insert(charge).values(row).onConflictDoUpdate(row);
+      }
+    }
+    for (const f of applied.success.facts)
+      await context.db.insert(fact).values(factToRow(f)).onConflictDoNothing();
+  });
+}

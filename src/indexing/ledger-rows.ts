@@ -1,0 +1,72 @@
+/** Ledger state <-> Ponder rows: plain conversions, no I/O. */
+import type { ChargeState, Fact, LogPosition, MandateState } from "../ledger/types.ts";
+
+type Hex = `0x${string}`;
+
+export const mandateToRow = (m: MandateState) => ({
+  chainId: m.chainId,
+  mandateId: m.mandateId as Hex,
+  customer: m.customer as Hex,
+  payee: m.payee as Hex,
+  token: m.token as Hex,
+  cap: m.cap,
+  anchor: BigInt(m.anchor),
+  approvalPeriods: m.approvalPeriods,
+  operator: m.operator as Hex,
+  holdSeconds: BigInt(m.holdSeconds),
+  nonce: m.nonce,
+  approvalLeft: m.approvalLeft,
+  lastChargedPeriod: m.lastChargedPeriod,
+  status: m.status,
+  authorizedAt: m.authorizedAt,
+  updatedAt: m.updatedAt,
+});
+
+export type MandateRow = ReturnType<typeof mandateToRow>;
+
+export const rowToMandate = (row: MandateRow): MandateState => ({
+  ...row,
+  anchor: Number(row.anchor),
+  holdSeconds: Number(row.holdSeconds),
+  status: row.status === "revoked" ? "revoked" : "active",
+  authorizedAt: row.authorizedAt as LogPosition,
+  updatedAt: row.updatedAt as LogPosition,
+});
+
+export const chargeToRow = (c: ChargeState) => ({
+  chainId: c.chainId,
+  chargeId: c.chargeId as Hex,
+  mandateId: c.mandateId as Hex,
+  period: c.period,
+  amount: c.amount,
+  customer: c.customer as Hex,
+  payee: c.payee as Hex,
+  token: c.token as Hex,
+  status: c.status,
+  releaseAt: BigInt(c.releaseAt),
+  chargedAt: c.chargedAt,
+  endedAt: c.endedAt,
+});
+
+export type ChargeRow = ReturnType<typeof chargeToRow>;
+
+export const rowToCharge = (row: ChargeRow): ChargeState => ({
+  ...row,
+  releaseAt: Number(row.releaseAt),
+  chargedAt: row.chargedAt as LogPosition,
+  endedAt: row.endedAt as LogPosition | null,
+});
+
+export const factToRow = (f: Fact) => ({
+  key: f.key,
+  kind: f.kind,
+  chainId: f.at.chainId,
+  blockNumber: BigInt(f.at.blockNumber),
+  blockHash: f.at.blockHash as Hex,
+  timestamp: BigInt(f.at.timestamp),
+  txHash: f.at.txHash as Hex,
+  logIndex: f.at.logIndex,
+  mandateId: f.mandateId as Hex,
+  chargeId: f.chargeId as Hex | null,
+  amount: f.amount,
+});
