@@ -79,6 +79,7 @@ export const fact = onchainTable(
     mandateId: t.hex().notNull(),
     chargeId: t.hex(),
     amount: t.bigint(),
+    details: t.json().notNull(),
   }),
   (table) => ({ chainBlockIdx: index().on(table.chainId, table.blockNumber) }),
 );

@@ -4,6 +4,7 @@
  * or let scripts/start.ts start it as part of the local stack.
  */
 import type { AddressInfo } from "node:net";
+import type { PgClient } from "@effect/sql-pg";
 import { createAdaptorServer } from "@hono/node-server";
 import { Duration, Effect, Layer, Logger, ManagedRuntime, References } from "effect";
 import { SqlClient } from "effect/sql";
@@ -13,6 +14,7 @@ import { ChainRegistry } from "./chains/registry.ts";
 import { type ServiceConfig, serviceConfigFromEnv } from "./config/env.ts";
 import { databaseLayer, ONCHAIN_SCHEMA } from "./db/client.ts";
 import { runMigrations } from "./db/migrations.ts";
+import { factRelay } from "./events/fact-relay.ts";
 import { makeApp, type Readiness } from "./http/app.ts";
 import { renderDocsPage } from "./http/docs-page.ts";
 import { buildOpenApi } from "./http/openapi.ts";
@@ -51,7 +53,10 @@ export const domainLayer = (config: ServiceConfig) => {
 
 export const serviceLayer = (config: ServiceConfig) => {
   const domain = domainLayer(config);
-  const workers = runWorkers([idempotencyPurge]).pipe(Layer.provide(domain));
+  const workers = runWorkers<Idempotency | PgClient.PgClient | ChainRegistry>([
+    idempotencyPurge,
+    factRelay,
+  ]).pipe(Layer.provide(domain));
   return Layer.mergeAll(domain, workers).pipe(
     Layer.provide(loggingLayer(config)),
     Layer.merge(loggingLayer(config)),

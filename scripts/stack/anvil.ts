@@ -52,7 +52,8 @@ export const startAnvil = async (options: {
   if (options.stateFile)
     args.push("--state", options.stateFile, "--state-interval", "5", "--preserve-historical-states");
   const url = `http://127.0.0.1:${options.port}`;
-  if (await rpcAnswers(url)) throw new Error(`port ${options.port} already has a node on it (another stack still running?)`);
+  if (await rpcAnswers(url))
+    throw new Error(`port ${options.port} already has a node on it (another stack still running?)`);
   // Own process group: Ctrl-C reaches only the supervisor, which stops the stack in order.
   const child = spawn(anvilBinary(), args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
   const { exited } = supervise(child, "anvil", options.onOutput);

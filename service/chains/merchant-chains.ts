@@ -95,8 +95,20 @@ export class MerchantChains extends Context.Service<
               );
           }
           const id = yield* newId("merchantChain");
+          const payout = getAddress(input.payout_address);
           const rows = yield* sql.withTransaction(
             Effect.gen(function* () {
+              // A payout address identifies its merchant on chain (events are attributed by payee): one owner.
+              yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`payout:${chain.id}:${payout.toLowerCase()}`}))`;
+              const owners = yield* sql`SELECT 1 FROM billing.merchant_chains
+                WHERE chain_id = ${chain.id} AND lower(payout_address) = ${payout.toLowerCase()}
+                  AND merchant_id <> ${caller.merchantId} LIMIT 1`;
+              if (owners.length > 0)
+                return yield* invalidParam(
+                  "payout_address",
+                  "This payout address belongs to another merchant on this chain. Use an address of your own.",
+                  "payout_address_in_use",
+                );
               yield* sql`UPDATE billing.merchant_chains SET superseded_at = now()
                 WHERE merchant_id = ${caller.merchantId} AND chain_id = ${chain.id} AND superseded_at IS NULL`;
               return yield* sql`INSERT INTO billing.merchant_chains ${sql.insert({
@@ -104,7 +116,7 @@ export class MerchantChains extends Context.Service<
                 merchant_id: caller.merchantId,
                 chain_id: chain.id,
                 livemode: chain.livemode,
-                payout_address: getAddress(input.payout_address),
+                payout_address: payout,
                 tokens: [...new Set(symbols)],
               })} RETURNING id, chain_id, payout_address, tokens, created_at`;
             }),

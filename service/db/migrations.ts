@@ -55,6 +55,24 @@ export const migrations = {
     )`,
     "CREATE INDEX idempotency_keys_created ON billing.idempotency_keys (created_at)",
   ),
+  "0002_events": statements(
+    `CREATE TABLE billing.events (
+      id text PRIMARY KEY,
+      merchant_id text NOT NULL REFERENCES billing.merchants (id),
+      livemode boolean NOT NULL,
+      type text NOT NULL,
+      created timestamptz NOT NULL,
+      payload jsonb NOT NULL,
+      fact_key text UNIQUE,
+      chain_id bigint,
+      block_number bigint,
+      tx_hash text,
+      log_index integer,
+      inserted_at timestamptz NOT NULL DEFAULT clock_timestamp()
+    )`,
+    "CREATE INDEX events_merchant ON billing.events (merchant_id, id DESC)",
+    "CREATE INDEX merchant_chains_payout ON billing.merchant_chains (chain_id, lower(payout_address))",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -1,9 +1,10 @@
 /**
  * The background worker runtime. Each worker is a fiber forked into the runtime's scope when the
  * layer is built and interrupted when it is disposed, so a process runs each worker exactly once.
- * Workers coordinate across processes only through Postgres (row claims, advisory locks).
+ * Workers coordinate across processes only through Postgres (unique keys, row claims, advisory locks).
  */
-import { Context, Effect, Layer, Ref, Schedule } from "effect";
+import { PgClient } from "@effect/sql-pg";
+import { Context, type Duration, Effect, Layer, Queue, Ref } from "effect";
 import type { SqlError } from "effect/sql";
 import { Idempotency } from "../idempotency/idempotency.ts";
 
@@ -11,26 +12,43 @@ export interface Worker<R> {
   readonly name: string;
   /** One pass. Failures are logged and the worker carries on with its next pass. */
   readonly pass: Effect.Effect<void, SqlError.SqlError, R>;
-  readonly every: Schedule.Schedule<unknown>;
+  /** Longest wait between passes. */
+  readonly interval: Duration.Input;
+  /** A Postgres notification channel that starts the next pass at once. */
+  readonly wakeOn?: string;
 }
 
 export class Workers extends Context.Service<Workers, { readonly ready: Effect.Effect<boolean> }>()(
   "Workers",
 ) {}
 
-export const runWorkers = <R>(workers: ReadonlyArray<Worker<R>>): Layer.Layer<Workers, never, R> =>
+const runWorker = <R>(worker: Worker<R>) =>
+  Effect.gen(function* () {
+    const wake = worker.wakeOn
+      ? yield* Effect.flatMap(Effect.service(PgClient.PgClient), (pg) => pg.listen(worker.wakeOn as string))
+      : undefined;
+    const pause = wake
+      ? Queue.take(wake).pipe(
+          Effect.andThen(Queue.takeAll(wake).pipe(Effect.timeoutOption(0))),
+          Effect.timeoutOption(worker.interval),
+          Effect.ignore,
+        )
+      : Effect.sleep(worker.interval);
+    return yield* worker.pass.pipe(
+      Effect.catchCause((cause) => Effect.logWarning(`worker ${worker.name} pass failed`, cause)),
+      Effect.andThen(pause),
+      Effect.forever,
+    );
+  }).pipe(Effect.annotateLogs({ worker: worker.name }));
+
+export const runWorkers = <R>(
+  workers: ReadonlyArray<Worker<R>>,
+): Layer.Layer<Workers, never, R | PgClient.PgClient> =>
   Layer.effect(
     Workers,
     Effect.gen(function* () {
       const started = yield* Ref.make(false);
-      for (const worker of workers) {
-        const loop = worker.pass.pipe(
-          Effect.catchCause((cause) => Effect.logWarning(`worker ${worker.name} pass failed`, cause)),
-          Effect.repeat(worker.every),
-          Effect.annotateLogs({ worker: worker.name }),
-        );
-        yield* Effect.forkScoped(loop);
-      }
+      for (const worker of workers) yield* Effect.forkScoped(runWorker(worker));
       yield* Ref.set(started, true);
       yield* Effect.logInfo("workers started").pipe(
         Effect.annotateLogs({ workers: workers.map((w) => w.name).join(",") }),
@@ -48,5 +66,5 @@ export const idempotencyPurge: Worker<Idempotency> = {
     if (deleted > 0)
       yield* Effect.logInfo("purged expired idempotency records").pipe(Effect.annotateLogs({ deleted }));
   }),
-  every: Schedule.spaced("10 minutes"),
+  interval: "10 minutes",
 };

@@ -69,4 +69,5 @@ export const factToRow = (f: Fact) => ({
   mandateId: f.mandateId as Hex,
   chargeId: f.chargeId as Hex | null,
   amount: f.amount,
+  details: f.details,
 });

@@ -46,9 +46,10 @@ const fact = (
   key: string,
   at: LogPosition,
   mandateId: string,
+  details: Fact["details"],
   chargeId: string | null = null,
   amount: bigint | null = null,
-): Fact => ({ key: `${at.chainId}:${kind}:${key}`, kind, at, mandateId, chargeId, amount });
+): Fact => ({ key: `${at.chainId}:${kind}:${key}`, kind, at, mandateId, chargeId, amount, details });
 
 export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Applied, LedgerViolation> => {
   const { at } = log;
@@ -84,7 +85,16 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
       };
       return Result.succeed({
         state: withMandate(state, next),
-        facts: [fact("mandate.authorized", `${log.mandateId}:${log.nonce}`, at, log.mandateId)],
+        facts: [
+          fact("mandate.authorized", `${log.mandateId}:${log.nonce}`, at, log.mandateId, {
+            nonce: log.nonce.toString(),
+            cap: log.cap.toString(),
+            approval_periods: log.approvalPeriods,
+            approval: log.approval.toString(),
+            operator: log.operator,
+            hold_seconds: log.holdSeconds,
+          }),
+        ],
       });
     }
     case "MandateRevoked": {
@@ -92,7 +102,9 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
       if (mandate.status === "revoked") return violation(at, "second revocation");
       return Result.succeed({
         state: withMandate(state, { ...mandate, status: "revoked", updatedAt: at }),
-        facts: [fact("mandate.revoked", log.mandateId, at, log.mandateId)],
+        facts: [
+          fact("mandate.revoked", log.mandateId, at, log.mandateId, { nonce: mandate.nonce.toString() }),
+        ],
       });
     }
     case "Charged": {
@@ -129,7 +141,17 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
       });
       return Result.succeed({
         state: withCharge(next, charge),
-        facts: [fact("charge.succeeded", log.chargeId, at, log.mandateId, log.chargeId, log.amount)],
+        facts: [
+          fact(
+            "charge.succeeded",
+            log.chargeId,
+            at,
+            log.mandateId,
+            { period: log.period, release_at: log.releaseAt, approval_left: log.approvalLeft.toString() },
+            log.chargeId,
+            log.amount,
+          ),
+        ],
       });
     }
     case "Released":
@@ -150,6 +172,7 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
             log.chargeId,
             at,
             log.mandateId,
+            { period: log.period, release_at: charge.releaseAt },
             log.chargeId,
             log.amount,
           ),

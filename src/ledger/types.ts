@@ -150,6 +150,8 @@ export interface Fact {
   readonly mandateId: string;
   readonly chargeId: string | null;
   readonly amount: bigint | null;
+  /** What the outcome carried at the time (terms of this signature; period and hold of this charge). */
+  readonly details: Readonly<Record<string, string | number>>;
 }
 
 export const mandateKey = (chainId: number, mandateId: string) => `${chainId}:${mandateId}`;

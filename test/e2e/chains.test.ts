@@ -1,8 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEV_API_KEY } from "./constants.ts";
-import { api, expectErrorShape, newMerchantWithKey, query, stack } from "./helpers.ts";
-
-const PAYOUT = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
+import { api, expectErrorShape, newAddress, newMerchantWithKey, query, stack } from "./helpers.ts";
 
 describe("GET /v1/chains", () => {
   it("shows a test key every test chain, with independent subscriptions_available and escrow_available", async () => {
@@ -57,6 +55,7 @@ describe("the local stack's test merchant", () => {
 describe("/v1/merchant/chains", () => {
   it("starts empty, then lists what the merchant configured, with subscriptions_available", async () => {
     const { key } = await newMerchantWithKey("test");
+    const PAYOUT = newAddress();
     expect((await api("/v1/merchant/chains", { key })).json.data).toEqual([]);
     const configured = await api("/v1/merchant/chains", {
       key,
@@ -79,10 +78,11 @@ describe("/v1/merchant/chains", () => {
 
   it("replaces the configuration of a chain and keeps the old one for audit", async () => {
     const { merchantId, key } = await newMerchantWithKey("test");
+    const PAYOUT = newAddress();
     const first = await api("/v1/merchant/chains", { key, body: { chain: 31337, payout_address: PAYOUT } });
     const second = await api("/v1/merchant/chains", {
       key,
-      body: { chain: 31337, payout_address: "0x90F79bf6EB2c4f870365E785982E1f101E93b906", tokens: ["USDC"] },
+      body: { chain: 31337, payout_address: newAddress(), tokens: ["USDC"] },
     });
     expect(second.json.id).not.toBe(first.json.id);
     const listed = await api("/v1/merchant/chains", { key });
@@ -96,6 +96,13 @@ describe("/v1/merchant/chains", () => {
 
   it("refuses bad input with a 400 naming the param, and changes nothing", async () => {
     const { merchantId, key } = await newMerchantWithKey("test");
+    const PAYOUT = newAddress();
+    const other = await newMerchantWithKey("test");
+    const taken = newAddress();
+    expect(
+      (await api("/v1/merchant/chains", { key: other.key, body: { chain: 31337, payout_address: taken } }))
+        .status,
+    ).toBe(200);
     const cases: Array<[unknown, string, string | null]> = [
       [{ chain: 31338, payout_address: PAYOUT }, "chain_unknown", "chain"], // a live chain, with a test key
       [{ chain: 1, payout_address: PAYOUT }, "chain_unknown", "chain"],
@@ -111,6 +118,7 @@ describe("/v1/merchant/chains", () => {
       [{ chain: 31337.5, payout_address: PAYOUT }, "parameter_invalid", "chain"],
       [{ payout_address: PAYOUT }, "parameter_missing", "chain"],
       [{ chain: 31337, payout_address: PAYOUT, colour: "blue" }, "parameter_unknown", "colour"],
+      [{ chain: 31337, payout_address: taken }, "payout_address_in_use", "payout_address"],
     ];
     for (const [body, code, param] of cases) {
       const response = await api("/v1/merchant/chains", { key, body });

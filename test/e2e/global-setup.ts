@@ -70,8 +70,9 @@ export default async function setup(project: TestProject) {
   const closedTestChain: ChainConfig = {
     ...TEST_CHAIN,
     id: 31339,
-    name: "Local chain, subscriptions closed",
+    name: "Local chain, subscriptions closed, 2 confirmations",
     subscriptions_available: false,
+    confirmations: 2,
   };
   const chainsConfig = join(dataDir, "chains.json");
   writeFileSync(chainsConfig, JSON.stringify({ chains: [TEST_CHAIN, liveChain, closedTestChain] }, null, 2));

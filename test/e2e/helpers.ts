@@ -4,6 +4,7 @@ import { promisify } from "node:util";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { inject } from "vitest";
 
 export const stack = () => inject("stack");
@@ -80,6 +81,9 @@ export const newMerchantWithKey = async (mode: "test" | "live" = "test") => {
   const [, key] = (await cli("keys", "create", "--merchant", String(merchantId), "--mode", mode)).split("\t");
   return { merchantId: String(merchantId), key: String(key) };
 };
+
+/** A fresh payout address: each belongs to one merchant. */
+export const newAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 
 export const expectErrorShape = (body: unknown) => {
   const error = (body as { error?: Record<string, unknown> }).error;

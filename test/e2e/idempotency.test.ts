@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { api, expectErrorShape, newMerchantWithKey, query } from "./helpers.ts";
+import { api, expectErrorShape, newAddress, newMerchantWithKey, query } from "./helpers.ts";
 
-const body = { chain: 31337, payout_address: "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC" };
+const bodyFor = () => ({ chain: 31337, payout_address: newAddress() });
+const body = bodyFor();
 
 const configRows = (merchantId: string) =>
   query<{ n: number }>("SELECT count(*)::int AS n FROM billing.merchant_chains WHERE merchant_id = $1", [
@@ -21,6 +22,7 @@ describe("Idempotency-Key", () => {
 
   it("replays the first response for the same key and body, and refuses another body with 409", async () => {
     const { merchantId, key } = await newMerchantWithKey();
+    const body = bodyFor();
     const idempotencyKey = randomUUID();
     const first = await api("/v1/merchant/chains", { key, body, idempotencyKey });
     const again = await api("/v1/merchant/chains", {
@@ -48,6 +50,7 @@ describe("Idempotency-Key", () => {
 
   it("replays a stored 4xx too, and its attempt changed nothing", async () => {
     const { merchantId, key } = await newMerchantWithKey();
+    const body = bodyFor();
     const idempotencyKey = randomUUID();
     const bad = { chain: 31337, payout_address: body.payout_address, tokens: ["DAI"] };
     const first = await api("/v1/merchant/chains", { key, body: bad, idempotencyKey });
@@ -62,8 +65,9 @@ describe("Idempotency-Key", () => {
     const a = await newMerchantWithKey();
     const b = await newMerchantWithKey();
     const idempotencyKey = randomUUID();
-    const fromA = await api("/v1/merchant/chains", { key: a.key, body, idempotencyKey });
-    const fromB = await api("/v1/merchant/chains", { key: b.key, body, idempotencyKey });
+    // Another body under the same Idempotency-Key: a 409 if keys were global, a new request per API key.
+    const fromA = await api("/v1/merchant/chains", { key: a.key, body: bodyFor(), idempotencyKey });
+    const fromB = await api("/v1/merchant/chains", { key: b.key, body: bodyFor(), idempotencyKey });
     expect(fromA.status).toBe(200);
     expect(fromB.status).toBe(200);
     expect(fromB.json.id).not.toBe(fromA.json.id);
@@ -71,6 +75,7 @@ describe("Idempotency-Key", () => {
 
   it("turns 50 concurrent identical POSTs into one effect and 50 identical responses", async () => {
     const { merchantId, key } = await newMerchantWithKey();
+    const body = bodyFor();
     const idempotencyKey = randomUUID();
     const responses = await Promise.all(
       Array.from({ length: 50 }, () => api("/v1/merchant/chains", { key, body, idempotencyKey })),

@@ -1,0 +1,132 @@
+/**
+ * Drives the stack's local chains the way a customer's wallet and the relayer would: mint, approve,
+ * sign and submit mandates, charge, release, return, move time, reorganise blocks.
+ */
+import { readFileSync } from "node:fs";
+import {
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  encodeFunctionData,
+  type Hex,
+  http,
+  type PrivateKeyAccount,
+  parseUnits,
+} from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
+import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
+import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
+import type { ResolvedChain } from "../../service/chains/config.ts";
+import { mandateIdFor, TERMS_TYPES } from "../contract/harness.ts";
+import { stack } from "./helpers.ts";
+
+/** The relayer in these tests: anvil's first account (the local deployer). */
+export const operator = privateKeyToAccount(LOCAL_DEPLOYER_KEY);
+/** The dev merchant's payout address on every local test chain (set by the stack's seed). */
+export const DEV_PAYOUT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" as const;
+export const usd = (amount: string) => parseUnits(amount, 6);
+
+export const chainDriver = (chainId: number) => {
+  const resolved = (
+    JSON.parse(readFileSync(stack().chainsFile, "utf8")) as { chains: ResolvedChain[] }
+  ).chains.find((c) => c.id === chainId);
+  if (!resolved) throw new Error(`no chain ${chainId} in the stack`);
+  const chain = defineChain({
+    id: chainId,
+    name: resolved.name,
+    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+    rpcUrls: { default: { http: [...resolved.rpc.http] } },
+  });
+  const transport = http(resolved.rpc.http[0]);
+  const client = createPublicClient({ chain, transport, pollingInterval: 20 });
+  const escrow = resolved.escrow.address;
+  const usdc = (resolved.tokens[0] as { address: `0x${string}` }).address;
+  const rpc = (method: string, params: unknown[]) => client.request({ method, params } as never);
+
+  /** Signs locally and sends raw, returning the raw bytes too (a reorg can re-include them). */
+  const send = async (account: PrivateKeyAccount, to: `0x${string}`, data: Hex) => {
+    const wallet = createWalletClient({ chain, transport, account });
+    const request = await wallet.prepareTransactionRequest({ to, data, gas: 1_000_000n });
+    const raw = await wallet.signTransaction(request);
+    const hash = await client.sendRawTransaction({ serializedTransaction: raw });
+    const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 20 });
+    if (receipt.status !== "success") throw new Error(`transaction ${hash} reverted`);
+    return { hash, raw, receipt };
+  };
+  const call = (
+    account: PrivateKeyAccount,
+    to: `0x${string}`,
+    abi: typeof MandateEscrowAbi | typeof TestUSDCAbi,
+    functionName: string,
+    args: unknown[],
+  ) =>
+    send(
+      account,
+      to,
+      encodeFunctionData({ abi, functionName, args } as Parameters<typeof encodeFunctionData>[0]),
+    );
+
+  const newCustomer = async (funds = usd("1000")) => {
+    const customer = privateKeyToAccount(generatePrivateKey());
+    await rpc("anvil_setBalance", [customer.address, "0xde0b6b3a7640000"]);
+    await call(customer, usdc, TestUSDCAbi, "mint", [customer.address, funds]);
+    await call(customer, usdc, TestUSDCAbi, "approve", [escrow, 2n ** 256n - 1n]);
+    return customer;
+  };
+
+  const latestTime = async () => Number((await client.getBlock()).timestamp);
+
+  const authorize = async (
+    customer: PrivateKeyAccount,
+    options: {
+      cap?: bigint;
+      periods?: number;
+      holdSeconds?: number;
+      payee?: `0x${string}`;
+      salt?: bigint;
+    } = {},
+  ) => {
+    const now = await latestTime();
+    const terms = {
+      mandateId: mandateIdFor(customer.address, options.salt ?? BigInt(Date.now())),
+      payee: options.payee ?? DEV_PAYOUT,
+      token: usdc,
+      cap: options.cap ?? usd("50"),
+      anchor: BigInt(now),
+      approvalPeriods: options.periods ?? 12,
+      operator: operator.address,
+      holdSeconds: BigInt(options.holdSeconds ?? 0),
+      nonce: 1n,
+      deadline: BigInt(now + 3600),
+    };
+    const signature = await customer.signTypedData({
+      domain: { name: "MandateEscrow", version: "1", chainId, verifyingContract: escrow },
+      types: TERMS_TYPES,
+      primaryType: "Terms",
+      message: terms,
+    });
+    const tx = await call(operator, escrow, MandateEscrowAbi, "authorize", [terms, signature]);
+    return { terms, mandateId: terms.mandateId.toLowerCase() as Hex, tx };
+  };
+
+  return {
+    resolved,
+    client,
+    escrow,
+    usdc,
+    rpc,
+    newCustomer,
+    authorize,
+    charge: (mandateId: Hex, amount: bigint) =>
+      call(operator, escrow, MandateEscrowAbi, "charge", [mandateId, amount]),
+    release: (mandateId: Hex, period: number) =>
+      call(operator, escrow, MandateEscrowAbi, "release", [mandateId, period]),
+    returnCharge: (mandateId: Hex, period: number) =>
+      call(operator, escrow, MandateEscrowAbi, "returnCharge", [mandateId, period]),
+    mine: (blocks = 1) => rpc("anvil_mine", [`0x${blocks.toString(16)}`]),
+    increaseTime: (seconds: number) => rpc("evm_increaseTime", [`0x${seconds.toString(16)}`]),
+    /** Replaces the last `depth` blocks; `raws` are re-included in the first new block. */
+    reorg: (depth: number, raws: Hex[] = []) => rpc("anvil_reorg", [depth, raws.map((raw) => [raw, 0])]),
+  };
+};

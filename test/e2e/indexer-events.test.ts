@@ -1,0 +1,147 @@
+/**
+ * Chain truth to events, end to end: the escrow's logs are indexed by Ponder through the ledger, and
+ * the relay turns each confirmed fact into exactly one event in the outbox, also across reorgs.
+ */
+import { describe, expect, it } from "vitest";
+import { waitFor } from "../../scripts/stack/wait.ts";
+import { chainDriver, usd } from "./chain-driver.ts";
+import { query, stack } from "./helpers.ts";
+
+interface EventRow {
+  id: string;
+  type: string;
+  merchant_id: string;
+  fact_key: string;
+  payload: { id: string; type: string; livemode: boolean; data: { object: Record<string, unknown> } };
+}
+
+const eventsFor = (mandateId: string) =>
+  query<EventRow>(
+    "SELECT id, type, merchant_id, fact_key, payload FROM billing.events WHERE payload->'data'->'object'->>'mandate' = $1 ORDER BY block_number, log_index",
+    [mandateId],
+  );
+
+const waitForEvents = async (mandateId: string, count: number) => {
+  await waitFor(async () => (await eventsFor(mandateId)).length >= count, {
+    timeoutMs: 15_000,
+    what: `${count} events for ${mandateId}`,
+    intervalMs: 50,
+  });
+  return eventsFor(mandateId);
+};
+
+describe("facts to events", () => {
+  it("reports an authorization and a charge once each, for the merchant that owns the payee", async () => {
+    const chain = chainDriver(31337);
+    const customer = await chain.newCustomer();
+    const { mandateId } = await chain.authorize(customer);
+    const charged = await chain.charge(mandateId, usd("12.5"));
+    const events = await waitForEvents(mandateId, 2);
+    expect(events.map((e) => e.type)).toEqual(["mandate.authorized", "charge.succeeded"]);
+    for (const event of events) {
+      expect(event.merchant_id).toBe(stack().merchantId);
+      expect(event.id).toMatch(/^evt_[0-9A-Z]{26}$/);
+      expect(event.payload).toMatchObject({ id: event.id, type: event.type, livemode: false });
+    }
+    expect(events[1]?.payload.data.object).toMatchObject({
+      object: "charge",
+      amount: "12500000",
+      amount_decimal: "12.5",
+      status: "succeeded",
+      period: 0,
+      onchain: { chain: 31337, transaction_hash: charged.hash },
+    });
+    // Nothing more arrives: each fact was relayed once although the relay keeps running.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(await eventsFor(mandateId)).toHaveLength(2);
+  });
+
+  it("reports a held charge, then its release; and another, then its return", async () => {
+    const chain = chainDriver(31337);
+    const customer = await chain.newCustomer();
+    const { mandateId } = await chain.authorize(customer, { holdSeconds: 600 });
+    await chain.charge(mandateId, usd("5"));
+    await chain.returnCharge(mandateId, 0);
+    await chain.increaseTime(32 * 86_400);
+    await chain.mine();
+    await chain.charge(mandateId, usd("7"));
+    await chain.increaseTime(601);
+    await chain.release(mandateId, 1);
+    const events = await waitForEvents(mandateId, 5);
+    expect(events.map((e) => `${e.type}:${e.payload.data.object.status ?? ""}`)).toEqual([
+      "mandate.authorized:active",
+      "charge.succeeded:held",
+      "charge.returned:returned",
+      "charge.succeeded:held",
+      "charge.released:released",
+    ]);
+  });
+
+  it("waits for the chain's confirmations before reporting", async () => {
+    const chain = chainDriver(31339); // 2 confirmations
+    const customer = await chain.newCustomer();
+    const { mandateId } = await chain.authorize(customer);
+    await chain.charge(mandateId, usd("1"));
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // The charge's block is the head: the charge is not confirmed yet; the authorization is 1 deep.
+    expect((await eventsFor(mandateId)).map((e) => e.type)).toEqual([]);
+    await chain.mine(2);
+    expect((await waitForEvents(mandateId, 2)).map((e) => e.type)).toEqual([
+      "mandate.authorized",
+      "charge.succeeded",
+    ]);
+  });
+});
+
+describe("reorgs", () => {
+  it("a charge reorged out and mined again yields exactly one charge.succeeded", async () => {
+    const chain = chainDriver(31339);
+    const customer = await chain.newCustomer();
+    const { mandateId } = await chain.authorize(customer);
+    await chain.mine(2);
+    await waitForEvents(mandateId, 1);
+    const charged = await chain.charge(mandateId, usd("3"));
+    await chain.reorg(1, [charged.raw]);
+    await chain.mine(3);
+    const events = await waitForEvents(mandateId, 2);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect((await eventsFor(mandateId)).map((e) => e.type)).toEqual([
+      "mandate.authorized",
+      "charge.succeeded",
+    ]);
+    const receipt = await chain.client.getTransactionReceipt({ hash: charged.hash });
+    expect(events[1]?.payload.data.object).toMatchObject({
+      onchain: { transaction_hash: charged.hash, block_hash: receipt.blockHash },
+    });
+    expect(receipt.blockHash).not.toBe(charged.receipt.blockHash);
+  });
+
+  it("a charge dropped for good, within the confirmations, yields no event", async () => {
+    const chain = chainDriver(31339);
+    const customer = await chain.newCustomer();
+    const { mandateId } = await chain.authorize(customer);
+    await chain.mine(2);
+    await waitForEvents(mandateId, 1);
+    await chain.charge(mandateId, usd("3"));
+    await chain.reorg(1, []);
+    await chain.mine(3);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect((await eventsFor(mandateId)).map((e) => e.type)).toEqual(["mandate.authorized"]);
+    const charges = await query("SELECT * FROM onchain.charge WHERE mandate_id = $1", [mandateId]);
+    expect(charges).toEqual([]);
+  });
+
+  it("with 0 confirmations, a charge reported and then re-mined elsewhere stays one event (same id)", async () => {
+    const chain = chainDriver(31337);
+    const customer = await chain.newCustomer();
+    const { mandateId } = await chain.authorize(customer);
+    const charged = await chain.charge(mandateId, usd("2"));
+    const [, first] = await waitForEvents(mandateId, 2);
+    await chain.reorg(1, [charged.raw]);
+    await chain.mine(1);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const events = await eventsFor(mandateId);
+    expect(events.map((e) => e.type)).toEqual(["mandate.authorized", "charge.succeeded"]);
+    expect(events[1]?.id).toBe(first?.id);
+  });
+});
