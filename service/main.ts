@@ -20,15 +20,17 @@ import { renderDocsPage } from "./http/docs-page.ts";
 import { buildOpenApi } from "./http/openapi.ts";
 import type { AnyRoute } from "./http/route.ts";
 import { chainRoutes } from "./http/routes/chains.ts";
+import { reconciliationRoutes } from "./http/routes/reconciliation.ts";
 import { Idempotency } from "./idempotency/idempotency.ts";
 import { Merchants } from "./merchants/merchants.ts";
+import { Reconciliation } from "./reconciliation/reconciliation.ts";
 import { idempotencyPurge, runWorkers, Workers } from "./workers/workers.ts";
 
 export const VERSION = "0.1.0";
 
-export type AppServices = ApiKeys | Merchants | MerchantChains | ChainRegistry | Idempotency;
+export type AppServices = ApiKeys | Merchants | MerchantChains | ChainRegistry | Idempotency | Reconciliation;
 
-export const routes: ReadonlyArray<AnyRoute<AppServices>> = [...chainRoutes];
+export const routes: ReadonlyArray<AnyRoute<AppServices>> = [...chainRoutes, ...reconciliationRoutes];
 
 export const loggingLayer = (config: Pick<ServiceConfig, "logFormat" | "logLevel">) =>
   Layer.mergeAll(
@@ -47,6 +49,7 @@ export const domainLayer = (config: ServiceConfig) => {
     ApiKeys.layer,
     Merchants.layer,
     MerchantChains.layer,
+    Reconciliation.layer,
     Idempotency.layer(Duration.hours(config.idempotencyRetentionHours)),
   ).pipe(Layer.provideMerge(infrastructure), Layer.provide(migrated));
 };

@@ -97,19 +97,26 @@ const readBody = async (c: HonoContext<Env>, schema: Schema.Codec<unknown, unkno
         param: null,
       }),
     );
-  const decoded = Schema.decodeUnknownResult(schema ?? Schema.Struct({}))(parsed, {
+  return Result.map(decodeInput(schema, parsed, "body"), (value) => ({ raw: parsed, value }));
+};
+
+/** Decodes a request's input (body or query) with the route's schema; unknown keys are refused. */
+const decodeInput = (
+  schema: Schema.Codec<unknown, unknown> | undefined,
+  input: unknown,
+  what: "body" | "query",
+): Result.Result<unknown, ApiFailure> => {
+  const decoded = Schema.decodeUnknownResult(schema ?? Schema.Struct({}))(input, {
     onExcessProperty: "error",
     errors: "all",
   });
-  if (Result.isFailure(decoded)) {
-    const [first] = schemaErrorIssues(decoded.failure);
-    return Result.fail<ApiFailure>(
-      first
-        ? bodyFailure(first)
-        : new InvalidRequest({ code: "parameter_invalid", message: "Invalid body.", param: null }),
-    );
-  }
-  return Result.succeed({ raw: parsed, value: decoded.success });
+  if (Result.isSuccess(decoded)) return Result.succeed(decoded.success);
+  const [first] = schemaErrorIssues(decoded.failure);
+  return Result.fail(
+    first
+      ? bodyFailure(first)
+      : new InvalidRequest({ code: "parameter_invalid", message: `Invalid ${what}.`, param: null }),
+  );
 };
 
 export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
@@ -211,8 +218,15 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       const status = route.status ?? 200;
 
       if (route.method !== "POST") {
-        const exit = await run(route.handler({ caller, body: undefined, params, query }));
-        return respondExit(c, exit, (value) => json(c, status, JSON.stringify(value)));
+        const input = decodeInput(route.body, Object.fromEntries(query), "query");
+        if (Result.isFailure(input)) return respondFailure(c, input.failure);
+        const exit = await run(route.handler({ caller, body: input.success, params, query }));
+        return respondExit(c, exit, (value) => {
+          const rendered = route.render?.(value);
+          return rendered
+            ? c.body(rendered.body, status, { "content-type": rendered.contentType })
+            : json(c, status, JSON.stringify(value));
+        });
       }
 
       const key = Effect.runSync(Effect.result(validateIdempotencyKey(c.req.header("idempotency-key"))));

@@ -52,6 +52,24 @@ export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { read
       required: true,
       schema: { type: "string" },
     }));
+    if (route.method !== "POST" && route.body) {
+      const query = Schema.toJsonSchemaDocument(route.body, { onExcessProperty: "error" });
+      Object.assign(components, relink(query.definitions) as JsonObject);
+      const resolved = (
+        typeof (query.schema as JsonObject).$ref === "string"
+          ? (query.definitions as JsonObject)[
+              String((query.schema as JsonObject).$ref).replace("#/$defs/", "")
+            ]
+          : query.schema
+      ) as { properties?: Record<string, unknown>; required?: string[] };
+      for (const [name, schema] of Object.entries(resolved.properties ?? {}))
+        parameters.push({
+          name,
+          in: "query",
+          required: (resolved.required ?? []).includes(name),
+          schema: relink(schema) as { type: string },
+        });
+    }
     if (route.method === "POST")
       parameters.push({
         name: "Idempotency-Key",

@@ -22,12 +22,17 @@ export interface Route<B, R> {
   readonly summary: string;
   readonly description?: string;
   readonly tag: string;
-  /** POST body schema; decoding rejects unknown keys. Omitted: the body must be empty or `{}`. */
+  /**
+   * The request's input, decoded with unknown keys rejected: the JSON body of a POST (omitted: the body
+   * must be empty or `{}`), the query string of a GET (omitted: no query parameters).
+   */
   readonly body?: Schema.Codec<B, unknown>;
   readonly response: Schema.Top;
   /** Status of a successful response (default 200). */
   readonly status?: 200 | 201;
   readonly handler: (context: RouteContext<B>) => Effect.Effect<unknown, ApiFailure | SqlError.SqlError, R>;
+  /** Another representation than JSON for some results (e.g. CSV exports). */
+  readonly render?: (value: unknown) => { readonly contentType: string; readonly body: string } | undefined;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous route table needs an existential body type

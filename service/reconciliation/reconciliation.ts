@@ -1,0 +1,213 @@
+/**
+ * Reconciliation for finance teams: every charge, release and return of a merchant's mandates, as the
+ * chain recorded it (chain id, block, transaction hash, log index) with exact amounts. Read straight
+ * from the indexed facts, so it agrees with the chain's logs to the last unit.
+ */
+import { Context, Effect, Layer, Schema } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import { formatUnits } from "viem";
+import type { Caller } from "../auth/api-keys.ts";
+import { ChainRegistry } from "../chains/registry.ts";
+import { ONCHAIN_SCHEMA } from "../db/client.ts";
+import { decodeRows } from "../db/rows.ts";
+import { type InvalidRequest, invalidParam } from "../errors.ts";
+
+const Natural = Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0));
+
+export const ReconciliationQuery = Schema.Struct({
+  chain: Schema.optionalKey(Natural.annotate({ description: "Only this chain (EIP-155 id)" })),
+  from_block: Schema.optionalKey(Natural.annotate({ description: "First block, inclusive" })),
+  to_block: Schema.optionalKey(Natural.annotate({ description: "Last block, inclusive" })),
+  from: Schema.optionalKey(Natural.annotate({ description: "Earliest block time, unix seconds, inclusive" })),
+  to: Schema.optionalKey(Natural.annotate({ description: "Latest block time, unix seconds, inclusive" })),
+  type: Schema.optionalKey(Schema.Literals(["charge", "release", "return"])),
+  limit: Schema.optionalKey(
+    Natural.check(Schema.isBetween({ minimum: 1, maximum: 10_000 })).annotate({
+      description: "1-10000, default 1000",
+    }),
+  ),
+  starting_after: Schema.optionalKey(
+    Schema.String.check(Schema.isPattern(/^\d+:\d+:\d+$/u)).annotate({
+      description: "Cursor: the `cursor` of the last entry of the previous page",
+    }),
+  ),
+  format: Schema.optionalKey(
+    Schema.Literals(["json", "csv"]).annotate({ description: "json (default) or csv" }),
+  ),
+}).annotate({ identifier: "ReconciliationQuery" });
+export type ReconciliationQuery = typeof ReconciliationQuery.Type;
+
+export const ReconciliationEntry = Schema.Struct({
+  type: Schema.Literals(["charge", "release", "return"]),
+  chain: Schema.Int,
+  block_number: Schema.Int,
+  block_hash: Schema.String,
+  timestamp: Schema.Int,
+  transaction_hash: Schema.String,
+  log_index: Schema.Int,
+  mandate: Schema.String,
+  charge_id: Schema.String,
+  period: Schema.Int,
+  token: Schema.NullOr(Schema.String),
+  token_address: Schema.String,
+  amount: Schema.String.annotate({ description: "Token base units" }),
+  amount_decimal: Schema.NullOr(Schema.String),
+  customer_address: Schema.String,
+  payee_address: Schema.String,
+  confirmations: Schema.Int,
+  livemode: Schema.Boolean,
+  cursor: Schema.String,
+}).annotate({ identifier: "ReconciliationEntry" });
+export type ReconciliationEntry = typeof ReconciliationEntry.Type;
+
+export const ReconciliationPage = Schema.Struct({
+  object: Schema.Literal("list"),
+  data: Schema.Array(ReconciliationEntry),
+  has_more: Schema.Boolean,
+}).annotate({ identifier: "ReconciliationList" });
+export type ReconciliationPage = typeof ReconciliationPage.Type;
+
+const Row = Schema.Struct({
+  kind: Schema.Literals(["charge.succeeded", "charge.released", "charge.returned"]),
+  chain_id: Schema.Number,
+  block_number: Schema.String,
+  block_hash: Schema.String,
+  timestamp: Schema.String,
+  tx_hash: Schema.String,
+  log_index: Schema.Number,
+  mandate_id: Schema.String,
+  charge_id: Schema.String,
+  amount: Schema.String,
+  details: Schema.Record(Schema.String, Schema.Union([Schema.String, Schema.Number])),
+  customer: Schema.String,
+  payee: Schema.String,
+  token: Schema.String,
+  depth: Schema.String,
+});
+const decodeEntries = decodeRows(Row);
+
+const TYPE_OF_KIND = {
+  "charge.succeeded": "charge",
+  "charge.released": "release",
+  "charge.returned": "return",
+} as const;
+const KIND_OF_TYPE = {
+  charge: "charge.succeeded",
+  release: "charge.released",
+  return: "charge.returned",
+} as const;
+
+export const CSV_COLUMNS = [
+  "type",
+  "chain",
+  "block_number",
+  "block_hash",
+  "timestamp",
+  "transaction_hash",
+  "log_index",
+  "mandate",
+  "charge_id",
+  "period",
+  "token",
+  "token_address",
+  "amount",
+  "amount_decimal",
+  "customer_address",
+  "payee_address",
+  "confirmations",
+  "livemode",
+] as const;
+
+export const toCsv = (entries: readonly ReconciliationEntry[]): string =>
+  [
+    CSV_COLUMNS.join(","),
+    ...entries.map((entry) => CSV_COLUMNS.map((column) => String(entry[column] ?? "")).join(",")),
+  ]
+    .join("\n")
+    .concat("\n");
+
+export class Reconciliation extends Context.Service<
+  Reconciliation,
+  {
+    readonly list: (
+      caller: Caller,
+      query: ReconciliationQuery,
+    ) => Effect.Effect<ReconciliationPage, InvalidRequest | SqlError.SqlError>;
+  }
+>()("Reconciliation") {
+  static readonly layer = Layer.effect(
+    Reconciliation,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      const registry = yield* ChainRegistry;
+
+      const list = (caller: Caller, query: ReconciliationQuery) =>
+        Effect.gen(function* () {
+          const chains = registry
+            .forMode(caller.livemode)
+            .filter((c) => query.chain === undefined || c.id === query.chain);
+          if (query.chain !== undefined && chains.length === 0)
+            return yield* invalidParam(
+              "chain",
+              `No such ${caller.livemode ? "live" : "test"} chain: ${query.chain}`,
+              "chain_unknown",
+            );
+          if (chains.length === 0) return { object: "list" as const, data: [], has_more: false };
+          const limit = query.limit ?? 1000;
+          const [afterChain, afterBlock, afterLog] = (query.starting_after ?? "-1:-1:-1")
+            .split(":")
+            .map(Number);
+          const onchain = sql(ONCHAIN_SCHEMA);
+          const kinds = query.type ? [KIND_OF_TYPE[query.type]] : Object.keys(TYPE_OF_KIND);
+          const rows = yield* sql`
+            SELECT f.kind, f.chain_id, f.block_number::text, f.block_hash, f.timestamp::text, f.tx_hash, f.log_index,
+                   f.mandate_id, f.charge_id, f.amount::text, f.details, m.customer, m.payee, m.token,
+                   (h.block_number - f.block_number)::text AS depth
+            FROM ${onchain}.fact f
+            JOIN ${onchain}.mandate m ON m.chain_id = f.chain_id AND m.mandate_id = f.mandate_id
+            JOIN ${onchain}.chain_head h ON h.chain_id = f.chain_id
+            WHERE f.kind IN ${sql.in(kinds)}
+              AND f.chain_id IN ${sql.in(chains.map((c) => c.id))}
+              AND EXISTS (
+                SELECT 1 FROM billing.merchant_chains mc
+                WHERE mc.merchant_id = ${caller.merchantId} AND mc.chain_id = f.chain_id
+                  AND lower(mc.payout_address) = m.payee)
+              AND f.block_number >= ${query.from_block ?? 0}
+              AND f.block_number <= ${query.to_block ?? Number.MAX_SAFE_INTEGER}
+              AND f.timestamp >= ${query.from ?? 0}
+              AND f.timestamp <= ${query.to ?? Number.MAX_SAFE_INTEGER}
+              AND (f.chain_id, f.block_number, f.log_index) > (${afterChain ?? -1}, ${afterBlock ?? -1}, ${afterLog ?? -1})
+            ORDER BY f.chain_id, f.block_number, f.log_index
+            LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeEntries));
+          const data = rows.slice(0, limit).map((row): ReconciliationEntry => {
+            const chain = chains.find((c) => c.id === row.chain_id);
+            const token = chain?.tokens.find((t) => t.address.toLowerCase() === row.token);
+            return {
+              type: TYPE_OF_KIND[row.kind],
+              chain: row.chain_id,
+              block_number: Number(row.block_number),
+              block_hash: row.block_hash,
+              timestamp: Number(row.timestamp),
+              transaction_hash: row.tx_hash,
+              log_index: row.log_index,
+              mandate: row.mandate_id,
+              charge_id: row.charge_id,
+              period: Number(row.details.period),
+              token: token?.symbol ?? null,
+              token_address: row.token,
+              amount: row.amount,
+              amount_decimal: token ? formatUnits(BigInt(row.amount), token.decimals) : null,
+              customer_address: row.customer,
+              payee_address: row.payee,
+              confirmations: Number(row.depth),
+              livemode: caller.livemode,
+              cursor: `${row.chain_id}:${row.block_number}:${row.log_index}`,
+            };
+          });
+          return { object: "list" as const, data, has_more: rows.length > limit };
+        });
+
+      return { list };
+    }),
+  );
+}
