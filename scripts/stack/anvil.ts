@@ -2,7 +2,7 @@
  * A local chain: the anvil binary shipped by the @foundry-rs/anvil npm package, started directly
  * (not through npx, whose parent process would leave anvil orphaned) and stopped by its own pid.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { stopChild, supervise } from "./processes.ts";

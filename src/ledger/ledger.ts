@@ -157,8 +157,7 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
     case "Released":
     case "Returned": {
       const charge = state.charges.get(chargeKey(at.chainId, log.chargeId));
-      if (!charge || charge.status !== "held")
-        return violation(at, `${log.kind} of a charge that is not held`);
+      if (charge?.status !== "held") return violation(at, `${log.kind} of a charge that is not held`);
       if (charge.amount !== log.amount || charge.mandateId !== log.mandateId || charge.period !== log.period)
         return violation(at, `${log.kind} does not match the held charge`);
       const released = log.kind === "Released";
