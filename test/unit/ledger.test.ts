@@ -293,7 +293,7 @@ describe("ledger", () => {
             });
           } else {
             const c = charges.get(log.chargeId);
-            if (!c || c.status !== "held" || c.amount !== log.amount) continue;
+            if (c?.status !== "held" || c.amount !== log.amount) continue;
             if (log.kind === "Released" ? log.at.timestamp < c.releaseAt : log.at.timestamp >= c.releaseAt)
               continue;
             c.status = log.kind === "Released" ? "released" : "returned";
