@@ -18,6 +18,7 @@ export const ID_PREFIXES = {
   event: "evt",
   webhookEndpoint: "we",
   webhookDelivery: "whd",
+  relayerTransaction: "rtx",
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 

@@ -11,6 +11,7 @@ import { SqlClient } from "effect/sql";
 import { ApiKeys } from "./auth/api-keys.ts";
 import { MerchantChains } from "./chains/merchant-chains.ts";
 import { ChainRegistry } from "./chains/registry.ts";
+import { Relayer, relayerTracker } from "./chains/relayer.ts";
 import { type ServiceConfig, serviceConfigFromEnv } from "./config/env.ts";
 import { databaseLayer, ONCHAIN_SCHEMA } from "./db/client.ts";
 import { runMigrations } from "./db/migrations.ts";
@@ -50,6 +51,7 @@ export const domainLayer = (config: ServiceConfig) => {
     Merchants.layer,
     MerchantChains.layer,
     Reconciliation.layer,
+    Relayer.layer({ key: config.relayerKey, bumpAfter: Duration.seconds(config.relayerBumpAfterSeconds) }),
     Idempotency.layer(Duration.hours(config.idempotencyRetentionHours)),
   ).pipe(Layer.provideMerge(infrastructure), Layer.provide(migrated));
 };

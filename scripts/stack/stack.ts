@@ -4,7 +4,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Effect, type LogLevel } from "effect";
+import { Effect, type LogLevel, Redacted } from "effect";
 import { type ChainConfig, parseChainsFile } from "../../service/chains/config.ts";
 import type { ServiceConfig } from "../../service/config/env.ts";
 import { type RunningService, startService } from "../../service/main.ts";
@@ -94,7 +94,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
 
     if (!abisUpToDate()) writeAbis();
     mark("contracts_compiled");
-    const { resolveLocalChain } = await import("./local-chain.ts");
+    const { resolveLocalChain, LOCAL_DEPLOYER_KEY } = await import("./local-chain.ts");
     const chains: ChainConfig[] = [];
     const anvils: RunningAnvil[] = [];
     for (const chain of source.success.chains) {
@@ -128,6 +128,11 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       logFormat: options.logFormat,
       logLevel: options.logLevel,
       idempotencyRetentionHours: 24,
+      // Locally the relayer is anvil's first account (it also deployed the contracts).
+      relayerKey: Redacted.make(
+        (process.env.RELAYER_PRIVATE_KEY as `0x${string}` | undefined) ?? LOCAL_DEPLOYER_KEY,
+      ),
+      relayerBumpAfterSeconds: 30,
     };
     const devMerchant = await Effect.runPromise(
       seedDevMerchant(serviceConfig, join(options.dataDir, "dev-merchant.json"), options.devApiKey),

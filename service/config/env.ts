@@ -1,5 +1,5 @@
 /** The service's configuration, read from the environment and decoded (a bad value fails the start). */
-import { Config, Effect, type LogLevel, Option } from "effect";
+import { Config, Effect, type LogLevel, Option, type Redacted } from "effect";
 
 export interface ServiceConfig {
   readonly host: string;
@@ -13,6 +13,10 @@ export interface ServiceConfig {
   readonly logFormat: "json" | "pretty";
   readonly logLevel: LogLevel.LogLevel;
   readonly idempotencyRetentionHours: number;
+  /** The relayer's private key (pays the gas of escrow transactions); none: the service cannot send any. */
+  readonly relayerKey: Redacted.Redacted<`0x${string}`> | undefined;
+  /** Replace a relayer transaction still unmined after this many seconds. */
+  readonly relayerBumpAfterSeconds: number;
 }
 
 export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, Config.ConfigError> = Effect.gen(
@@ -33,6 +37,11 @@ export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, Config.ConfigErr
       idempotencyRetentionHours: yield* Config.Int("IDEMPOTENCY_RETENTION_HOURS").pipe(
         Config.withDefault(24),
       ),
+      relayerKey: yield* Config.Redacted("RELAYER_PRIVATE_KEY").pipe(
+        Config.option,
+        Config.map((key) => Option.getOrUndefined(key) as Redacted.Redacted<`0x${string}`> | undefined),
+      ),
+      relayerBumpAfterSeconds: yield* Config.Int("RELAYER_BUMP_AFTER_SECONDS").pipe(Config.withDefault(30)),
     };
   },
 );

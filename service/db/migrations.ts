@@ -73,6 +73,30 @@ export const migrations = {
     "CREATE INDEX events_merchant ON billing.events (merchant_id, id DESC)",
     "CREATE INDEX merchant_chains_payout ON billing.merchant_chains (chain_id, lower(payout_address))",
   ),
+  "0003_relayer_transactions": statements(
+    `CREATE TABLE billing.relayer_transactions (
+      id text PRIMARY KEY,
+      chain_id bigint NOT NULL,
+      from_address text NOT NULL,
+      nonce bigint NOT NULL,
+      to_address text NOT NULL,
+      data text NOT NULL,
+      gas_limit numeric NOT NULL,
+      max_fee_per_gas numeric NOT NULL,
+      max_priority_fee_per_gas numeric NOT NULL,
+      hashes text[] NOT NULL,
+      raw text NOT NULL,
+      purpose text NOT NULL,
+      status text NOT NULL CHECK (status IN ('pending', 'mined', 'reverted', 'superseded')),
+      block_number bigint,
+      mined_hash text,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      last_broadcast_at timestamptz NOT NULL DEFAULT now(),
+      UNIQUE (chain_id, purpose),
+      UNIQUE (chain_id, from_address, nonce)
+    )`,
+    "CREATE INDEX relayer_transactions_pending ON billing.relayer_transactions (chain_id) WHERE status = 'pending'",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -1,0 +1,144 @@
+/**
+ * The relayer on a real chain and the real database: one transaction per purpose, consecutive nonces
+ * under concurrency, no gas spent on a transaction that would revert, lost broadcasts healed, and stuck
+ * transactions replaced with higher fees.
+ */
+import { Effect, Layer, Redacted } from "effect";
+import { encodeFunctionData, type Hex } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
+import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
+import { type RunningAnvil, rpc, startAnvil } from "../../scripts/stack/anvil.ts";
+import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
+import { freePort } from "../../scripts/stack/wait.ts";
+import type { ResolvedChain } from "../../service/chains/config.ts";
+import { ChainRegistry } from "../../service/chains/registry.ts";
+import { Relayer, type RelayerError } from "../../service/chains/relayer.ts";
+import { databaseLayer } from "../../service/db/client.ts";
+import { stack } from "./helpers.ts";
+
+const CHAIN_ID = 31341;
+let anvil: RunningAnvil;
+let chain: ResolvedChain;
+let token: Hex;
+let run: <A, E>(effect: Effect.Effect<A, E, Relayer>) => Promise<A>;
+/** The same relayer with a long bump delay: a young transaction is only re-broadcast. */
+let runPatient: <A, E>(effect: Effect.Effect<A, E, Relayer>) => Promise<A>;
+
+beforeAll(async () => {
+  anvil = await startAnvil({ port: await freePort(), chainId: CHAIN_ID });
+  // The token to call, deployed by a plain RPC request.
+  const deployHash = (await rpc(anvil.http, "eth_sendTransaction", [
+    { from: "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", data: TestUSDCBytecode, gas: "0x4c4b40" },
+  ])) as Hex;
+  const receipt = (await rpc(anvil.http, "eth_getTransactionReceipt", [deployHash])) as {
+    contractAddress: Hex;
+  };
+  token = receipt.contractAddress;
+  chain = {
+    id: CHAIN_ID,
+    name: "relayer test chain",
+    livemode: false,
+    rpc: { http: [anvil.http] },
+    escrow: { address: token, start_block: 0 },
+    tokens: [{ symbol: "USDC", decimals: 6, address: token }],
+    subscriptions_available: true,
+    escrow_available: false,
+    hold_seconds: 0,
+    confirmations: 0,
+  };
+  const dependencies = Layer.merge(databaseLayer(stack().databaseUrl, 10), ChainRegistry.fromChains([chain]));
+  const relayer = (bumpAfter: string) =>
+    Relayer.layer({ key: Redacted.make(LOCAL_DEPLOYER_KEY), bumpAfter }).pipe(Layer.provide(dependencies));
+  const quick = relayer("1 second");
+  const patient = relayer("1 hour");
+  run = (effect) => Effect.runPromise(Effect.provide(effect, quick));
+  runPatient = (effect) => Effect.runPromise(Effect.provide(effect, patient));
+});
+afterAll(async () => {
+  await anvil?.stop();
+});
+
+const mint = (amount: bigint) =>
+  encodeFunctionData({
+    abi: TestUSDCAbi,
+    functionName: "mint",
+    args: ["0x000000000000000000000000000000000000dEaD", amount],
+  });
+const submit = (purpose: string, data: Hex = mint(1n), to: Hex = token) =>
+  Effect.flatMap(Effect.service(Relayer), (relayer) => relayer.submit(CHAIN_ID, { to, data, purpose }));
+const track = Effect.flatMap(Effect.service(Relayer), (relayer) => relayer.track);
+const find = (purpose: string) =>
+  Effect.flatMap(Effect.service(Relayer), (relayer) => relayer.find(CHAIN_ID, purpose));
+
+describe("relayer", () => {
+  it("gives concurrent submissions consecutive nonces and each purpose one transaction", async () => {
+    const purposes = Array.from({ length: 12 }, (_, i) => `test:concurrent:${i}`);
+    const submitted = await run(
+      Effect.all(
+        [...purposes, ...purposes].map((purpose) => submit(purpose)),
+        { concurrency: "unbounded" },
+      ),
+    );
+    const byPurpose = new Map(submitted.map((tx) => [tx.purpose, tx]));
+    expect(byPurpose.size).toBe(12);
+    for (const tx of submitted) expect(tx.hash).toBe(byPurpose.get(tx.purpose)?.hash);
+    const nonces = [...byPurpose.values()].map((tx) => tx.nonce).sort((a, b) => a - b);
+    const first = nonces[0] ?? 0;
+    expect(nonces).toEqual(nonces.map((_, i) => first + i));
+    await run(track);
+    for (const purpose of purposes) expect((await run(find(purpose)))?.status).toBe("mined");
+  });
+
+  it("spends no gas on a transaction that would revert", async () => {
+    const charge = encodeFunctionData({
+      abi: MandateEscrowAbi,
+      functionName: "charge",
+      args: [`0x${"11".repeat(32)}`, 1n],
+    });
+    const error = await run(Effect.flip(submit("test:revert", charge, token)));
+    expect((error as RelayerError).reason).toBe("simulation_failed");
+    expect(await run(find("test:revert"))).toBeUndefined();
+  });
+
+  it("re-broadcasts a transaction whose broadcast was lost", async () => {
+    await rpc(anvil.http, "evm_setAutomine", [false]);
+    try {
+      const tx = await run(submit("test:lost"));
+      await rpc(anvil.http, "anvil_dropTransaction", [tx.hash]);
+      await rpc(anvil.http, "evm_mine");
+      expect(await rpc(anvil.http, "eth_getTransactionReceipt", [tx.hash])).toBeNull();
+      await runPatient(track); // not due for a replacement: the same bytes again
+      await rpc(anvil.http, "evm_mine");
+      await runPatient(track);
+      const after = await run(find("test:lost"));
+      expect(after?.status).toBe("mined");
+      expect(after?.hashes).toEqual([tx.hash]);
+    } finally {
+      await rpc(anvil.http, "evm_setAutomine", [true]);
+    }
+  });
+
+  it("replaces a stuck transaction with higher fees, same nonce", async () => {
+    await rpc(anvil.http, "evm_setAutomine", [false]);
+    try {
+      const tx = await run(submit("test:stuck"));
+      await rpc(anvil.http, "anvil_dropTransaction", [tx.hash]); // never to be mined as first sent
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      await run(track);
+      const replaced = await run(find("test:stuck"));
+      expect(replaced?.hashes).toHaveLength(2);
+      expect(replaced?.nonce).toBe(tx.nonce);
+      await rpc(anvil.http, "evm_mine");
+      await run(track);
+      const mined = await run(find("test:stuck"));
+      expect(mined?.status).toBe("mined");
+      const receipt = (await rpc(anvil.http, "eth_getTransactionReceipt", [mined?.hashes[1]])) as {
+        status: string;
+      } | null;
+      expect(receipt?.status).toBe("0x1");
+    } finally {
+      await rpc(anvil.http, "evm_setAutomine", [true]);
+    }
+  });
+});
