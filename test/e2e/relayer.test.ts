@@ -3,7 +3,7 @@
  * under concurrency, no gas spent on a transaction that would revert, lost broadcasts healed, and stuck
  * transactions replaced with higher fees.
  */
-import { Effect, Layer, Redacted } from "effect";
+import { type Duration, Effect, Layer, Redacted } from "effect";
 import { encodeFunctionData, type Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
@@ -48,7 +48,7 @@ beforeAll(async () => {
     confirmations: 0,
   };
   const dependencies = Layer.merge(databaseLayer(stack().databaseUrl, 10), ChainRegistry.fromChains([chain]));
-  const relayer = (bumpAfter: string) =>
+  const relayer = (bumpAfter: Duration.Input) =>
     Relayer.layer({ key: Redacted.make(LOCAL_DEPLOYER_KEY), bumpAfter }).pipe(Layer.provide(dependencies));
   const quick = relayer("1 second");
   const patient = relayer("1 hour");
