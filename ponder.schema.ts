@@ -79,7 +79,14 @@ export const fact = onchainTable(
     mandateId: t.hex().notNull(),
     chargeId: t.hex(),
     amount: t.bigint(),
+    /** The mandate's fixed parties: a fact is attributed (payee = a merchant's payout address) on its own. */
+    customer: t.hex().notNull(),
+    payee: t.hex().notNull(),
+    token: t.hex().notNull(),
     details: t.json().notNull(),
   }),
-  (table) => ({ chainBlockIdx: index().on(table.chainId, table.blockNumber) }),
+  (table) => ({
+    chainBlockIdx: index().on(table.chainId, table.blockNumber),
+    payeeIdx: index().on(table.payee, table.chainId, table.blockNumber),
+  }),
 );

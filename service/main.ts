@@ -58,10 +58,9 @@ export const domainLayer = (config: ServiceConfig) => {
 
 export const serviceLayer = (config: ServiceConfig) => {
   const domain = domainLayer(config);
-  const workers = runWorkers<Idempotency | PgClient.PgClient | ChainRegistry>([
-    idempotencyPurge,
-    factRelay,
-  ]).pipe(Layer.provide(domain));
+  const workers = runWorkers<Idempotency | PgClient.PgClient | SqlClient.SqlClient | ChainRegistry | Relayer>(
+    [idempotencyPurge, factRelay, relayerTracker],
+  ).pipe(Layer.provide(domain));
   return Layer.mergeAll(domain, workers).pipe(
     Layer.provide(loggingLayer(config)),
     Layer.merge(loggingLayer(config)),

@@ -142,3 +142,16 @@ export class MerchantChains extends Context.Service<
     }),
   );
 }
+
+/** The merchant owning each (chain, payout address); a payout address has one owner per chain. */
+export const payoutOwners = (pairs: ReadonlyArray<{ readonly chainId: number; readonly payee: string }>) =>
+  Effect.gen(function* () {
+    const owners = new Map<string, string>();
+    if (pairs.length === 0) return owners;
+    const sql = yield* SqlClient.SqlClient;
+    const rows = yield* sql<{ chain_id: string; payout: string; merchant_id: string }>`
+      SELECT DISTINCT chain_id::text, lower(payout_address) AS payout, merchant_id FROM billing.merchant_chains
+      WHERE lower(payout_address) IN ${sql.in([...new Set(pairs.map((p) => p.payee.toLowerCase()))])}`;
+    for (const row of rows) owners.set(`${row.chain_id}:${row.payout}`, row.merchant_id);
+    return owners;
+  });

@@ -289,10 +289,9 @@ export class Relayer extends Context.Service<
               return;
             }
             const current = yield* rpc("fees", () => client.estimateFeesPerGas()).pipe(Effect.option);
-            const bump = (old: bigint, now: bigint | undefined) => {
-              const raised = (old * 1125n) / 1000n + 1n;
-              return now !== undefined && now > raised ? now : raised;
-            };
+            const larger = (a: bigint, b: bigint) => (a > b ? a : b);
+            const bump = (old: bigint, now: bigint | undefined) =>
+              larger((old * 1125n) / 1000n + 1n, now ?? 0n);
             const maxPriorityFeePerGas = bump(
               BigInt(row.max_priority_fee_per_gas),
               Option.getOrUndefined(current)?.maxPriorityFeePerGas,
@@ -306,7 +305,7 @@ export class Relayer extends Context.Service<
               data: row.data as Hex,
               nonce: Number(row.nonce),
               gas: BigInt(row.gas_limit),
-              maxFeePerGas: maxFeePerGas > maxPriorityFeePerGas ? maxFeePerGas : maxPriorityFeePerGas,
+              maxFeePerGas: larger(maxFeePerGas, maxPriorityFeePerGas),
               maxPriorityFeePerGas,
             });
             yield* sql`UPDATE billing.relayer_transactions

@@ -8,11 +8,10 @@ import type { ResolvedChain } from "../chains/config.ts";
 import { eventIdForFact } from "./event-ids.ts";
 
 /**
- * A fact with its mandate's fixed parties (customer, payee, token) and the merchant the payee belongs to:
- * one row of the relay's query. Numeric columns arrive as text. Everything that changes over a mandate's
- * life (terms of a signature, a charge's period and hold) comes from the fact's own details.
+ * A fact as stored by the indexer (numeric columns read as text). Everything that changes over a
+ * mandate's life (terms of a signature, a charge's period and hold) comes from the fact's own details.
  */
-export const ConfirmedFact = Schema.Struct({
+export const FactRow = Schema.Struct({
   key: Schema.String,
   kind: Schema.Literals([
     "mandate.authorized",
@@ -30,13 +29,17 @@ export const ConfirmedFact = Schema.Struct({
   mandate_id: Schema.String,
   charge_id: Schema.NullOr(Schema.String),
   amount: Schema.NullOr(Schema.String),
-  details: Schema.Record(Schema.String, Schema.Union([Schema.String, Schema.Number])),
   customer: Schema.String,
   payee: Schema.String,
   token: Schema.String,
-  merchant_id: Schema.String,
+  details: Schema.Record(Schema.String, Schema.Union([Schema.String, Schema.Number])),
 });
-export type ConfirmedFact = typeof ConfirmedFact.Type;
+export type FactRow = typeof FactRow.Type;
+
+/** A confirmed fact and the merchant its payee belongs to. */
+export interface ConfirmedFact extends FactRow {
+  readonly merchant_id: string;
+}
 
 export interface OutboxEvent {
   readonly id: string;

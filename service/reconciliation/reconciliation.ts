@@ -7,6 +7,7 @@ import { Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { formatUnits } from "viem";
 import type { Caller } from "../auth/api-keys.ts";
+import { chainHeads } from "../chains/onchain.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { ONCHAIN_SCHEMA } from "../db/client.ts";
 import { decodeRows } from "../db/rows.ts";
@@ -82,7 +83,6 @@ const Row = Schema.Struct({
   customer: Schema.String,
   payee: Schema.String,
   token: Schema.String,
-  depth: Schema.String,
 });
 const decodeEntries = decodeRows(Row);
 
@@ -157,21 +157,19 @@ export class Reconciliation extends Context.Service<
           const [afterChain, afterBlock, afterLog] = (query.starting_after ?? "-1:-1:-1")
             .split(":")
             .map(Number);
-          const onchain = sql(ONCHAIN_SCHEMA);
           const kinds = query.type ? [KIND_OF_TYPE[query.type]] : Object.keys(TYPE_OF_KIND);
+          const payouts = yield* sql<{ payout: string }>`
+            SELECT DISTINCT lower(payout_address) AS payout FROM billing.merchant_chains
+            WHERE merchant_id = ${caller.merchantId} AND chain_id IN ${sql.in(chains.map((c) => c.id))}`;
+          if (payouts.length === 0) return { object: "list" as const, data: [], has_more: false };
+          // One Ponder relation per statement (see chains/onchain.ts): facts here, heads below.
           const rows = yield* sql`
             SELECT f.kind, f.chain_id, f.block_number::text, f.block_hash, f.timestamp::text, f.tx_hash, f.log_index,
-                   f.mandate_id, f.charge_id, f.amount::text, f.details, m.customer, m.payee, m.token,
-                   (h.block_number - f.block_number)::text AS depth
-            FROM ${onchain}.fact f
-            JOIN ${onchain}.mandate m ON m.chain_id = f.chain_id AND m.mandate_id = f.mandate_id
-            JOIN ${onchain}.chain_head h ON h.chain_id = f.chain_id
+                   f.mandate_id, f.charge_id, f.amount::text, f.details, f.customer, f.payee, f.token
+            FROM ${sql(ONCHAIN_SCHEMA)}.fact f
             WHERE f.kind IN ${sql.in(kinds)}
               AND f.chain_id IN ${sql.in(chains.map((c) => c.id))}
-              AND EXISTS (
-                SELECT 1 FROM billing.merchant_chains mc
-                WHERE mc.merchant_id = ${caller.merchantId} AND mc.chain_id = f.chain_id
-                  AND lower(mc.payout_address) = m.payee)
+              AND f.payee IN ${sql.in(payouts.map((p) => p.payout))}
               AND f.block_number >= ${query.from_block ?? 0}
               AND f.block_number <= ${query.to_block ?? Number.MAX_SAFE_INTEGER}
               AND f.timestamp >= ${query.from ?? 0}
@@ -179,6 +177,7 @@ export class Reconciliation extends Context.Service<
               AND (f.chain_id, f.block_number, f.log_index) > (${afterChain ?? -1}, ${afterBlock ?? -1}, ${afterLog ?? -1})
             ORDER BY f.chain_id, f.block_number, f.log_index
             LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeEntries));
+          const heads = yield* chainHeads.pipe(Effect.provideService(SqlClient.SqlClient, sql));
           const data = rows.slice(0, limit).map((row): ReconciliationEntry => {
             const chain = chains.find((c) => c.id === row.chain_id);
             const token = chain?.tokens.find((t) => t.address.toLowerCase() === row.token);
@@ -199,7 +198,7 @@ export class Reconciliation extends Context.Service<
               amount_decimal: token ? formatUnits(BigInt(row.amount), token.decimals) : null,
               customer_address: row.customer,
               payee_address: row.payee,
-              confirmations: Number(row.depth),
+              confirmations: Math.max(0, Number((heads.get(row.chain_id) ?? 0n) - BigInt(row.block_number))),
               livemode: caller.livemode,
               cursor: `${row.chain_id}:${row.block_number}:${row.log_index}`,
             };

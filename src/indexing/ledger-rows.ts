@@ -69,5 +69,8 @@ export const factToRow = (f: Fact) => ({
   mandateId: f.mandateId as Hex,
   chargeId: f.chargeId as Hex | null,
   amount: f.amount,
+  customer: f.customer as Hex,
+  payee: f.payee as Hex,
+  token: f.token as Hex,
   details: f.details,
 });

@@ -45,11 +45,22 @@ const fact = (
   kind: Fact["kind"],
   key: string,
   at: LogPosition,
-  mandateId: string,
+  mandate: Pick<MandateState, "mandateId" | "customer" | "payee" | "token">,
   details: Fact["details"],
   chargeId: string | null = null,
   amount: bigint | null = null,
-): Fact => ({ key: `${at.chainId}:${kind}:${key}`, kind, at, mandateId, chargeId, amount, details });
+): Fact => ({
+  key: `${at.chainId}:${kind}:${key}`,
+  kind,
+  at,
+  mandateId: mandate.mandateId,
+  chargeId,
+  amount,
+  customer: mandate.customer,
+  payee: mandate.payee,
+  token: mandate.token,
+  details,
+});
 
 export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Applied, LedgerViolation> => {
   const { at } = log;
@@ -86,7 +97,7 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
       return Result.succeed({
         state: withMandate(state, next),
         facts: [
-          fact("mandate.authorized", `${log.mandateId}:${log.nonce}`, at, log.mandateId, {
+          fact("mandate.authorized", `${log.mandateId}:${log.nonce}`, at, log, {
             nonce: log.nonce.toString(),
             cap: log.cap.toString(),
             approval_periods: log.approvalPeriods,
@@ -102,9 +113,7 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
       if (mandate.status === "revoked") return violation(at, "second revocation");
       return Result.succeed({
         state: withMandate(state, { ...mandate, status: "revoked", updatedAt: at }),
-        facts: [
-          fact("mandate.revoked", log.mandateId, at, log.mandateId, { nonce: mandate.nonce.toString() }),
-        ],
+        facts: [fact("mandate.revoked", log.mandateId, at, mandate, { nonce: mandate.nonce.toString() })],
       });
     }
     case "Charged": {
@@ -146,7 +155,7 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
             "charge.succeeded",
             log.chargeId,
             at,
-            log.mandateId,
+            mandate,
             { period: log.period, release_at: log.releaseAt, approval_left: log.approvalLeft.toString() },
             log.chargeId,
             log.amount,
@@ -170,7 +179,7 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
             released ? "charge.released" : "charge.returned",
             log.chargeId,
             at,
-            log.mandateId,
+            charge,
             { period: log.period, release_at: charge.releaseAt },
             log.chargeId,
             log.amount,

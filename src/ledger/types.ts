@@ -150,6 +150,10 @@ export interface Fact {
   readonly mandateId: string;
   readonly chargeId: string | null;
   readonly amount: bigint | null;
+  /** The mandate's fixed parties, so a fact can be attributed and reported on its own. */
+  readonly customer: string;
+  readonly payee: string;
+  readonly token: string;
   /** What the outcome carried at the time (terms of this signature; period and hold of this charge). */
   readonly details: Readonly<Record<string, string | number>>;
 }

@@ -3,7 +3,7 @@
  * fresh database: embedded Postgres, two local anvil chains (one with subscriptions closed), a third
  * anvil configured as a *live, non-local* chain by RPC URL (the operator's path), Ponder and the service.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
@@ -77,7 +77,9 @@ export default async function setup(project: TestProject) {
   const chainsConfig = join(dataDir, "chains.json");
   writeFileSync(chainsConfig, JSON.stringify({ chains: [TEST_CHAIN, liveChain, closedTestChain] }, null, 2));
 
-  const output: string[] = [];
+  // The stack's own output (indexer, anvil) goes to a file for when a test needs explaining.
+  mkdirSync("test-results", { recursive: true });
+  const log = createWriteStream("test-results/stack.log");
   const stack = await startStack({
     dataDir,
     chainsConfig,
@@ -87,8 +89,7 @@ export default async function setup(project: TestProject) {
     logFormat: "json",
     logLevel: "Warn",
     onOutput: (source, line) => {
-      output.push(`[${source}] ${line}`);
-      if (output.length > 200) output.shift();
+      log.write(`[${source}] ${line}\n`);
     },
   }).catch(async (error: unknown) => {
     await liveAnvil.stop();
@@ -108,6 +109,7 @@ export default async function setup(project: TestProject) {
   return async () => {
     await stack.stop();
     await liveAnvil.stop();
+    log.end();
     rmSync(dataDir, { recursive: true, force: true });
   };
 }

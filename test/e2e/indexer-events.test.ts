@@ -21,6 +21,18 @@ const eventsFor = (mandateId: string) =>
     [mandateId],
   );
 
+/**
+ * Waits until the indexer has seen a transaction's logs. A reorg issued while Ponder is still fetching
+ * the logs of the block it replaces leaves Ponder retrying `eth_getLogs` on a block hash that no longer
+ * exists (Ponder 0.17.7); real reorgs come seconds after the block, so the tests reorg after indexing.
+ */
+const waitForIndexed = (txHash: string) =>
+  waitFor(async () => (await query("SELECT 1 FROM onchain.fact WHERE tx_hash = $1", [txHash])).length > 0, {
+    timeoutMs: 15_000,
+    what: `the indexer to see ${txHash}`,
+    intervalMs: 25,
+  });
+
 const waitForEvents = async (mandateId: string, count: number) => {
   await waitFor(async () => (await eventsFor(mandateId)).length >= count, {
     timeoutMs: 15_000,
@@ -101,6 +113,7 @@ describe("reorgs", () => {
     await chain.mine(2);
     await waitForEvents(mandateId, 1);
     const charged = await chain.charge(mandateId, usd("3"));
+    await waitForIndexed(charged.hash);
     await chain.reorg(1, [charged.raw]);
     await chain.mine(3);
     const events = await waitForEvents(mandateId, 2);
@@ -122,7 +135,8 @@ describe("reorgs", () => {
     const { mandateId } = await chain.authorize(customer);
     await chain.mine(2);
     await waitForEvents(mandateId, 1);
-    await chain.charge(mandateId, usd("3"));
+    const charged = await chain.charge(mandateId, usd("3"));
+    await waitForIndexed(charged.hash);
     await chain.reorg(1, []);
     await chain.mine(3);
     await new Promise((resolve) => setTimeout(resolve, 1500));
