@@ -22,10 +22,10 @@ describe("request fingerprint for Idempotency-Key", () => {
     );
   });
 
-  it("round-trips: the canonical text parses back to an equal value", () => {
+  it("round-trips: the canonical text parses back to what JSON itself gives (JSON has no -0)", () => {
     fc.assert(
       fc.property(fc.jsonValue(), (value) => {
-        expect(JSON.parse(canonicalJson(value))).toEqual(value);
+        expect(JSON.parse(canonicalJson(value))).toEqual(JSON.parse(JSON.stringify(value)));
       }),
     );
   });
