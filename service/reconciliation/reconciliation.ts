@@ -12,6 +12,7 @@ import { ChainRegistry } from "../chains/registry.ts";
 import { ONCHAIN_SCHEMA } from "../db/client.ts";
 import { decodeRows } from "../db/rows.ts";
 import { type InvalidRequest, invalidParam } from "../errors.ts";
+import { FactRow } from "../events/fact-events.ts";
 
 const Natural = Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0));
 
@@ -68,23 +69,7 @@ export const ReconciliationPage = Schema.Struct({
 }).annotate({ identifier: "ReconciliationList" });
 export type ReconciliationPage = typeof ReconciliationPage.Type;
 
-const Row = Schema.Struct({
-  kind: Schema.Literals(["charge.succeeded", "charge.released", "charge.returned"]),
-  chain_id: Schema.Number,
-  block_number: Schema.String,
-  block_hash: Schema.String,
-  timestamp: Schema.String,
-  tx_hash: Schema.String,
-  log_index: Schema.Number,
-  mandate_id: Schema.String,
-  charge_id: Schema.String,
-  amount: Schema.String,
-  details: Schema.Record(Schema.String, Schema.Union([Schema.String, Schema.Number])),
-  customer: Schema.String,
-  payee: Schema.String,
-  token: Schema.String,
-});
-const decodeEntries = decodeRows(Row);
+const decodeEntries = decodeRows(FactRow);
 
 const TYPE_OF_KIND = {
   "charge.succeeded": "charge",
@@ -165,7 +150,7 @@ export class Reconciliation extends Context.Service<
           // One Ponder relation per statement (see chains/onchain.ts): facts here, heads below.
           const rows = yield* sql`
             SELECT f.kind, f.chain_id, f.block_number::text, f.block_hash, f.timestamp::text, f.tx_hash, f.log_index,
-                   f.mandate_id, f.charge_id, f.amount::text, f.details, f.customer, f.payee, f.token
+                   f.key, f.mandate_id, f.charge_id, f.amount::text, f.details, f.customer, f.payee, f.token
             FROM ${sql(ONCHAIN_SCHEMA)}.fact f
             WHERE f.kind IN ${sql.in(kinds)}
               AND f.chain_id IN ${sql.in(chains.map((c) => c.id))}
@@ -178,11 +163,13 @@ export class Reconciliation extends Context.Service<
             ORDER BY f.chain_id, f.block_number, f.log_index
             LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeEntries));
           const heads = yield* chainHeads.pipe(Effect.provideService(SqlClient.SqlClient, sql));
-          const data = rows.slice(0, limit).map((row): ReconciliationEntry => {
+          const data = rows.slice(0, limit).flatMap((row): ReconciliationEntry[] => {
+            const type = TYPE_OF_KIND[row.kind as keyof typeof TYPE_OF_KIND];
+            if (type === undefined || row.charge_id === null || row.amount === null) return [];
             const chain = chains.find((c) => c.id === row.chain_id);
             const token = chain?.tokens.find((t) => t.address.toLowerCase() === row.token);
-            return {
-              type: TYPE_OF_KIND[row.kind],
+            const entry: ReconciliationEntry = {
+              type,
               chain: row.chain_id,
               block_number: Number(row.block_number),
               block_hash: row.block_hash,
@@ -202,6 +189,7 @@ export class Reconciliation extends Context.Service<
               livemode: caller.livemode,
               cursor: `${row.chain_id}:${row.block_number}:${row.log_index}`,
             };
+            return [entry];
           });
           return { object: "list" as const, data, has_more: rows.length > limit };
         });

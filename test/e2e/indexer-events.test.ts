@@ -105,15 +105,21 @@ describe("facts to events", () => {
   });
 });
 
+/** On the 2-confirmation chain: a reported authorization, then a charge seen by the indexer only. */
+const chargeSeenNotReported = async () => {
+  const chain = chainDriver(31339);
+  const customer = await chain.newCustomer();
+  const { mandateId } = await chain.authorize(customer);
+  await chain.mine(2);
+  await waitForEvents(mandateId, 1);
+  const charged = await chain.charge(mandateId, usd("3"));
+  await waitForIndexed(charged.hash);
+  return { chain, mandateId, charged };
+};
+
 describe("reorgs", () => {
   it("a charge reorged out and mined again yields exactly one charge.succeeded", async () => {
-    const chain = chainDriver(31339);
-    const customer = await chain.newCustomer();
-    const { mandateId } = await chain.authorize(customer);
-    await chain.mine(2);
-    await waitForEvents(mandateId, 1);
-    const charged = await chain.charge(mandateId, usd("3"));
-    await waitForIndexed(charged.hash);
+    const { chain, mandateId, charged } = await chargeSeenNotReported();
     await chain.reorg(1, [charged.raw]);
     await chain.mine(3);
     const events = await waitForEvents(mandateId, 2);
@@ -130,13 +136,7 @@ describe("reorgs", () => {
   });
 
   it("a charge dropped for good, within the confirmations, yields no event", async () => {
-    const chain = chainDriver(31339);
-    const customer = await chain.newCustomer();
-    const { mandateId } = await chain.authorize(customer);
-    await chain.mine(2);
-    await waitForEvents(mandateId, 1);
-    const charged = await chain.charge(mandateId, usd("3"));
-    await waitForIndexed(charged.hash);
+    const { chain, mandateId } = await chargeSeenNotReported();
     await chain.reorg(1, []);
     await chain.mine(3);
     await new Promise((resolve) => setTimeout(resolve, 1500));
