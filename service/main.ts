@@ -10,10 +10,11 @@ import { Duration, Effect, Layer, Logger, ManagedRuntime, References } from "eff
 import { SqlClient } from "effect/sql";
 import { ApiKeys } from "./auth/api-keys.ts";
 import { MerchantChains } from "./chains/merchant-chains.ts";
+import { chainHeads } from "./chains/onchain.ts";
 import { ChainRegistry } from "./chains/registry.ts";
 import { Relayer, relayerTracker } from "./chains/relayer.ts";
 import { type ServiceConfig, serviceConfigFromEnv } from "./config/env.ts";
-import { databaseLayer, ONCHAIN_SCHEMA } from "./db/client.ts";
+import { databaseLayer } from "./db/client.ts";
 import { runMigrations } from "./db/migrations.ts";
 import { factRelay } from "./events/fact-relay.ts";
 import { makeApp, type Readiness } from "./http/app.ts";
@@ -75,13 +76,6 @@ const ponderAnswersReady = async (ponderUrl: string): Promise<boolean> => {
   }
 };
 
-/** The indexer is ready once Ponder says so and every configured chain has an indexed head block. */
-const indexedChains = Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient;
-  const rows = yield* sql<{ chain_id: number }>`SELECT chain_id FROM ${sql(ONCHAIN_SCHEMA)}.chain_head`;
-  return new Set(rows.map((row) => Number(row.chain_id)));
-});
-
 export interface RunningService {
   readonly url: string;
   readonly port: number;
@@ -114,8 +108,9 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
         ? Promise.resolve("not_configured")
         : ponderAnswersReady(config.ponderUrl).then(async (up) => {
             if (!up) return "unreachable";
+            // Ready once Ponder says so and every configured chain has an indexed head block.
             const indexed = await runtime.runPromise(
-              Effect.orElseSucceed(indexedChains, () => new Set<number>()),
+              Effect.orElseSucceed(chainHeads, () => new Map<number, bigint>()),
             );
             const chains = await runtime.runPromise(Effect.map(Effect.service(ChainRegistry), (r) => r.all));
             return chains.every((chain) => indexed.has(chain.id)) ? "ready" : "indexing";
