@@ -8,7 +8,8 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
-import { newMerchantWithKey, stack } from "./helpers.ts";
+import { chainDriver, usd } from "./chain-driver.ts";
+import { newMerchantWithKey, query, stack } from "./helpers.ts";
 
 const children: ChildProcess[] = [];
 afterAll(() => {
@@ -66,6 +67,36 @@ describe("service process", () => {
     expect(service.output()).not.toContain(key.slice(8));
     service.child.kill("SIGTERM");
     expect(await service.exited).toBe(0);
+  });
+
+  it("relays each fact once while two service processes relay at the same time", async () => {
+    const port = await freePort();
+    const second = startServiceProcess({ PORT: String(port), PONDER_URL: stack().ponderUrl });
+    await waitFor(
+      async () => (await fetch(`http://127.0.0.1:${port}/ready`).catch(() => undefined))?.status === 200,
+      {
+        timeoutMs: 30_000,
+        what: "second service process",
+      },
+    );
+    const chain = chainDriver(31337);
+    const customer = await chain.newCustomer();
+    const mandates: `0x${string}`[] = [];
+    for (let i = 0; i < 5; i++)
+      mandates.push((await chain.authorize(customer, { salt: BigInt(9000 + i) })).mandateId);
+    for (const mandateId of mandates) await chain.charge(mandateId, usd("1"));
+    const count = async () =>
+      (
+        await query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM billing.events WHERE payload->'data'->'object'->>'mandate' = ANY($1)",
+          [mandates],
+        )
+      )[0]?.n;
+    await waitFor(async () => (await count()) === 10, { timeoutMs: 15_000, what: "10 events" });
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(await count()).toBe(10);
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
   });
 
   it("answers /ready with 503 and the failing check while the indexer is unreachable", async () => {
