@@ -1,8 +1,9 @@
 /**
- * Reads of chain truth from Ponder's tables (through the `onchain` views). Each statement reads one
- * Ponder relation only: a statement that joins several holds a lock on one while it waits for the next,
- * and Ponder's reorg handling takes stronger locks on the same tables, so a join can deadlock with it
- * (observed: Postgres aborted one side with "deadlock detected"). Joining happens here, in memory.
+ * Reads of chain truth from Ponder's tables (through the `onchain` views). Every statement that reads
+ * Ponder's tables, here and elsewhere, reads one Ponder relation only: a statement that joins several
+ * holds a lock on one while it waits for the next, and Ponder's reorg handling takes stronger locks on
+ * the same tables, so a join can deadlock with it (observed: Postgres aborted one side with "deadlock
+ * detected"). Facts carry what their readers need, so no join is required.
  */
 import { Effect, Schema } from "effect";
 import { SqlClient } from "effect/sql";

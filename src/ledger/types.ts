@@ -4,7 +4,6 @@
  */
 import { Schema } from "effect";
 
-const Hex = Schema.String.check(Schema.isPattern(/^0x[0-9a-f]*$/u));
 const Address = Schema.String.check(Schema.isPattern(/^0x[0-9a-f]{40}$/u));
 const Bytes32 = Schema.String.check(Schema.isPattern(/^0x[0-9a-f]{64}$/u));
 const Uint = Schema.BigInt.check(Schema.isGreaterThanOrEqualToBigInt(0n));
@@ -81,7 +80,6 @@ export const Returned = Schema.Struct({
 export const EscrowLog = Schema.Union([MandateAuthorized, MandateRevoked, Charged, Released, Returned]);
 export type EscrowLog = typeof EscrowLog.Type;
 export const decodeEscrowLog = Schema.decodeUnknownResult(EscrowLog);
-export { Hex };
 
 export interface MandateState {
   readonly chainId: number;
