@@ -55,8 +55,18 @@ export const charge = onchainTable(
     /** held | settled | released | returned */
     status: t.text().notNull(),
     releaseAt: t.bigint().notNull(),
-    chargedAt: t.json().notNull(),
-    endedAt: t.json(),
+    /** Where the charge was made on chain. */
+    blockNumber: t.bigint().notNull(),
+    blockHash: t.hex().notNull(),
+    txHash: t.hex().notNull(),
+    logIndex: t.integer().notNull(),
+    timestamp: t.bigint().notNull(),
+    /** The release or return, once it happened. */
+    endedBlockNumber: t.bigint(),
+    endedBlockHash: t.hex(),
+    endedTxHash: t.hex(),
+    endedLogIndex: t.integer(),
+    endedTimestamp: t.bigint(),
   }),
   (table) => ({
     pk: primaryKey({ columns: [table.chainId, table.chargeId] }),

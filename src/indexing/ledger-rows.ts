@@ -44,17 +44,63 @@ export const chargeToRow = (c: ChargeState) => ({
   token: c.token as Hex,
   status: c.status,
   releaseAt: BigInt(c.releaseAt),
-  chargedAt: c.chargedAt,
-  endedAt: c.endedAt,
+  blockNumber: BigInt(c.chargedAt.blockNumber),
+  blockHash: c.chargedAt.blockHash as Hex,
+  txHash: c.chargedAt.txHash as Hex,
+  logIndex: c.chargedAt.logIndex,
+  timestamp: BigInt(c.chargedAt.timestamp),
+  endedBlockNumber: c.endedAt ? BigInt(c.endedAt.blockNumber) : null,
+  endedBlockHash: (c.endedAt?.blockHash ?? null) as Hex | null,
+  endedTxHash: (c.endedAt?.txHash ?? null) as Hex | null,
+  endedLogIndex: c.endedAt?.logIndex ?? null,
+  endedTimestamp: c.endedAt ? BigInt(c.endedAt.timestamp) : null,
 });
 
 export type ChargeRow = ReturnType<typeof chargeToRow>;
 
+const position = (
+  chainId: number,
+  blockNumber: bigint,
+  blockHash: string,
+  txHash: string,
+  logIndex: number,
+  timestamp: bigint,
+): LogPosition => ({
+  chainId,
+  blockNumber: Number(blockNumber),
+  blockHash,
+  txHash,
+  logIndex,
+  timestamp: Number(timestamp),
+});
+
 export const rowToCharge = (row: ChargeRow): ChargeState => ({
-  ...row,
+  chainId: row.chainId,
+  chargeId: row.chargeId,
+  mandateId: row.mandateId,
+  period: row.period,
+  amount: row.amount,
+  customer: row.customer,
+  payee: row.payee,
+  token: row.token,
+  status: row.status,
   releaseAt: Number(row.releaseAt),
-  chargedAt: row.chargedAt as LogPosition,
-  endedAt: row.endedAt as LogPosition | null,
+  chargedAt: position(row.chainId, row.blockNumber, row.blockHash, row.txHash, row.logIndex, row.timestamp),
+  endedAt:
+    row.endedBlockNumber === null ||
+    row.endedBlockHash === null ||
+    row.endedTxHash === null ||
+    row.endedLogIndex === null ||
+    row.endedTimestamp === null
+      ? null
+      : position(
+          row.chainId,
+          row.endedBlockNumber,
+          row.endedBlockHash,
+          row.endedTxHash,
+          row.endedLogIndex,
+          row.endedTimestamp,
+        ),
 });
 
 export const factToRow = (f: Fact) => ({
