@@ -10,7 +10,7 @@ import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, rpc, startAnvil } from "../../scripts/stack/anvil.ts";
 import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
-import { freePort } from "../../scripts/stack/wait.ts";
+import { freePort, waitFor } from "../../scripts/stack/wait.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { ChainRegistry } from "../../service/chains/registry.ts";
 import { Relayer, type RelayerError } from "../../service/chains/relayer.ts";
@@ -31,10 +31,19 @@ beforeAll(async () => {
   const deployHash = (await rpc(anvil.http, "eth_sendTransaction", [
     { from: "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", data: TestUSDCBytecode, gas: "0x4c4b40" },
   ])) as Hex;
-  const receipt = (await rpc(anvil.http, "eth_getTransactionReceipt", [deployHash])) as {
-    contractAddress: Hex;
-  };
-  token = receipt.contractAddress;
+  // Automining anvil may answer the receipt a moment after the hash.
+  let receipt: { contractAddress: Hex } | null = null;
+  await waitFor(
+    async () => {
+      receipt = (await rpc(anvil.http, "eth_getTransactionReceipt", [deployHash])) as {
+        contractAddress: Hex;
+      } | null;
+      return receipt !== null;
+    },
+    { timeoutMs: 10_000, what: "the token deployment" },
+  );
+  if (receipt === null) throw new Error("no receipt");
+  token = (receipt as { contractAddress: Hex }).contractAddress;
   chain = {
     id: CHAIN_ID,
     name: "relayer test chain",
