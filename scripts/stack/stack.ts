@@ -5,7 +5,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Effect, type LogLevel, Redacted } from "effect";
-import { type ChainConfig, parseChainsFile } from "../../service/chains/config.ts";
+import { type ChainConfig, loadChainsFile } from "../../service/chains/config.ts";
 import type { ServiceConfig } from "../../service/config/env.ts";
 import { type RunningService, startService } from "../../service/main.ts";
 import { abisUpToDate, writeAbis } from "../contracts/compile.ts";
@@ -69,14 +69,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
   mkdirSync(options.dataDir, { recursive: true });
   await stopLeftovers(join(options.dataDir, "stack.json"));
   try {
-    const source = await Effect.runPromise(
-      Effect.result(
-        Effect.flatMap(
-          Effect.promise(() => import("node:fs").then((fs) => fs.readFileSync(options.chainsConfig, "utf8"))),
-          (text) => parseChainsFile(text, options.chainsConfig),
-        ),
-      ),
-    );
+    const source = await Effect.runPromise(Effect.result(loadChainsFile(options.chainsConfig)));
     if (source._tag === "Failure") throw new Error(`invalid chain config: ${source.failure.message}`);
 
     let postgres: RunningPostgres | undefined;

@@ -29,7 +29,8 @@ const runWorker = <R>(worker: Worker<R>) =>
       : undefined;
     const pause = wake
       ? Queue.take(wake).pipe(
-          Effect.andThen(Queue.takeAll(wake).pipe(Effect.timeoutOption(0))),
+          // One pass serves every notification that arrived meanwhile.
+          Effect.andThen(Queue.clear(wake)),
           Effect.timeoutOption(worker.interval),
           Effect.ignore,
         )
