@@ -24,7 +24,7 @@ import { TestUSDCAbi } from "../abis/TestUSDC.ts";
 import { LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
 import { LOCAL_PAYOUT_ADDRESS } from "../scripts/stack/seed.ts";
 import { startStack } from "../scripts/stack/stack.ts";
-import { EVENTS_CHANNEL } from "../service/events/fact-relay.ts";
+import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { mandateIdFor, TERMS_TYPES } from "../test/contract/harness.ts";
 
 const N = Number(process.env.LATENCY_CHARGES ?? 200);

@@ -32,7 +32,19 @@ export class HttpRefusal extends Schema.TaggedError<HttpRefusal>()("HttpRefusal"
   message: Schema.String,
 }) {}
 
-export type ApiFailure = InvalidRequest | Unauthenticated | NotFound | IdempotencyError | HttpRefusal;
+/** 503: a dependency (a chain's RPC) is unreachable; nothing was changed and a retry is safe. */
+export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
+  code: Schema.String,
+  message: Schema.String,
+}) {}
+
+export type ApiFailure =
+  | InvalidRequest
+  | Unauthenticated
+  | NotFound
+  | IdempotencyError
+  | HttpRefusal
+  | Unavailable;
 
 export const invalidParam = (param: string, message: string, code = "parameter_invalid") =>
   new InvalidRequest({ code, message, param });
@@ -43,6 +55,7 @@ const API_FAILURE_TAGS: ReadonlySet<string> = new Set([
   "NotFound",
   "IdempotencyError",
   "HttpRefusal",
+  "Unavailable",
 ]);
 
 export const isApiFailure = (error: { readonly _tag: string }): error is ApiFailure =>

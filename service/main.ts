@@ -9,30 +9,59 @@ import { createAdaptorServer } from "@hono/node-server";
 import { Duration, Effect, Layer, Logger, ManagedRuntime, References } from "effect";
 import { SqlClient } from "effect/sql";
 import { ApiKeys } from "./auth/api-keys.ts";
+import { ChainClients } from "./chains/chain-clients.ts";
 import { MerchantChains } from "./chains/merchant-chains.ts";
 import { chainHeads } from "./chains/onchain.ts";
 import { ChainRegistry } from "./chains/registry.ts";
 import { Relayer, relayerTracker } from "./chains/relayer.ts";
+import { chargeOutcomes, holdReleaser } from "./charges/charge-workers.ts";
+import { Charges } from "./charges/charges.ts";
 import { type ServiceConfig, serviceConfigFromEnv } from "./config/env.ts";
+import { PublicUrl } from "./config/public-url.ts";
 import { databaseLayer } from "./db/client.ts";
 import { runMigrations } from "./db/migrations.ts";
+import { Events } from "./events/events.ts";
 import { factRelay } from "./events/fact-relay.ts";
 import { makeApp, type Readiness } from "./http/app.ts";
 import { renderDocsPage } from "./http/docs-page.ts";
 import { buildOpenApi } from "./http/openapi.ts";
 import type { AnyRoute } from "./http/route.ts";
+import { authorizationRoutes } from "./http/routes/authorization.ts";
 import { chainRoutes } from "./http/routes/chains.ts";
+import { eventRoutes } from "./http/routes/events.ts";
+import { mandateRoutes } from "./http/routes/mandates.ts";
 import { reconciliationRoutes } from "./http/routes/reconciliation.ts";
+import { testHelperRoutes } from "./http/routes/test-helpers.ts";
 import { Idempotency } from "./idempotency/idempotency.ts";
+import { Authorizations } from "./mandates/authorization.ts";
+import { Mandates } from "./mandates/mandates.ts";
 import { Merchants } from "./merchants/merchants.ts";
 import { Reconciliation } from "./reconciliation/reconciliation.ts";
+import { TestHelpers } from "./testing/test-helpers.ts";
 import { idempotencyPurge, runWorkers, Workers } from "./workers/workers.ts";
 
 export const VERSION = "0.1.0";
 
-export type AppServices = ApiKeys | Merchants | MerchantChains | ChainRegistry | Idempotency | Reconciliation;
+export type AppServices =
+  | ApiKeys
+  | Merchants
+  | MerchantChains
+  | ChainRegistry
+  | Idempotency
+  | Reconciliation
+  | Mandates
+  | Charges
+  | Events
+  | Authorizations
+  | TestHelpers;
 
-export const routes: ReadonlyArray<AnyRoute<AppServices>> = [...chainRoutes, ...reconciliationRoutes];
+export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
+  ...chainRoutes,
+  ...mandateRoutes,
+  ...eventRoutes,
+  ...testHelperRoutes,
+  ...reconciliationRoutes,
+];
 
 export const loggingLayer = (config: Pick<ServiceConfig, "logFormat" | "logLevel">) =>
   Layer.mergeAll(
@@ -45,23 +74,36 @@ export const domainLayer = (config: ServiceConfig) => {
   const infrastructure = Layer.mergeAll(
     databaseLayer(config.databaseUrl, config.databasePoolSize),
     ChainRegistry.fromFile(config.chainsFile),
+    ChainClients.layer,
+    PublicUrl.layer(config.publicUrl ?? `http://${config.host}:${config.port}`),
   );
   const migrated = Layer.effectDiscard(runMigrations).pipe(Layer.provide(infrastructure));
-  return Layer.mergeAll(
+  const foundation = Layer.mergeAll(
     ApiKeys.layer,
     Merchants.layer,
     MerchantChains.layer,
     Reconciliation.layer,
+    Events.layer,
     Relayer.layer({ key: config.relayerKey, bumpAfter: Duration.seconds(config.relayerBumpAfterSeconds) }),
     Idempotency.layer(Duration.hours(config.idempotencyRetentionHours)),
-  ).pipe(Layer.provideMerge(infrastructure), Layer.provide(migrated));
+  ).pipe(Layer.provideMerge(infrastructure));
+  const mandates = Mandates.layer.pipe(Layer.provideMerge(foundation));
+  const billing = Layer.mergeAll(Charges.layer, Authorizations.layer).pipe(Layer.provideMerge(mandates));
+  return TestHelpers.layer.pipe(Layer.provideMerge(billing), Layer.provide(migrated));
 };
 
 export const serviceLayer = (config: ServiceConfig) => {
   const domain = domainLayer(config);
-  const workers = runWorkers<Idempotency | PgClient.PgClient | SqlClient.SqlClient | ChainRegistry | Relayer>(
-    [idempotencyPurge, factRelay, relayerTracker],
-  ).pipe(Layer.provide(domain));
+  const workers = runWorkers<
+    | Idempotency
+    | PgClient.PgClient
+    | SqlClient.SqlClient
+    | ChainRegistry
+    | ChainClients
+    | Relayer
+    | Mandates
+    | Charges
+  >([idempotencyPurge, factRelay, relayerTracker, holdReleaser, chargeOutcomes]).pipe(Layer.provide(domain));
   return Layer.mergeAll(domain, workers).pipe(
     Layer.provide(loggingLayer(config)),
     Layer.merge(loggingLayer(config)),
@@ -83,9 +125,39 @@ export interface RunningService {
 }
 
 export const startService = async (config: ServiceConfig): Promise<RunningService> => {
-  const runtime = ManagedRuntime.make(serviceLayer(config));
+  // Listen first (answering 503) so that the public URL is known when the port is chosen by the OS.
+  let handle: (request: Request) => Response | Promise<Response> = () =>
+    new Response(
+      JSON.stringify({
+        status: "starting",
+        ready: false,
+        checks: { database: "starting", indexer: "starting", workers: "starting" },
+      }),
+      { status: 503, headers: { "content-type": "application/json; charset=utf-8", "retry-after": "1" } },
+    );
+  const server = createAdaptorServer({
+    fetch: (request) => handle(request),
+    hostname: config.host,
+    port: config.port,
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://${config.host === "0.0.0.0" ? "127.0.0.1" : config.host}:${port}`;
+  const closeServer = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      if ("closeAllConnections" in server) server.closeAllConnections();
+    });
+
+  const runtime = ManagedRuntime.make(serviceLayer({ ...config, publicUrl: config.publicUrl ?? url }));
   // Build the layer now: config errors and migrations fail the start, not the first request.
-  await runtime.runPromise(Effect.void);
+  await runtime.runPromise(Effect.void).catch(async (error: unknown) => {
+    await closeServer();
+    throw error;
+  });
 
   const readiness = async (): Promise<Readiness> => {
     const [database, workers, indexer] = await Promise.all([
@@ -127,28 +199,20 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
   const openapi = buildOpenApi(routes, { version: VERSION });
   const app = makeApp({
     routes,
+    publicRoutes: authorizationRoutes,
     run: (effect) => runtime.runPromiseExit(effect),
     readiness,
     openapi,
     docsPage: renderDocsPage(openapi),
   });
-  const server = createAdaptorServer({ fetch: app.fetch, hostname: config.host, port: config.port });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(config.port, config.host, () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
-  const url = `http://${config.host === "0.0.0.0" ? "127.0.0.1" : config.host}:${port}`;
+  handle = app.fetch;
   await runtime.runPromise(Effect.logInfo("service listening").pipe(Effect.annotateLogs({ url })));
 
   return {
     url,
     port,
     stop: async () => {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        if ("closeAllConnections" in server) server.closeAllConnections();
-      });
+      await closeServer();
       await runtime.dispose();
     },
   };

@@ -18,8 +18,13 @@ import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import type { ChainConfig } from "../../service/chains/config.ts";
 import type { RunningAnvil } from "./anvil.ts";
 
-/** anvil's first default account: the local deployer and, later, the local relayer. Test use only. */
+/** anvil's first default account: the local deployer. Test use only. */
 export const LOCAL_DEPLOYER_KEY: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+/**
+ * anvil's third default account: the local relayer, which operates mandates and pays their gas. An
+ * account of its own, so its nonces never race the deployer's or a test's transactions. Test use only.
+ */
+export const LOCAL_RELAYER_KEY: Hex = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
 
 const CONTRACTS = {
   TestUSDC: { abi: TestUSDCAbi, bytecode: TestUSDCBytecode },

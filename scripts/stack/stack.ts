@@ -87,7 +87,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
 
     if (!abisUpToDate()) writeAbis();
     mark("contracts_compiled");
-    const { resolveLocalChain, LOCAL_DEPLOYER_KEY } = await import("./local-chain.ts");
+    const { resolveLocalChain, LOCAL_RELAYER_KEY } = await import("./local-chain.ts");
     const chains: ChainConfig[] = [];
     const anvils: RunningAnvil[] = [];
     for (const chain of source.success.chains) {
@@ -121,9 +121,8 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       logFormat: options.logFormat,
       logLevel: options.logLevel,
       idempotencyRetentionHours: 24,
-      // Locally the relayer is anvil's first account (it also deployed the contracts).
       relayerKey: Redacted.make(
-        (process.env.RELAYER_PRIVATE_KEY as `0x${string}` | undefined) ?? LOCAL_DEPLOYER_KEY,
+        (process.env.RELAYER_PRIVATE_KEY as `0x${string}` | undefined) ?? LOCAL_RELAYER_KEY,
       ),
       relayerBumpAfterSeconds: 30,
     };

@@ -41,6 +41,8 @@ export const ChainConfig = Schema.Struct({
   rpc: Schema.optionalKey(
     Schema.Struct({ http: Schema.NonEmptyArray(HttpUrl), ws: Schema.optionalKey(WsUrl) }),
   ),
+  /** The RPC URL offered to customers' wallets when they add the chain; must carry no secret. */
+  wallet_rpc_url: Schema.optionalKey(HttpUrl),
   escrow: EscrowConfig,
   tokens: Schema.Array(TokenConfig),
   subscriptions_available: Schema.Boolean,

@@ -12,19 +12,11 @@
  */
 import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
-import {
-  type Chain,
-  createPublicClient,
-  defineChain,
-  type Hex,
-  http,
-  keccak256,
-  type PublicClient,
-  type Transport,
-} from "viem";
+import { type Hex, keccak256 } from "viem";
 import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { decodeRows } from "../db/rows.ts";
 import { newId } from "../ids.ts";
+import { ChainClients } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
 import { ChainRegistry } from "./registry.ts";
 
@@ -101,6 +93,15 @@ export class Relayer extends Context.Service<
       chainId: number,
       purpose: string,
     ) => Effect.Effect<RelayedTransaction | undefined, SqlError.SqlError>;
+    /** Waits for a receipt of any of the purpose's transactions; undefined after the timeout. */
+    readonly waitMined: (
+      chainId: number,
+      purpose: string,
+      timeout: Duration.Input,
+    ) => Effect.Effect<
+      { readonly hash: Hex; readonly status: "mined" | "reverted"; readonly blockNumber: number } | undefined,
+      SqlError.SqlError
+    >;
     /** One tracking pass: record receipts, re-broadcast, replace stuck transactions. */
     readonly track: Effect.Effect<void, SqlError.SqlError>;
   }
@@ -114,22 +115,8 @@ export class Relayer extends Context.Service<
         const account: PrivateKeyAccount | undefined = options.key
           ? privateKeyToAccount(Redacted.value(options.key))
           : undefined;
-        const clients = new Map<number, PublicClient<Transport, Chain>>();
-        const clientFor = (chain: ResolvedChain) => {
-          const existing = clients.get(chain.id);
-          if (existing) return existing;
-          const client = createPublicClient({
-            chain: defineChain({
-              id: chain.id,
-              name: chain.name,
-              nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-              rpcUrls: { default: { http: [...chain.rpc.http] } },
-            }),
-            transport: http(chain.rpc.http[0], { retryCount: 2, timeout: 10_000 }),
-          });
-          clients.set(chain.id, client);
-          return client;
-        };
+        const clients = yield* ChainClients;
+        const clientFor = clients.client;
         const rpc = <A>(what: string, f: () => Promise<A>) =>
           Effect.tryPromise({
             try: f,
@@ -249,12 +236,14 @@ export class Relayer extends Context.Service<
                   purpose: tx.purpose,
                   status: "pending",
                 })} RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeTxRows));
-                return { row: rows[0], existing: undefined };
+                const inserted = rows[0];
+                if (!inserted) return yield* Effect.die(new Error("relayer insert returned nothing"));
+                // Inside a caller's transaction the bytes go out once it commits, never for a rollback.
+                yield* sql.afterCommit(broadcast(chain, inserted.raw as Hex));
+                return { row: inserted, existing: undefined };
               }),
             );
             if (row.existing) return row.existing;
-            if (!row.row) return yield* Effect.die(new Error("relayer insert returned nothing"));
-            yield* broadcast(chain, row.row.raw as Hex);
             return toRelayed(row.row);
           });
 
@@ -343,7 +332,29 @@ export class Relayer extends Context.Service<
           }
         });
 
-        return { address: account?.address, submit, find, track };
+        const waitMined = (chainId: number, purpose: string, timeout: Duration.Input) =>
+          Effect.gen(function* () {
+            const chain = registry.all.find((c) => c.id === chainId);
+            if (!chain) return undefined;
+            const client = clientFor(chain);
+            for (;;) {
+              const tx = yield* find(chainId, purpose);
+              for (const hash of tx?.hashes ?? []) {
+                const receipt = yield* rpc("receipt", () => client.getTransactionReceipt({ hash })).pipe(
+                  Effect.option,
+                );
+                if (Option.isSome(receipt))
+                  return {
+                    hash,
+                    status: receipt.value.status === "success" ? ("mined" as const) : ("reverted" as const),
+                    blockNumber: Number(receipt.value.blockNumber),
+                  };
+              }
+              yield* Effect.sleep("100 millis");
+            }
+          }).pipe(Effect.timeoutOption(timeout), Effect.map(Option.getOrUndefined));
+
+        return { address: account?.address, submit, find, track, waitMined };
       }),
     );
 }

@@ -17,6 +17,8 @@ export interface ServiceConfig {
   readonly relayerKey: Redacted.Redacted<`0x${string}`> | undefined;
   /** Replace a relayer transaction still unmined after this many seconds. */
   readonly relayerBumpAfterSeconds: number;
+  /** Public base URL of this service (authorization links); default: where it listens. */
+  readonly publicUrl?: string | undefined;
 }
 
 export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, Config.ConfigError> = Effect.gen(
@@ -42,6 +44,7 @@ export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, Config.ConfigErr
         Config.map((key) => Option.getOrUndefined(key) as Redacted.Redacted<`0x${string}`> | undefined),
       ),
       relayerBumpAfterSeconds: yield* Config.Int("RELAYER_BUMP_AFTER_SECONDS").pipe(Config.withDefault(30)),
+      publicUrl: yield* Config.String("PUBLIC_URL").pipe(Config.option, Config.map(Option.getOrUndefined)),
     };
   },
 );

@@ -1,5 +1,6 @@
 import { PgClient } from "@effect/sql-pg";
-import { Redacted } from "effect";
+import { Context, Effect, Redacted } from "effect";
+import { SqlClient } from "effect/sql";
 
 /** The service's own tables live in this Postgres schema. */
 export const BILLING_SCHEMA = "billing";
@@ -18,3 +19,17 @@ export const databaseLayer = (url: string, maxConnections = 20) =>
     applicationName: "mandate-billing",
     connectTimeout: "5 seconds",
   });
+
+/**
+ * Runs `effect` on its own connection, outside the caller's transaction: for work whose result must be
+ * committed and visible to others before the caller's transaction ends (e.g. waiting for a broadcast).
+ */
+export const outsideTransaction = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+): Effect.Effect<A, E, R | SqlClient.SqlClient> =>
+  Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+    Effect.updateContext(
+      effect,
+      (context: Context.Context<R>) => Context.omit(sql.transactionService)(context) as Context.Context<R>,
+    ),
+  );

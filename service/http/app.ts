@@ -13,7 +13,7 @@ import { type ApiFailure, HttpRefusal, InvalidRequest, isApiFailure } from "../e
 import { Idempotency, validateIdempotencyKey } from "../idempotency/idempotency.ts";
 import { schemaErrorIssues } from "../schema-errors.ts";
 import { type ErrorResponse, internalError, toErrorResponse } from "./error-response.ts";
-import { type AnyRoute, toHonoPath } from "./route.ts";
+import { type AnyPublicRoute, type AnyRoute, toHonoPath } from "./route.ts";
 
 export const MAX_BODY_BYTES = 64 * 1024;
 
@@ -27,13 +27,16 @@ export interface Readiness {
 
 export interface AppOptions<R> {
   readonly routes: ReadonlyArray<AnyRoute<R>>;
+  readonly publicRoutes?: ReadonlyArray<AnyPublicRoute<R>>;
+  /** Registers extra non-JSON routes (the hosted authorization page and its assets). */
+  readonly extend?: (app: Hono<Env>) => void;
   readonly run: Runner<R | ApiKeys | Idempotency>;
   readonly readiness: () => Promise<Readiness>;
   readonly openapi: unknown;
   readonly docsPage: string;
 }
 
-type Env = { Variables: { requestId: string; merchantId?: string } };
+export type Env = { Variables: { requestId: string; merchantId?: string } };
 
 const json = (c: HonoContext<Env>, status: number, bodyText: string, headers: Record<string, string> = {}) =>
   c.body(bodyText, status as 200, { "content-type": "application/json; charset=utf-8", ...headers });
@@ -212,6 +215,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       if (Exit.isFailure(authenticated)) return respondExit(c, authenticated, () => c.res);
       const caller: Caller = authenticated.value;
       c.set("merchantId", caller.merchantId);
+      if (route.testOnly && caller.livemode) return notFound(c);
 
       const params = c.req.param() as Record<string, string>;
       const query = new URL(c.req.url).searchParams;
@@ -254,7 +258,29 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
     app.on(route.method, toHonoPath(route.path), handler);
   }
 
-  app.notFound((c) =>
+  for (const route of options.publicRoutes ?? []) {
+    app.on(route.method, toHonoPath(route.path), async (c) => {
+      const params = c.req.param() as Record<string, string>;
+      const input =
+        route.method === "POST"
+          ? await readBody(c, route.body)
+          : Result.map(
+              decodeInput(route.body, Object.fromEntries(new URL(c.req.url).searchParams), "query"),
+              (value) => ({
+                raw: value,
+                value,
+              }),
+            );
+      if (Result.isFailure(input)) return respondFailure(c, input.failure);
+      const exit = await run(route.handler({ body: input.success.value, params }));
+      return respondExit(c, exit, (value) =>
+        json(c, 200, JSON.stringify(value), { "cache-control": "no-store" }),
+      );
+    });
+  }
+  options.extend?.(app);
+
+  const notFound = (c: HonoContext<Env>) =>
     respondFailure(
       c,
       new HttpRefusal({
@@ -262,8 +288,8 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
         code: "route_not_found",
         message: `Unrecognized request URL (${c.req.method}: ${c.req.path}).`,
       }),
-    ),
-  );
+    );
+  app.notFound(notFound);
   app.onError(async (error, c) => respondDefect(c, Cause.die(error)));
   return app;
 };

@@ -47,6 +47,8 @@ export const toErrorResponse = (failure: ApiFailure): ErrorResponse => {
       return make(failure.status, "idempotency_error", failure.code, failure.message);
     case "HttpRefusal":
       return make(failure.status, "invalid_request_error", failure.code, failure.message);
+    case "Unavailable":
+      return make(503, "api_error", failure.code, failure.message);
   }
 };
 

@@ -28,6 +28,8 @@ export interface Route<B, R> {
    */
   readonly body?: Schema.Codec<B, unknown>;
   readonly response: Schema.Top;
+  /** Test-mode helpers: a live key gets 404 `route_not_found`, as if the route did not exist. */
+  readonly testOnly?: boolean;
   /** Status of a successful response (default 200). */
   readonly status?: 200 | 201;
   readonly handler: (context: RouteContext<B>) => Effect.Effect<unknown, ApiFailure | SqlError.SqlError, R>;
@@ -37,6 +39,26 @@ export interface Route<B, R> {
 
 // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous route table needs an existential body type
 export type AnyRoute<R> = Route<any, R>;
+
+/**
+ * A route of the hosted authorization page's own API: no API key (the unguessable link is the
+ * credential) and no Idempotency-Key (its writes are idempotent by nature); same body decoding and
+ * error shape as /v1.
+ */
+export interface PublicRoute<B, R> {
+  readonly method: "GET" | "POST";
+  readonly path: string;
+  readonly body?: Schema.Codec<B, unknown>;
+  readonly handler: (context: {
+    readonly body: B;
+    readonly params: Readonly<Record<string, string>>;
+  }) => Effect.Effect<unknown, ApiFailure | SqlError.SqlError, R>;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: as AnyRoute
+export type AnyPublicRoute<R> = PublicRoute<any, R>;
+
+export const definePublicRoute = <B, R>(route: PublicRoute<B, R>): PublicRoute<B, R> => route;
 
 export const defineRoute = <B, R>(route: Route<B, R>): Route<B, R> => route;
 

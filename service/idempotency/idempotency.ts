@@ -4,7 +4,8 @@
  * - a concurrent duplicate blocks on the uncommitted insert, then replays the committed response;
  * - the same key with another method, path or body is refused with 409 `idempotency_key_reused`;
  * - a handler error the caller caused (4xx) is stored and replayed, its writes rolled back;
- * - a failure on our side (5xx) stores nothing, so retrying with the same key is safe.
+ * - a failure on our side (5xx, including a 503 for an unreachable chain) stores nothing and fails the
+ *   request as such, so retrying with the same key is safe.
  * Records are kept for IDEMPOTENCY_RETENTION_HOURS (default 24) and then deleted by a worker.
  */
 import { createHash } from "node:crypto";
@@ -75,7 +76,7 @@ export class Idempotency extends Context.Service<
         ApiFailure | SqlError.SqlError,
         R
       >,
-    ) => Effect.Effect<StoredResponse, IdempotencyError | SqlError.SqlError, R>;
+    ) => Effect.Effect<StoredResponse, ApiFailure | SqlError.SqlError, R>;
     /** Deletes records older than the retention; returns how many. */
     readonly purgeExpired: Effect.Effect<number, SqlError.SqlError>;
   }
@@ -124,7 +125,10 @@ export class Idempotency extends Context.Service<
               // The handler runs in a savepoint: a caller's error rolls back its writes but is still stored.
               const outcome = yield* sql.withTransaction(handler).pipe(
                 Effect.map(({ status, body }) => ({ status, bodyText: JSON.stringify(body) })),
-                Effect.catchIf(isApiFailure, (failure) => Effect.succeed(stored(failure))),
+                Effect.catchIf(
+                  (error) => isApiFailure(error) && toErrorResponse(error).status < 500,
+                  (failure) => Effect.succeed(stored(failure as ApiFailure)),
+                ),
               );
               yield* sql`UPDATE billing.idempotency_keys SET status = ${outcome.status}, response_body = ${outcome.bodyText}
                 WHERE api_key_id = ${caller.apiKeyId} AND key = ${request.key}`;

@@ -104,6 +104,7 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
             approval: log.approval.toString(),
             operator: log.operator,
             hold_seconds: log.holdSeconds,
+            anchor: log.anchor,
           }),
         ],
       });

@@ -84,6 +84,7 @@ export const chainDriver = (chainId: number) => {
       periods?: number;
       holdSeconds?: number;
       payee?: `0x${string}`;
+      operator?: `0x${string}`;
       salt?: bigint;
     } = {},
   ) => {
@@ -95,7 +96,7 @@ export const chainDriver = (chainId: number) => {
       cap: options.cap ?? usd("50"),
       anchor: BigInt(now),
       approvalPeriods: options.periods ?? 12,
-      operator: operator.address,
+      operator: options.operator ?? operator.address,
       holdSeconds: BigInt(options.holdSeconds ?? 0),
       nonce: 1n,
       deadline: BigInt(now + 3600),

@@ -11,6 +11,7 @@ import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, rpc, startAnvil } from "../../scripts/stack/anvil.ts";
 import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
+import { ChainClients } from "../../service/chains/chain-clients.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { ChainRegistry } from "../../service/chains/registry.ts";
 import { Relayer, type RelayerError } from "../../service/chains/relayer.ts";
@@ -56,7 +57,11 @@ beforeAll(async () => {
     hold_seconds: 0,
     confirmations: 0,
   };
-  const dependencies = Layer.merge(databaseLayer(stack().databaseUrl, 10), ChainRegistry.fromChains([chain]));
+  const dependencies = Layer.mergeAll(
+    databaseLayer(stack().databaseUrl, 10),
+    ChainRegistry.fromChains([chain]),
+    ChainClients.layer,
+  );
   const relayer = (bumpAfter: Duration.Input) =>
     Relayer.layer({ key: Redacted.make(LOCAL_DEPLOYER_KEY), bumpAfter }).pipe(Layer.provide(dependencies));
   const quick = relayer("1 second");

@@ -88,7 +88,10 @@ describe("service process", () => {
     const count = async () =>
       (
         await query<{ n: number }>(
-          "SELECT count(*)::int AS n FROM billing.events WHERE payload->'data'->'object'->>'mandate' = ANY($1)",
+          `SELECT count(*)::int AS n FROM billing.events WHERE payload->'data'->'object'->>'id' IN (
+             SELECT id FROM billing.mandates WHERE onchain_id = ANY($1)
+             UNION SELECT c.id FROM billing.charges c JOIN billing.mandates m ON m.id = c.mandate_id
+             WHERE m.onchain_id = ANY($1))`,
           [mandates],
         )
       )[0]?.n;
@@ -106,10 +109,17 @@ describe("service process", () => {
       PONDER_URL: `http://127.0.0.1:${await freePort()}`,
     });
     const url = `http://127.0.0.1:${port}`;
-    await waitFor(async () => (await fetch(`${url}/ready`).catch(() => undefined)) !== undefined, {
-      timeoutMs: 30_000,
-      what: "second service process to listen",
-    });
+    // It listens at once (answering "starting") and serves its checks once its layers are built.
+    await waitFor(
+      async () => {
+        const answer = await fetch(`${url}/ready`).catch(() => undefined);
+        return (
+          ((await answer?.json().catch(() => undefined)) as { checks?: { workers?: string } } | undefined)
+            ?.checks?.workers === "ready"
+        );
+      },
+      { timeoutMs: 30_000, what: "second service process to serve" },
+    );
     const response = await fetch(`${url}/ready`);
     expect(response.status).toBe(503);
     expect(await response.json()).toMatchObject({

@@ -1,0 +1,137 @@
+/**
+ * One viem client per configured chain, shared by everything that reads a chain or simulates a call:
+ * the relayer, charges, the authorization page and the test helpers.
+ */
+import { Context, Effect, Layer, Schema } from "effect";
+import {
+  BaseError,
+  type Chain,
+  ContractFunctionRevertedError,
+  createPublicClient,
+  defineChain,
+  encodeFunctionData,
+  type Hex,
+  http,
+  type PublicClient,
+  type Transport,
+} from "viem";
+import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
+import type { ResolvedChain } from "./config.ts";
+
+/** The chain could not be reached or answered nonsense: our problem, not the caller's. */
+export class ChainUnavailable extends Schema.TaggedError<ChainUnavailable>()("ChainUnavailable", {
+  chainId: Schema.Number,
+  message: Schema.String,
+}) {}
+
+/** A simulated escrow call that would revert, with the contract's custom error name. */
+export class EscrowRevert extends Schema.TaggedError<EscrowRevert>()("EscrowRevert", {
+  errorName: Schema.String,
+  message: Schema.String,
+}) {}
+
+export type EscrowFunction = "charge" | "release" | "returnCharge" | "authorize" | "authorizeWithPermit";
+
+export const escrowCallData = (functionName: EscrowFunction, args: readonly unknown[]): Hex =>
+  encodeFunctionData({ abi: MandateEscrowAbi, functionName, args } as Parameters<
+    typeof encodeFunctionData
+  >[0]);
+
+const firstLine = (error: unknown) => String(error).split("\n")[0] ?? "unknown error";
+
+/** The custom error name of a reverted call, if the revert carried one. */
+export const revertName = (error: unknown): string | undefined => {
+  if (!(error instanceof BaseError)) return undefined;
+  const reverted = error.walk((e) => e instanceof ContractFunctionRevertedError);
+  return reverted instanceof ContractFunctionRevertedError ? reverted.data?.errorName : undefined;
+};
+
+export class ChainClients extends Context.Service<
+  ChainClients,
+  {
+    readonly client: (chain: ResolvedChain) => PublicClient<Transport, Chain>;
+    /** The timestamp of the chain's latest block: "now" for periods and deadlines on that chain. */
+    readonly latestTime: (chain: ResolvedChain) => Effect.Effect<number, ChainUnavailable>;
+    /** Simulates an escrow call from `from`; fails with the contract's error when it would revert. */
+    readonly simulateEscrow: (
+      chain: ResolvedChain,
+      from: Hex,
+      functionName: EscrowFunction,
+      args: readonly unknown[],
+    ) => Effect.Effect<void, EscrowRevert | ChainUnavailable>;
+    readonly rpc: <A>(
+      chain: ResolvedChain,
+      what: string,
+      f: () => Promise<A>,
+    ) => Effect.Effect<A, ChainUnavailable>;
+  }
+>()("ChainClients") {
+  static readonly layer = Layer.sync(ChainClients, () => {
+    const clients = new Map<number, PublicClient<Transport, Chain>>();
+    const client = (chain: ResolvedChain) => {
+      const existing = clients.get(chain.id);
+      if (existing) return existing;
+      const created = createPublicClient({
+        chain: defineChain({
+          id: chain.id,
+          name: chain.name,
+          nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+          rpcUrls: { default: { http: [...chain.rpc.http] } },
+        }),
+        transport: http(chain.rpc.http[0], { retryCount: 2, timeout: 10_000 }),
+      });
+      clients.set(chain.id, created);
+      return created;
+    };
+    const rpc = <A>(chain: ResolvedChain, what: string, f: () => Promise<A>) =>
+      Effect.tryPromise({
+        try: f,
+        catch: (error) =>
+          new ChainUnavailable({ chainId: chain.id, message: `${what}: ${firstLine(error)}` }),
+      });
+    const latestTime = (chain: ResolvedChain) =>
+      rpc(chain, "latest block", () => client(chain).getBlock({ blockTag: "latest" })).pipe(
+        Effect.map((block) => Number(block.timestamp)),
+      );
+    const simulateEscrow = (
+      chain: ResolvedChain,
+      from: Hex,
+      functionName: EscrowFunction,
+      args: readonly unknown[],
+    ): Effect.Effect<void, EscrowRevert | ChainUnavailable> =>
+      Effect.tryPromise({
+        try: () =>
+          client(chain).call({
+            account: from,
+            to: chain.escrow.address,
+            data: escrowCallData(functionName, args),
+            blockTag: "pending",
+          }),
+        catch: (error) => error,
+      }).pipe(
+        Effect.asVoid,
+        Effect.catch((error): Effect.Effect<never, EscrowRevert | ChainUnavailable> => {
+          const name = revertName(
+            error instanceof BaseError
+              ? new ContractFunctionRevertedError({
+                  abi: MandateEscrowAbi,
+                  functionName,
+                  data: revertData(error),
+                })
+              : error,
+          );
+          return name === undefined
+            ? Effect.fail(new ChainUnavailable({ chainId: chain.id, message: firstLine(error) }))
+            : Effect.fail(new EscrowRevert({ errorName: name, message: firstLine(error) }));
+        }),
+      );
+    return { client, latestTime, simulateEscrow, rpc };
+  });
+}
+
+/** The revert data a failed eth_call carried (viem nests it in the error's cause chain). */
+const revertData = (error: BaseError): Hex | undefined => {
+  const withData = error.walk((e) => typeof (e as { data?: unknown }).data === "string");
+  const data = (withData as { data?: unknown } | null)?.data;
+  return typeof data === "string" && data.startsWith("0x") && data.length >= 10 ? (data as Hex) : undefined;
+};

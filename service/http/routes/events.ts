@@ -1,0 +1,28 @@
+import { Effect } from "effect";
+import { listOf } from "../../chains/objects.ts";
+import { EventObject, Events, ListEventsQuery } from "../../events/events.ts";
+import { defineRoute } from "../route.ts";
+
+export const eventRoutes = [
+  defineRoute({
+    method: "GET",
+    path: "/v1/events",
+    operationId: "listEvents",
+    tag: "Events",
+    summary: "Your events, newest first (polling for development; use webhooks in production).",
+    body: ListEventsQuery,
+    response: listOf(EventObject, "EventList"),
+    handler: ({ caller, body }) =>
+      Effect.flatMap(Effect.service(Events), (events) => events.list(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/events/{id}",
+    operationId: "retrieveEvent",
+    tag: "Events",
+    summary: "An event.",
+    response: EventObject,
+    handler: ({ caller, params }) =>
+      Effect.flatMap(Effect.service(Events), (events) => events.retrieve(caller, params.id ?? "")),
+  }),
+];

@@ -1,0 +1,53 @@
+import { Effect } from "effect";
+import { MandateObject } from "../../mandates/mandate-object.ts";
+import {
+  AdvanceClockRequest,
+  FundRequest,
+  TestClock,
+  TestFunding,
+  TestHelpers,
+} from "../../testing/test-helpers.ts";
+import { defineRoute } from "../route.ts";
+
+const helpers = Effect.service(TestHelpers);
+
+export const testHelperRoutes = [
+  defineRoute({
+    method: "POST",
+    path: "/v1/test/mandates/{id}/fund",
+    operationId: "testFundMandate",
+    tag: "Test helpers",
+    summary: "Test mode: mint test tokens to the mandate's customer wallet (answers once mined).",
+    description:
+      "Before the customer signs, the tokens go to the mandate's deterministic test wallet, the one POST /v1/test/mandates/{id}/authorize signs with.",
+    testOnly: true,
+    body: FundRequest,
+    response: TestFunding,
+    handler: ({ caller, body, params }) =>
+      Effect.flatMap(helpers, (h) => h.fund(caller, params.id ?? "", body)),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/test/mandates/{id}/authorize",
+    operationId: "testAuthorizeMandate",
+    tag: "Test helpers",
+    summary: "Test mode: sign the mandate as its customer with a deterministic test wallet.",
+    description:
+      "Signs the terms and a permit and submits them like the hosted page does; answers with the mandate once the chain's MandateAuthorized event has been indexed, and `mandate.authorized` is raised from it. Also re-signs a mandate whose approval is spent.",
+    testOnly: true,
+    response: MandateObject,
+    handler: ({ caller, params }) => Effect.flatMap(helpers, (h) => h.authorize(caller, params.id ?? "")),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/test/clock/advance",
+    operationId: "testAdvanceClock",
+    tag: "Test helpers",
+    summary:
+      "Test mode: move a local test chain's time forward (billing periods and holds follow chain time).",
+    testOnly: true,
+    body: AdvanceClockRequest,
+    response: TestClock,
+    handler: ({ caller, body }) => Effect.flatMap(helpers, (h) => h.advanceClock(caller, body)),
+  }),
+];

@@ -1,0 +1,276 @@
+/**
+ * Test-mode helpers (test keys only): fund a mandate's vault with test tokens, sign a mandate as the
+ * customer with a deterministic test wallet, and move a local test chain's clock. They go through the
+ * same paths as real customers and the real chain: `mandate.authorized` comes from the indexed chain
+ * event, and billing time is chain time, so advancing the clock moves periods and holds.
+ */
+import { Context, Duration, Effect, Layer, Result, Schema } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import { encodeFunctionData, erc20Abi, type Hex, parseAbi } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import type { Caller } from "../auth/api-keys.ts";
+import { ChainClients } from "../chains/chain-clients.ts";
+import { MerchantChains } from "../chains/merchant-chains.ts";
+import { ChainRegistry } from "../chains/registry.ts";
+import { Relayer } from "../chains/relayer.ts";
+import { outsideTransaction } from "../db/client.ts";
+import { InvalidRequest, type NotFound, Unavailable } from "../errors.ts";
+import { newId } from "../ids.ts";
+import { Authorizations, type AuthorizeFailure } from "../mandates/authorization.ts";
+import { type MandateObject, tokenOf } from "../mandates/mandate-object.ts";
+import { chooseChain, Mandates } from "../mandates/mandates.ts";
+import { PERMIT_TYPES, TERMS_TYPES, termsDomain, testWalletKey } from "../mandates/terms.ts";
+import { formatDecimal, parseDecimal } from "../money/decimal.ts";
+
+export const FundRequest = Schema.Struct({
+  amount_decimal: Schema.String.annotate({ description: "Test tokens to mint to the customer's wallet" }),
+}).annotate({ identifier: "TestFundRequest" });
+
+const TEN_YEARS = 10 * 366 * 86_400;
+export const AdvanceClockRequest = Schema.Struct({
+  seconds: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: TEN_YEARS })).annotate({
+    description: `How far to move the chain's time, 1-${TEN_YEARS} seconds`,
+  }),
+  chain: Schema.optionalKey(Schema.Int.annotate({ description: "Default: your only configured test chain" })),
+}).annotate({ identifier: "TestClockAdvanceRequest" });
+
+export const TestFunding = Schema.Struct({
+  object: Schema.Literal("test_funding"),
+  mandate: Schema.String,
+  customer_address: Schema.String,
+  amount: Schema.String,
+  amount_decimal: Schema.String,
+  balance_decimal: Schema.String,
+  transaction_hash: Schema.String,
+}).annotate({ identifier: "TestFunding" });
+
+export const TestClock = Schema.Struct({
+  object: Schema.Literal("test_clock"),
+  chain: Schema.Int,
+  advanced_by: Schema.Int,
+  now: Schema.Int.annotate({ description: "The chain's time after the move, unix seconds" }),
+}).annotate({ identifier: "TestClock" });
+
+const mintAbi = parseAbi(["function mint(address to, uint256 amount)"]);
+const WAIT = Duration.seconds(30);
+
+const unavailable = (message: string) => new Unavailable({ code: "chain_unavailable", message });
+
+export class TestHelpers extends Context.Service<
+  TestHelpers,
+  {
+    readonly fund: (
+      caller: Caller,
+      mandateId: string,
+      input: typeof FundRequest.Type,
+    ) => Effect.Effect<typeof TestFunding.Type, InvalidRequest | NotFound | Unavailable | SqlError.SqlError>;
+    readonly authorize: (
+      caller: Caller,
+      mandateId: string,
+    ) => Effect.Effect<MandateObject, AuthorizeFailure | NotFound>;
+    readonly advanceClock: (
+      caller: Caller,
+      input: typeof AdvanceClockRequest.Type,
+    ) => Effect.Effect<typeof TestClock.Type, InvalidRequest | Unavailable | SqlError.SqlError>;
+  }
+>()("TestHelpers") {
+  static readonly layer = Layer.effect(
+    TestHelpers,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      const registry = yield* ChainRegistry;
+      const clients = yield* ChainClients;
+      const relayer = yield* Relayer;
+      const mandates = yield* Mandates;
+      const merchantChains = yield* MerchantChains;
+      const authorizations = yield* Authorizations;
+      const services = Layer.succeed(SqlClient.SqlClient, sql);
+
+      const chainOf = (chainId: number) => {
+        const chain = registry.all.find((c) => c.id === chainId);
+        return chain ? Effect.succeed(chain) : Effect.die(new Error(`unknown chain ${chainId}`));
+      };
+
+      /** Sends a relayer transaction and waits for it, committed on its own (outside the request's). */
+      const sendAndWait = (chainId: number, to: Hex, data: Hex, purpose: string) =>
+        outsideTransaction(
+          Effect.gen(function* () {
+            yield* relayer.submit(chainId, { to, data, purpose });
+            return yield* relayer.waitMined(chainId, purpose, WAIT);
+          }),
+        ).pipe(Effect.provide(services));
+
+      const fund = (caller: Caller, mandateId: string, input: typeof FundRequest.Type) =>
+        Effect.gen(function* () {
+          const mandate = yield* mandates.load(caller, mandateId);
+          const chain = yield* chainOf(mandate.chain_id);
+          const token = tokenOf(chain, mandate.token_address);
+          const decimals = token?.decimals ?? 0;
+          const amount = parseDecimal(input.amount_decimal, decimals, 2n ** 128n - 1n);
+          if (Result.isFailure(amount))
+            return yield* new InvalidRequest({
+              code: "parameter_invalid",
+              message: `amount_decimal ${amount.failure.message}.`,
+              param: "amount_decimal",
+            });
+          const vault = (mandate.customer_address ??
+            privateKeyToAccount(testWalletKey(mandate.id)).address) as Hex;
+          const data = encodeFunctionData({
+            abi: mintAbi,
+            functionName: "mint",
+            args: [vault, amount.success],
+          });
+          const mined = yield* sendAndWait(
+            chain.id,
+            mandate.token_address as Hex,
+            data,
+            `fund:${yield* newId("request")}`,
+          ).pipe(
+            Effect.catchTag(
+              "RelayerError",
+              (error): Effect.Effect<never, InvalidRequest | Unavailable> =>
+                error.reason === "simulation_failed"
+                  ? Effect.fail(
+                      new InvalidRequest({
+                        code: "test_funding_unsupported",
+                        message: `The token on chain ${chain.id} cannot mint test funds (${error.message}).`,
+                        param: null,
+                      }),
+                    )
+                  : Effect.fail(unavailable(error.message)),
+            ),
+          );
+          if (mined === undefined || mined.status !== "mined")
+            return yield* unavailable(
+              "The funding transaction was not mined in time. Retry with a new Idempotency-Key.",
+            );
+          const balance = yield* clients
+            .rpc(chain, "balance", () =>
+              clients.client(chain).readContract({
+                address: mandate.token_address as Hex,
+                abi: erc20Abi,
+                functionName: "balanceOf",
+                args: [vault],
+              }),
+            )
+            .pipe(Effect.mapError((e) => unavailable(e.message)));
+          return {
+            object: "test_funding" as const,
+            mandate: mandate.id,
+            customer_address: vault,
+            amount: amount.success.toString(),
+            amount_decimal: formatDecimal(amount.success, decimals),
+            balance_decimal: formatDecimal(balance, decimals),
+            transaction_hash: mined.hash,
+          };
+        });
+
+      const authorize = (caller: Caller, mandateId: string) =>
+        Effect.gen(function* () {
+          const mandate = yield* mandates.load(caller, mandateId);
+          const wallet = privateKeyToAccount(testWalletKey(mandate.id));
+          if (
+            mandate.customer_address !== null &&
+            mandate.customer_address.toLowerCase() !== wallet.address.toLowerCase()
+          )
+            return yield* new InvalidRequest({
+              code: "test_wallet_mismatch",
+              message: `A real wallet (${mandate.customer_address}) signed this mandate; only that wallet can sign it again, at authorization_url.`,
+              param: null,
+            });
+          const chain = yield* chainOf(mandate.chain_id);
+          const request = yield* authorizations.request(mandate, wallet.address, { resign: true });
+          const signature = yield* Effect.promise(() =>
+            wallet.signTypedData({
+              domain: termsDomain(chain.id, chain.escrow.address),
+              types: TERMS_TYPES,
+              primaryType: "Terms",
+              message: request.terms,
+            }),
+          );
+          const permit = request.permit;
+          const permitSignature = permit
+            ? yield* Effect.promise(() =>
+                wallet.signTypedData({
+                  domain: permit.domain,
+                  types: PERMIT_TYPES,
+                  primaryType: "Permit",
+                  message: permit.message,
+                }),
+              )
+            : null;
+          if (request.json.approve !== null)
+            return yield* new InvalidRequest({
+              code: "test_authorization_unsupported",
+              message:
+                "This token has no permit, so the test wallet would need gas to approve; sign at authorization_url.",
+              param: null,
+            });
+          const terms = request.json.terms.message as typeof request.json.terms.message & {
+            mandateId: string;
+            payee: string;
+            token: string;
+            cap: string;
+            anchor: string;
+            approvalPeriods: number;
+            operator: string;
+            holdSeconds: string;
+            nonce: string;
+            deadline: string;
+          };
+          const submitted = yield* outsideTransaction(
+            authorizations.submit(mandate, {
+              customer_address: wallet.address,
+              terms,
+              signature,
+              permit_signature: permitSignature,
+            }),
+          ).pipe(Effect.provide(services));
+          const mined = yield* relayer.waitMined(chain.id, submitted.purpose, WAIT);
+          if (mined?.status !== "mined")
+            return yield* unavailable(
+              "The authorization was not mined in time. Retry with a new Idempotency-Key.",
+            );
+          // mandate.authorized comes from the indexed chain event; answer once it has been applied.
+          const applied = yield* Effect.gen(function* () {
+            for (;;) {
+              const row = yield* mandates.reload(mandate.id);
+              if ((row.signature_version ?? 0) >= Number(submitted.nonce)) return row;
+              yield* Effect.sleep("50 millis");
+            }
+          }).pipe(Effect.timeoutOption(WAIT));
+          if (applied._tag === "None")
+            return yield* unavailable(
+              "The chain has the signature but the indexer has not caught up yet; mandate.authorized will follow.",
+            );
+          return mandates.render(applied.value);
+        });
+
+      const advanceClock = (caller: Caller, input: typeof AdvanceClockRequest.Type) =>
+        Effect.gen(function* () {
+          const configured = yield* merchantChains.list(caller);
+          const { chain } = yield* chooseChain(registry, caller, configured, input.chain);
+          if (!chain.local)
+            return yield* new InvalidRequest({
+              code: "test_clock_unsupported",
+              message: `Chain ${chain.id} is not a local chain run by this deployment, so its clock cannot be moved.`,
+              param: "chain",
+            });
+          const client = clients.client(chain);
+          const now = yield* clients
+            .rpc(chain, "advance", async () => {
+              await client.request({
+                method: "evm_increaseTime",
+                params: [`0x${input.seconds.toString(16)}`],
+              } as never);
+              await client.request({ method: "evm_mine", params: [] } as never);
+              return Number((await client.getBlock({ blockTag: "latest" })).timestamp);
+            })
+            .pipe(Effect.mapError((e) => unavailable(e.message)));
+          return { object: "test_clock" as const, chain: chain.id, advanced_by: input.seconds, now };
+        });
+
+      return { fund, authorize, advanceClock };
+    }),
+  );
+}
