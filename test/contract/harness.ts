@@ -23,6 +23,7 @@ import { ReentrantTokenAbi, ReentrantTokenBytecode } from "../../abis/ReentrantT
 import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, startAnvil } from "../../scripts/stack/anvil.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
+import { TERMS_TYPES } from "../../service/mandates/terms.ts";
 
 export const MNEMONIC = "test test test test test test test test test test test junk";
 export const accountAt = (index: number) => {
@@ -47,20 +48,8 @@ export interface Terms {
   deadline: bigint;
 }
 
-export const TERMS_TYPES = {
-  Terms: [
-    { name: "mandateId", type: "bytes32" },
-    { name: "payee", type: "address" },
-    { name: "token", type: "address" },
-    { name: "cap", type: "uint256" },
-    { name: "anchor", type: "uint64" },
-    { name: "approvalPeriods", type: "uint32" },
-    { name: "operator", type: "address" },
-    { name: "holdSeconds", type: "uint64" },
-    { name: "nonce", type: "uint64" },
-    { name: "deadline", type: "uint64" },
-  ],
-} as const;
+/** The escrow's EIP-712 Terms, as the service signs them. */
+export { TERMS_TYPES };
 
 /** A mandate id in the customer's namespace: its address, then a 96-bit salt. */
 export const mandateIdFor = (customer: Address, salt: bigint): Hex =>
