@@ -23,6 +23,7 @@ import { runMigrations } from "./db/migrations.ts";
 import { Events } from "./events/events.ts";
 import { factRelay } from "./events/fact-relay.ts";
 import { makeApp, type Readiness } from "./http/app.ts";
+import { registerAuthorizationPage } from "./http/authorization-page/routes.ts";
 import { renderDocsPage } from "./http/docs-page.ts";
 import { buildOpenApi } from "./http/openapi.ts";
 import type { AnyRoute } from "./http/route.ts";
@@ -200,6 +201,16 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
   const app = makeApp({
     routes,
     publicRoutes: authorizationRoutes,
+    extend: (hono) =>
+      registerAuthorizationPage(hono, {
+        tokenExists: (token) =>
+          runtime.runPromise(
+            Effect.flatMap(Effect.service(Authorizations), (a) => a.mandateFor(token)).pipe(
+              Effect.as(true),
+              Effect.catchTag("NotFound", () => Effect.succeed(false)),
+            ),
+          ),
+      }),
     run: (effect) => runtime.runPromiseExit(effect),
     readiness,
     openapi,

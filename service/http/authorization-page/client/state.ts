@@ -1,0 +1,156 @@
+/**
+ * The page's state machine: pure. The flow (flow.ts) feeds it events from the wallet and the service;
+ * the view (view-model.ts, dom.ts) only reads it.
+ */
+import type { Address, Session } from "./types.ts";
+
+export const STEPS = ["connect", "switch_chain", "sign_terms", "allowance", "submit", "confirm"] as const;
+export type StepId = (typeof STEPS)[number];
+export type StepStatus = "todo" | "active" | "done" | "skipped" | "failed";
+
+/** How the escrow gets its token allowance: a signed EIP-2612 permit, an approve transaction, or not needed. */
+export type AllowanceMode = "permit" | "approve" | "none";
+
+export type ErrorKind = "rejected" | "wrong_account" | "chain_missing" | "no_wallet" | "server" | "wallet";
+
+export interface PageError {
+  readonly kind: ErrorKind;
+  readonly title: string;
+  readonly message: string;
+  /** What "Try again" does: reload the session, connect the wallet, or sign; null when there is no retry. */
+  readonly retry: "reload" | "connect" | "authorize" | null;
+}
+
+export type Phase =
+  | { readonly tag: "loading" }
+  | { readonly tag: "not_found" }
+  /** Waiting for the customer to connect their wallet. */
+  | { readonly tag: "connect" }
+  /** Connected on the right chain: waiting for the customer to sign. */
+  | { readonly tag: "authorize" }
+  /** A step is running (the active step says which). */
+  | { readonly tag: "busy" }
+  | { readonly tag: "error"; readonly error: PageError }
+  /** Nothing left to sign. `countdown`: seconds until the tab closes (null: it stays open). */
+  | { readonly tag: "done"; readonly countdown: number | null; readonly closeFailed: boolean }
+  | { readonly tag: "revoked" };
+
+export interface State {
+  readonly phase: Phase;
+  readonly session: Session | null;
+  readonly account: Address | null;
+  readonly allowance: AllowanceMode;
+  readonly steps: Readonly<Record<StepId, StepStatus>>;
+  /** Seconds before a done page closes its tab (`?close=1`), or null. */
+  readonly closeDelay: number | null;
+}
+
+export type Event =
+  | { readonly type: "session"; readonly session: Session }
+  | { readonly type: "not_found" }
+  | { readonly type: "step"; readonly step: StepId }
+  | { readonly type: "skipped"; readonly step: StepId }
+  | { readonly type: "connected"; readonly account: Address }
+  | { readonly type: "ready_to_sign" }
+  | { readonly type: "allowance"; readonly mode: AllowanceMode }
+  | { readonly type: "failed"; readonly error: PageError }
+  | { readonly type: "tick" }
+  | { readonly type: "keep_open" }
+  | { readonly type: "close_failed" };
+
+const allSteps = (status: StepStatus): Record<StepId, StepStatus> =>
+  Object.fromEntries(STEPS.map((step) => [step, status])) as Record<StepId, StepStatus>;
+
+export const initialState = (closeDelay: number | null): State => ({
+  phase: { tag: "loading" },
+  session: null,
+  account: null,
+  allowance: "permit",
+  steps: allSteps("todo"),
+  closeDelay,
+});
+
+const isDone = (session: Session) => !session.needs_signature && session.status === "active";
+
+/** `step` becomes active; the steps before it are behind us (done unless skipped), those after it ahead. */
+const activate = (steps: Readonly<Record<StepId, StepStatus>>, step: StepId): Record<StepId, StepStatus> => {
+  const index = STEPS.indexOf(step);
+  return Object.fromEntries(
+    STEPS.map((id, i) => [
+      id,
+      i < index ? (steps[id] === "skipped" ? "skipped" : "done") : i === index ? "active" : "todo",
+    ]),
+  ) as Record<StepId, StepStatus>;
+};
+
+const withSteps = (
+  steps: Readonly<Record<StepId, StepStatus>>,
+  status: StepStatus,
+  predicate: (s: StepStatus) => boolean,
+) =>
+  Object.fromEntries(STEPS.map((id) => [id, predicate(steps[id]) ? status : steps[id]])) as Record<
+    StepId,
+    StepStatus
+  >;
+
+const finished = (state: State): State => ({
+  ...state,
+  phase: { tag: "done", countdown: state.closeDelay, closeFailed: false },
+  steps: withSteps(state.steps, "done", (s) => s !== "skipped"),
+});
+
+/** A session read while the page is loading, waiting or confirming. */
+const onSession = (state: State, session: Session): State => {
+  const next: State = {
+    ...state,
+    session,
+    allowance: state.session === null ? (session.token.permit ? "permit" : "approve") : state.allowance,
+  };
+  if (session.status === "revoked") return { ...next, phase: { tag: "revoked" } };
+  if (isDone(session)) return state.phase.tag === "done" ? next : finished(next);
+  // Submitted (ours or an earlier visit's) and not yet confirmed: wait for the chain.
+  if (session.pending_transaction !== null || !session.needs_signature)
+    return { ...next, phase: { tag: "busy" }, steps: activate(state.steps, "confirm") };
+  if (state.phase.tag === "loading" || state.phase.tag === "done")
+    return { ...next, phase: { tag: "connect" } };
+  return next;
+};
+
+export const reduce = (state: State, event: Event): State => {
+  switch (event.type) {
+    case "session":
+      return onSession(state, event.session);
+    case "not_found":
+      return { ...state, phase: { tag: "not_found" } };
+    case "step":
+      return { ...state, phase: { tag: "busy" }, steps: activate(state.steps, event.step) };
+    case "skipped":
+      return { ...state, steps: { ...state.steps, [event.step]: "skipped" } };
+    case "connected":
+      return { ...state, account: event.account };
+    case "ready_to_sign":
+      return {
+        ...state,
+        phase: { tag: "authorize" },
+        steps: { ...activate(state.steps, "sign_terms"), sign_terms: "todo" },
+      };
+    case "allowance":
+      return { ...state, allowance: event.mode };
+    case "failed":
+      return {
+        ...state,
+        phase: { tag: "error", error: event.error },
+        steps: withSteps(state.steps, "failed", (s) => s === "active"),
+      };
+    case "tick":
+      if (state.phase.tag !== "done" || state.phase.countdown === null || state.phase.countdown === 0)
+        return state;
+      return { ...state, phase: { ...state.phase, countdown: state.phase.countdown - 1 } };
+    case "keep_open":
+      return state.phase.tag === "done" ? { ...state, phase: { ...state.phase, countdown: null } } : state;
+    case "close_failed":
+      return state.phase.tag === "done"
+        ? { ...state, phase: { tag: "done", countdown: null, closeFailed: true } }
+        : state;
+  }
+};
