@@ -105,6 +105,16 @@ export const applyFact = (fact: FactRow, context: FactContext) =>
         let chargeId = existing[0]?.id;
         const period = detailNumber(fact, "period");
         if (chargeId === undefined) {
+          // Our transaction, mined after a period boundary: the chain charged the next period's id.
+          const ours = yield* sql<{ id: string }>`SELECT c.id FROM billing.charges c
+            JOIN billing.relayer_transactions r ON r.chain_id = c.chain_id AND r.purpose = c.relayer_purpose
+            WHERE c.chain_id = ${chain.id} AND c.status = 'pending' AND ${fact.tx_hash} = ANY(r.hashes)
+            FOR UPDATE OF c`;
+          chargeId = ours[0]?.id;
+          if (chargeId !== undefined)
+            yield* sql`UPDATE billing.charges SET onchain_id = ${fact.charge_id} WHERE id = ${chargeId}`;
+        }
+        if (chargeId === undefined) {
           chargeId = yield* newId("charge");
           yield* sql`INSERT INTO billing.charges ${sql.insert({
             id: chargeId,

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
+import { periodStart } from "../../src/ledger/period.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
 import { api, expectErrorShape, newAddress, newMerchantWithKey } from "./helpers.ts";
 
@@ -296,6 +297,27 @@ describe("charges: the transitions table and the dunning walk-through", () => {
       const failed = await m.waitForCharge(charge.json.id, "failed");
       expect(failed).toMatchObject({ failure_code: "insufficient_funds" });
       await m.waitForEvent("mandate.insufficient", mandate.id);
+    } finally {
+      await chain.rpc("evm_setAutomine", [true]);
+    }
+  });
+
+  it("settles a charge mined after a period boundary as the chain recorded it (the next period)", async () => {
+    const m = await merchant();
+    const mandate = await openMandate(m);
+    await m.call(`/v1/test/mandates/${mandate.id}/fund`, { amount_decimal: "10" });
+    await m.call(`/v1/test/mandates/${mandate.id}/authorize`, {});
+    const chain = chainDriver(31337);
+    await chain.rpc("evm_setAutomine", [false]);
+    try {
+      const charge = await m.call(`/v1/mandates/${mandate.id}/charges`, { amount_decimal: "10" });
+      expect(charge.json).toMatchObject({ status: "pending", period: 0 });
+      await chain.rpc("evm_setNextBlockTimestamp", [periodStart(mandate.anchor as number, 1) + 10]);
+      await chain.rpc("evm_mine", []);
+      const settled = await m.waitForCharge(charge.json.id, "succeeded");
+      expect(settled).toMatchObject({ period: 1, amount_decimal: "10" });
+      const all = await m.call(`/v1/mandates/${mandate.id}/charges`);
+      expect(all.json.data).toHaveLength(1);
     } finally {
       await chain.rpc("evm_setAutomine", [true]);
     }
