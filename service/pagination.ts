@@ -15,12 +15,6 @@ export const PageQuery = Schema.Struct({
   ),
 });
 
-export interface Page<A> {
-  readonly object: "list";
-  readonly data: A[];
-  readonly has_more: boolean;
-}
-
 /** `rows` were fetched with `limit + 1`: the extra one only says there is more. */
 export const pageOf = <A>(
   rows: readonly A[],

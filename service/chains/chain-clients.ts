@@ -6,8 +6,8 @@ import { Context, Effect, Layer, Schema } from "effect";
 import {
   BaseError,
   type Chain,
-  ContractFunctionRevertedError,
   createPublicClient,
+  decodeErrorResult,
   defineChain,
   encodeFunctionData,
   type Hex,
@@ -38,13 +38,6 @@ export const escrowCallData = (functionName: EscrowFunction, args: readonly unkn
   >[0]);
 
 const firstLine = (error: unknown) => String(error).split("\n")[0] ?? "unknown error";
-
-/** The custom error name of a reverted call, if the revert carried one. */
-export const revertName = (error: unknown): string | undefined => {
-  if (!(error instanceof BaseError)) return undefined;
-  const reverted = error.walk((e) => e instanceof ContractFunctionRevertedError);
-  return reverted instanceof ContractFunctionRevertedError ? reverted.data?.errorName : undefined;
-};
 
 export class ChainClients extends Context.Service<
   ChainClients,
@@ -111,15 +104,7 @@ export class ChainClients extends Context.Service<
       }).pipe(
         Effect.asVoid,
         Effect.catch((error): Effect.Effect<never, EscrowRevert | ChainUnavailable> => {
-          const name = revertName(
-            error instanceof BaseError
-              ? new ContractFunctionRevertedError({
-                  abi: MandateEscrowAbi,
-                  functionName,
-                  data: revertData(error),
-                })
-              : error,
-          );
+          const name = escrowErrorName(error);
           return name === undefined
             ? Effect.fail(new ChainUnavailable({ chainId: chain.id, message: firstLine(error) }))
             : Effect.fail(new EscrowRevert({ errorName: name, message: firstLine(error) }));
@@ -129,9 +114,16 @@ export class ChainClients extends Context.Service<
   });
 }
 
-/** The revert data a failed eth_call carried (viem nests it in the error's cause chain). */
-const revertData = (error: BaseError): Hex | undefined => {
-  const withData = error.walk((e) => typeof (e as { data?: unknown }).data === "string");
-  const data = (withData as { data?: unknown } | null)?.data;
-  return typeof data === "string" && data.startsWith("0x") && data.length >= 10 ? (data as Hex) : undefined;
+/** The escrow's custom error in a failed call's revert data (viem nests the data in the cause chain). */
+const escrowErrorName = (error: unknown): string | undefined => {
+  if (!(error instanceof BaseError)) return undefined;
+  const data = (
+    error.walk((e) => typeof (e as { data?: unknown }).data === "string") as { data?: unknown } | null
+  )?.data;
+  if (typeof data !== "string" || !data.startsWith("0x") || data.length < 10) return undefined;
+  try {
+    return decodeErrorResult({ abi: MandateEscrowAbi, data: data as Hex }).errorName;
+  } catch {
+    return undefined; // not one of the escrow's errors
+  }
 };

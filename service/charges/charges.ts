@@ -213,10 +213,12 @@ export class Charges extends Context.Service<
               message: "The customer has not signed this mandate yet: send them to its authorization_url.",
               param: null,
             });
-          if (
-            relayer.address === undefined ||
-            mandate.operator_address.toLowerCase() !== relayer.address.toLowerCase()
-          )
+          if (relayer.address === undefined)
+            return yield* new Unavailable({
+              code: "relayer_unavailable",
+              message: "This service has no relayer key configured, so it cannot send charges.",
+            });
+          if (mandate.operator_address.toLowerCase() !== relayer.address.toLowerCase())
             return yield* new InvalidRequest({
               code: "mandate_not_chargeable",
               message:

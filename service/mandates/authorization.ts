@@ -5,7 +5,7 @@
  * approval is spent) must come from that wallet and keeps the same mandate id, payee, token and anchor.
  * The test-mode authorize helper goes through the same path with a deterministic test wallet.
  */
-import { Context, Effect, Layer, Schema } from "effect";
+import { Context, Effect, Layer, Option, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import {
   encodeFunctionData,
@@ -198,8 +198,12 @@ export class Authorizations extends Context.Service<
           : Effect.succeed(undefined)
         ).pipe(Effect.flatMap((row) => (row ? Effect.succeed(row) : Effect.fail(notFoundAuthorization))));
 
-      const permitDomain = (chain: ResolvedChain, token: Hex) =>
-        clients
+      // A token's EIP-712 domain never changes: read it once (the page polls the session).
+      const permitDomains = new Map<string, PermitDomain>();
+      const permitDomain = (chain: ResolvedChain, token: Hex): Effect.Effect<Option.Option<PermitDomain>> => {
+        const known = permitDomains.get(`${chain.id}:${token.toLowerCase()}`);
+        if (known) return Effect.succeed(Option.some(known));
+        return clients
           .rpc(chain, "eip712Domain", () =>
             clients
               .client(chain)
@@ -214,8 +218,12 @@ export class Authorizations extends Context.Service<
                 verifyingContract,
               }),
             ),
+            Effect.tap((domain) =>
+              Effect.sync(() => permitDomains.set(`${chain.id}:${token.toLowerCase()}`, domain)),
+            ),
             Effect.option,
           );
+      };
 
       const session = (mandate: MandateRow) =>
         Effect.gen(function* () {

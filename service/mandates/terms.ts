@@ -106,13 +106,15 @@ export interface PermitMessage {
 }
 
 /** Typed data as `eth_signTypedData_v4` takes it: JSON only, so integers as decimal strings. */
-const jsonMessage = (message: object) =>
+export type JsonMessage<M> = { readonly [K in keyof M]: M[K] extends bigint ? string : M[K] };
+
+const jsonMessage = <M extends object>(message: M): JsonMessage<M> =>
   Object.fromEntries(
     Object.entries(message).map(([key, value]) => [
       key,
       typeof value === "bigint" ? value.toString() : value,
     ]),
-  );
+  ) as JsonMessage<M>;
 
 export const termsTypedDataJson = (chainId: number, escrow: Hex, message: TermsMessage) => ({
   domain: termsDomain(chainId, escrow),

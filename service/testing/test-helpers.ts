@@ -84,7 +84,6 @@ export class TestHelpers extends Context.Service<
       const mandates = yield* Mandates;
       const merchantChains = yield* MerchantChains;
       const authorizations = yield* Authorizations;
-      const services = Layer.succeed(SqlClient.SqlClient, sql);
 
       const chainOf = (chainId: number) => {
         const chain = registry.all.find((c) => c.id === chainId);
@@ -98,7 +97,7 @@ export class TestHelpers extends Context.Service<
             yield* relayer.submit(chainId, { to, data, purpose });
             return yield* relayer.waitMined(chainId, purpose, WAIT);
           }),
-        ).pipe(Effect.provide(services));
+        ).pipe(Effect.provideService(SqlClient.SqlClient, sql));
 
       const fund = (caller: Caller, mandateId: string, input: typeof FundRequest.Type) =>
         Effect.gen(function* () {
@@ -206,26 +205,14 @@ export class TestHelpers extends Context.Service<
                 "This token has no permit, so the test wallet would need gas to approve; sign at authorization_url.",
               param: null,
             });
-          const terms = request.json.terms.message as typeof request.json.terms.message & {
-            mandateId: string;
-            payee: string;
-            token: string;
-            cap: string;
-            anchor: string;
-            approvalPeriods: number;
-            operator: string;
-            holdSeconds: string;
-            nonce: string;
-            deadline: string;
-          };
           const submitted = yield* outsideTransaction(
             authorizations.submit(mandate, {
               customer_address: wallet.address,
-              terms,
+              terms: request.json.terms.message,
               signature,
               permit_signature: permitSignature,
             }),
-          ).pipe(Effect.provide(services));
+          ).pipe(Effect.provideService(SqlClient.SqlClient, sql));
           const mined = yield* relayer.waitMined(chain.id, submitted.purpose, WAIT);
           if (mined?.status !== "mined")
             return yield* unavailable(
