@@ -33,12 +33,18 @@ import { eventRoutes } from "./http/routes/events.ts";
 import { mandateRoutes } from "./http/routes/mandates.ts";
 import { reconciliationRoutes } from "./http/routes/reconciliation.ts";
 import { testHelperRoutes } from "./http/routes/test-helpers.ts";
+import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { Idempotency } from "./idempotency/idempotency.ts";
 import { Authorizations } from "./mandates/authorization.ts";
 import { Mandates } from "./mandates/mandates.ts";
 import { Merchants } from "./merchants/merchants.ts";
 import { Reconciliation } from "./reconciliation/reconciliation.ts";
 import { TestHelpers } from "./testing/test-helpers.ts";
+import { Deliveries } from "./webhooks/deliveries.ts";
+import { dispatcherLayer } from "./webhooks/dispatcher.ts";
+import { WebhookEndpoints } from "./webhooks/endpoints.ts";
+import { SecretBox } from "./webhooks/secret-box.ts";
+import { AttemptSender } from "./webhooks/sender.ts";
 import { idempotencyPurge, runWorkers, Workers } from "./workers/workers.ts";
 
 export const VERSION = "0.1.0";
@@ -54,7 +60,9 @@ export type AppServices =
   | Charges
   | Events
   | Authorizations
-  | TestHelpers;
+  | TestHelpers
+  | WebhookEndpoints
+  | Deliveries;
 
 export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...chainRoutes,
@@ -62,6 +70,7 @@ export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...eventRoutes,
   ...testHelperRoutes,
   ...reconciliationRoutes,
+  ...webhookRoutes,
 ];
 
 export const loggingLayer = (config: Pick<ServiceConfig, "logFormat" | "logLevel">) =>
@@ -77,6 +86,7 @@ export const domainLayer = (config: ServiceConfig) => {
     ChainRegistry.fromFile(config.chainsFile),
     ChainClients.layer,
     PublicUrl.layer(config.publicUrl ?? `http://${config.host}:${config.port}`),
+    SecretBox.layer(config.webhooks.secretsKey),
   );
   const migrated = Layer.effectDiscard(runMigrations).pipe(Layer.provide(infrastructure));
   const foundation = Layer.mergeAll(
@@ -90,7 +100,13 @@ export const domainLayer = (config: ServiceConfig) => {
   ).pipe(Layer.provideMerge(infrastructure));
   const mandates = Mandates.layer.pipe(Layer.provideMerge(foundation));
   const billing = Layer.mergeAll(Charges.layer, Authorizations.layer).pipe(Layer.provideMerge(mandates));
-  return TestHelpers.layer.pipe(Layer.provideMerge(billing), Layer.provide(migrated));
+  const endpoints = WebhookEndpoints.layer({ allowPrivateInTest: config.webhooks.allowPrivateInTest }).pipe(
+    Layer.provideMerge(billing),
+  );
+  return Layer.mergeAll(TestHelpers.layer, Deliveries.layer).pipe(
+    Layer.provideMerge(endpoints),
+    Layer.provide(migrated),
+  );
 };
 
 export const serviceLayer = (config: ServiceConfig) => {
@@ -105,7 +121,21 @@ export const serviceLayer = (config: ServiceConfig) => {
     | Mandates
     | Charges
   >([idempotencyPurge, factRelay, relayerTracker, holdReleaser, chargeOutcomes]).pipe(Layer.provide(domain));
-  return Layer.mergeAll(domain, workers).pipe(
+  const dispatcher = dispatcherLayer({
+    maxInFlight: config.webhooks.maxInFlight,
+    maxInFlightPerEndpoint: config.webhooks.maxInFlightPerEndpoint,
+    timeoutMs: config.webhooks.timeoutSeconds * 1000,
+    allowPrivateInTest: config.webhooks.allowPrivateInTest,
+  }).pipe(
+    Layer.provide(
+      AttemptSender.layer({
+        timeoutMs: config.webhooks.timeoutSeconds * 1000,
+        connectionsPerOrigin: config.webhooks.maxInFlightPerEndpoint,
+      }),
+    ),
+    Layer.provide(domain),
+  );
+  return Layer.mergeAll(domain, workers, dispatcher).pipe(
     Layer.provide(loggingLayer(config)),
     Layer.merge(loggingLayer(config)),
   );

@@ -8,6 +8,7 @@ import { Effect, type LogLevel, Redacted } from "effect";
 import { type ChainConfig, loadChainsFile } from "../../service/chains/config.ts";
 import type { ServiceConfig } from "../../service/config/env.ts";
 import { type RunningService, startService } from "../../service/main.ts";
+import { generateSecretsKey } from "../../service/webhooks/secret-box.ts";
 import { abisUpToDate, writeAbis } from "../contracts/compile.ts";
 import { type RunningAnvil, startAnvil } from "./anvil.ts";
 import { ponderSchemaName, type RunningPonder, releaseStaleLock, startPonder } from "./ponder.ts";
@@ -39,9 +40,19 @@ export interface RunningStack {
   readonly chainsFile: string;
   readonly chains: readonly ChainConfig[];
   readonly devMerchant: DevMerchant;
+  /** Every service process on this database needs it to sign webhook deliveries. */
+  readonly webhookSecretsKey: string;
   readonly timings: Readonly<Record<string, number>>;
   stop(): Promise<void>;
 }
+
+/** WEBHOOK_SECRETS_KEY from the environment, or one generated once per data directory. */
+const webhookSecretsKey = (dataDir: string): string => {
+  if (process.env.WEBHOOK_SECRETS_KEY) return process.env.WEBHOOK_SECRETS_KEY;
+  const file = join(dataDir, "webhook-secrets.key");
+  if (!existsSync(file)) writeFileSync(file, `${generateSecretsKey()}\n`, { mode: 0o600 });
+  return readFileSync(file, "utf8").trim();
+};
 
 /** A stack.json left behind means its supervisor was killed: stop the children it recorded. */
 const stopLeftovers = async (stackFile: string): Promise<void> => {
@@ -111,6 +122,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     writeFileSync(chainsFile, resolvedJson);
 
     const ponderPort = options.ponderPort ?? (await freePort());
+    const secretsKey = webhookSecretsKey(options.dataDir);
     const serviceConfig: ServiceConfig = {
       host: "127.0.0.1",
       port: options.port,
@@ -125,6 +137,13 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
         (process.env.RELAYER_PRIVATE_KEY as `0x${string}` | undefined) ?? LOCAL_RELAYER_KEY,
       ),
       relayerBumpAfterSeconds: 30,
+      webhooks: {
+        secretsKey: Redacted.make(secretsKey),
+        allowPrivateInTest: true,
+        timeoutSeconds: 10,
+        maxInFlight: 256,
+        maxInFlightPerEndpoint: 16,
+      },
     };
     const devMerchant = await Effect.runPromise(
       seedDevMerchant(serviceConfig, join(options.dataDir, "dev-merchant.json"), options.devApiKey),
@@ -170,6 +189,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       chainsFile,
       chains,
       devMerchant,
+      webhookSecretsKey: secretsKey,
       timings,
       stop: stopAll,
     };

@@ -19,6 +19,19 @@ export interface ServiceConfig {
   readonly relayerBumpAfterSeconds: number;
   /** Public base URL of this service (authorization links); default: where it listens. */
   readonly publicUrl?: string | undefined;
+  readonly webhooks: WebhookConfig;
+}
+
+export interface WebhookConfig {
+  /** 32 bytes, base64: the AES-256-GCM key that encrypts endpoints' signing secrets at rest. */
+  readonly secretsKey: Redacted.Redacted<string>;
+  /** Test-mode endpoints may point at localhost and private addresses (a local deployment). */
+  readonly allowPrivateInTest: boolean;
+  /** One attempt's limit: connect, send and answer. */
+  readonly timeoutSeconds: number;
+  /** Deliveries in flight per process, and per endpoint per process. */
+  readonly maxInFlight: number;
+  readonly maxInFlightPerEndpoint: number;
 }
 
 export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, Config.ConfigError> = Effect.gen(
@@ -45,6 +58,17 @@ export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, Config.ConfigErr
       ),
       relayerBumpAfterSeconds: yield* Config.Int("RELAYER_BUMP_AFTER_SECONDS").pipe(Config.withDefault(30)),
       publicUrl: yield* Config.String("PUBLIC_URL").pipe(Config.option, Config.map(Option.getOrUndefined)),
+      webhooks: {
+        secretsKey: yield* Config.Redacted("WEBHOOK_SECRETS_KEY"),
+        allowPrivateInTest: yield* Config.Boolean("WEBHOOK_TEST_ALLOW_PRIVATE_URLS").pipe(
+          Config.withDefault(!production),
+        ),
+        timeoutSeconds: yield* Config.Int("WEBHOOK_TIMEOUT_SECONDS").pipe(Config.withDefault(10)),
+        maxInFlight: yield* Config.Int("WEBHOOK_MAX_IN_FLIGHT").pipe(Config.withDefault(256)),
+        maxInFlightPerEndpoint: yield* Config.Int("WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT").pipe(
+          Config.withDefault(16),
+        ),
+      },
     };
   },
 );

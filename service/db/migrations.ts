@@ -165,6 +165,51 @@ export const migrations = {
     "CREATE INDEX events_merchant_type ON billing.events (merchant_id, livemode, type, inserted_at DESC)",
     "CREATE INDEX events_merchant_inserted ON billing.events (merchant_id, livemode, inserted_at DESC, id DESC)",
   ),
+  "0005_webhooks": statements(
+    `CREATE TABLE billing.webhook_endpoints (
+      id text PRIMARY KEY,
+      merchant_id text NOT NULL REFERENCES billing.merchants (id),
+      livemode boolean NOT NULL,
+      url text NOT NULL,
+      events text[] NOT NULL,
+      description text,
+      status text NOT NULL CHECK (status IN ('enabled', 'disabled')),
+      secret_ciphertext bytea NOT NULL,
+      previous_secret_ciphertext bytea,
+      previous_secret_expires_at timestamptz,
+      created_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL DEFAULT now(),
+      deleted_at timestamptz
+    )`,
+    "CREATE INDEX webhook_endpoints_merchant ON billing.webhook_endpoints (merchant_id, livemode, id DESC) WHERE deleted_at IS NULL",
+    `CREATE TABLE billing.webhook_deliveries (
+      id text PRIMARY KEY,
+      endpoint_id text NOT NULL REFERENCES billing.webhook_endpoints (id),
+      event_id text NOT NULL REFERENCES billing.events (id),
+      event_type text NOT NULL,
+      trigger text NOT NULL CHECK (trigger IN ('event', 'replay', 'test')),
+      status text NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
+      attempt_count integer NOT NULL DEFAULT 0,
+      next_attempt_at timestamptz,
+      last_attempt_at timestamptz,
+      created_at timestamptz NOT NULL
+    )`,
+    // Fan-out inserts each event once per endpoint; replays and tests add further deliveries.
+    "CREATE UNIQUE INDEX webhook_deliveries_event_once ON billing.webhook_deliveries (endpoint_id, event_id) WHERE trigger = 'event'",
+    "CREATE INDEX webhook_deliveries_due ON billing.webhook_deliveries (endpoint_id, next_attempt_at) WHERE status = 'pending'",
+    "CREATE INDEX webhook_deliveries_endpoint ON billing.webhook_deliveries (endpoint_id, id DESC)",
+    "CREATE INDEX webhook_deliveries_event ON billing.webhook_deliveries (event_id)",
+    `CREATE TABLE billing.webhook_attempts (
+      delivery_id text NOT NULL REFERENCES billing.webhook_deliveries (id),
+      number integer NOT NULL,
+      attempted_at timestamptz NOT NULL,
+      status_code integer,
+      duration_ms integer NOT NULL,
+      error text,
+      response_body text,
+      PRIMARY KEY (delivery_id, number, attempted_at)
+    )`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

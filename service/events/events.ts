@@ -5,21 +5,12 @@ import type { Caller } from "../auth/api-keys.ts";
 import { decodeRows } from "../db/rows.ts";
 import { NotFound } from "../errors.ts";
 import { PageQuery, pageOf } from "../pagination.ts";
-
-export const EVENT_TYPES = [
-  "mandate.authorized",
-  "mandate.revoked",
-  "mandate.insufficient",
-  "mandate.requires_authorization",
-  "charge.succeeded",
-  "charge.released",
-  "charge.returned",
-] as const;
+import { EventTypeSchema } from "../webhooks/event-types.ts";
 
 export const ListEventsQuery = Schema.Struct({
   ...PageQuery.fields,
   type: Schema.optionalKey(
-    Schema.Literals(EVENT_TYPES).annotate({ description: "Only events of this type" }),
+    EventTypeSchema.annotate({ description: "Only events of this type (see GET /v1/event_types)" }),
   ),
 }).annotate({ identifier: "ListEventsQuery" });
 export type ListEventsQuery = typeof ListEventsQuery.Type;

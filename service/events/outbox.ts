@@ -6,6 +6,7 @@
 import { PgClient } from "@effect/sql-pg";
 import { Array as Arr, Clock, Effect } from "effect";
 import { newId } from "../ids.ts";
+import { fanOut } from "../webhooks/fan-out.ts";
 
 export const EVENTS_CHANNEL = "billing_events";
 
@@ -36,7 +37,7 @@ export const eventPayload = (event: NewEvent) => ({
   data: { object: event.object },
 });
 
-/** Inserts events whose key is new; returns the ids inserted. Wakes dispatchers on commit. */
+/** Inserts events whose key is new, with their webhook deliveries; returns the ids inserted. */
 export const insertEvents = (events: readonly NewEvent[]) =>
   Effect.gen(function* () {
     if (!Arr.isReadonlyArrayNonEmpty(events)) return [] as string[];
@@ -59,8 +60,11 @@ export const insertEvents = (events: readonly NewEvent[]) =>
       )}
       ON CONFLICT DO NOTHING
       RETURNING id`;
-    if (inserted.length > 0) yield* sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${String(inserted.length)})`;
-    return inserted.map((row) => row.id);
+    if (inserted.length === 0) return [] as string[];
+    yield* sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${String(inserted.length)})`;
+    const ids = inserted.map((row) => row.id);
+    yield* fanOut(ids);
+    return ids;
   });
 
 /** An outcome the service itself observed (not a chain fact), e.g. a charge refused for funds. */

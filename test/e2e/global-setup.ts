@@ -22,6 +22,7 @@ export interface TestStack {
   readonly dataDir: string;
   readonly merchantId: string;
   readonly apiKey: string;
+  readonly webhookSecretsKey: string;
 }
 
 declare module "vitest" {
@@ -104,6 +105,7 @@ export default async function setup(project: TestProject) {
     dataDir,
     merchantId: stack.devMerchant.merchantId,
     apiKey: stack.devMerchant.apiKey,
+    webhookSecretsKey: stack.webhookSecretsKey,
   });
 
   return async () => {

@@ -18,7 +18,13 @@ afterAll(() => {
 
 const startServiceProcess = (env: Record<string, string>) => {
   const child = spawn(process.execPath, ["service/main.ts"], {
-    env: { ...process.env, DATABASE_URL: stack().databaseUrl, CHAINS_CONFIG: stack().chainsFile, ...env },
+    env: {
+      ...process.env,
+      DATABASE_URL: stack().databaseUrl,
+      CHAINS_CONFIG: stack().chainsFile,
+      WEBHOOK_SECRETS_KEY: stack().webhookSecretsKey,
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   children.push(child);

@@ -1,0 +1,137 @@
+import { Effect, Schema } from "effect";
+import { listOf } from "../../chains/objects.ts";
+import { Deliveries, DeliveryObject, ListDeliveriesQuery, ReplayEvent } from "../../webhooks/deliveries.ts";
+import {
+  DeletedWebhookEndpoint,
+  WebhookEndpointObject,
+  WebhookEndpointWithSecret,
+} from "../../webhooks/endpoint-object.ts";
+import {
+  CreateWebhookEndpoint,
+  ListEndpointsQuery,
+  RotateSecret,
+  UpdateWebhookEndpoint,
+  WebhookEndpoints,
+} from "../../webhooks/endpoints.ts";
+import { EventTypeObject, eventTypeList } from "../../webhooks/event-types.ts";
+import { defineRoute } from "../route.ts";
+
+const withEndpoints = Effect.service(WebhookEndpoints);
+const withDeliveries = Effect.service(Deliveries);
+
+export const webhookRoutes = [
+  defineRoute({
+    method: "GET",
+    path: "/v1/event_types",
+    operationId: "listEventTypes",
+    tag: "Webhooks",
+    summary: "Every event type the service emits: the names webhook endpoints may subscribe to.",
+    response: listOf(EventTypeObject, "EventTypeList"),
+    handler: () => Effect.succeed(eventTypeList()),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/webhook_endpoints",
+    operationId: "createWebhookEndpoint",
+    tag: "Webhooks",
+    summary: "Register a webhook endpoint. The response carries its signing `secret`, shown only this once.",
+    description:
+      "Every name in `events` must be an emitted type (GET /v1/event_types); unknown names are refused with 400 `event_type_unknown` listing them. In live mode the URL must be https and must not point at localhost, private, loopback, link-local, CGNAT, unique-local, IPv4-mapped, unspecified or cloud-metadata addresses, however spelt, nor at a name resolving to one (400 `url_private` / `url_insecure`).",
+    body: CreateWebhookEndpoint,
+    response: WebhookEndpointWithSecret,
+    handler: ({ caller, body }) =>
+      Effect.flatMap(withEndpoints, (endpoints) => endpoints.create(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/webhook_endpoints",
+    operationId: "listWebhookEndpoints",
+    tag: "Webhooks",
+    summary: "Your webhook endpoints, newest first (never with their secrets).",
+    body: ListEndpointsQuery,
+    response: listOf(WebhookEndpointObject, "WebhookEndpointList"),
+    handler: ({ caller, body }) => Effect.flatMap(withEndpoints, (endpoints) => endpoints.list(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/webhook_endpoints/{id}",
+    operationId: "retrieveWebhookEndpoint",
+    tag: "Webhooks",
+    summary: "A webhook endpoint (never with its secret).",
+    response: WebhookEndpointObject,
+    handler: ({ caller, params }) =>
+      Effect.flatMap(withEndpoints, (endpoints) => endpoints.retrieve(caller, params.id ?? "")),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/webhook_endpoints/{id}",
+    operationId: "updateWebhookEndpoint",
+    tag: "Webhooks",
+    summary:
+      "Change an endpoint's url, events or description, or disable it (`disabled: true`) and enable it again.",
+    body: UpdateWebhookEndpoint,
+    response: WebhookEndpointObject,
+    handler: ({ caller, body, params }) =>
+      Effect.flatMap(withEndpoints, (endpoints) => endpoints.update(caller, params.id ?? "", body)),
+  }),
+  defineRoute({
+    method: "DELETE",
+    path: "/v1/webhook_endpoints/{id}",
+    operationId: "deleteWebhookEndpoint",
+    tag: "Webhooks",
+    summary: "Delete an endpoint: nothing more is sent to it, pending deliveries included.",
+    response: DeletedWebhookEndpoint,
+    handler: ({ caller, params }) =>
+      Effect.flatMap(withEndpoints, (endpoints) => endpoints.remove(caller, params.id ?? "")),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/webhook_endpoints/{id}/rotate_secret",
+    operationId: "rotateWebhookSecret",
+    tag: "Webhooks",
+    summary: "Replace the signing secret; the new one is in this response only.",
+    description:
+      "Until `previous_secret_expires` (default 24 h, `expire_previous_after_seconds` 0-604800) deliveries carry two signatures, `v1=<new>,v1=<previous>`, so receivers can switch secrets without dropping a delivery.",
+    body: RotateSecret,
+    response: WebhookEndpointWithSecret,
+    handler: ({ caller, body, params }) =>
+      Effect.flatMap(withEndpoints, (endpoints) => endpoints.rotateSecret(caller, params.id ?? "", body)),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/webhook_endpoints/{id}/test",
+    operationId: "testWebhookEndpoint",
+    tag: "Webhooks",
+    summary: "Send a `webhook.test` event to this endpoint (not a payment; never act on it).",
+    response: DeliveryObject,
+    handler: ({ caller, params }) =>
+      Effect.flatMap(withDeliveries, (deliveries) => deliveries.sendTest(caller, params.id ?? "")),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/webhook_endpoints/{id}/deliveries",
+    operationId: "listWebhookDeliveries",
+    tag: "Webhooks",
+    summary:
+      "An endpoint's deliveries, newest first, each with its attempts and next retry; filter by status and event.",
+    body: ListDeliveriesQuery,
+    response: listOf(DeliveryObject, "WebhookDeliveryList"),
+    handler: ({ caller, body, params }) =>
+      Effect.flatMap(withDeliveries, (deliveries) => deliveries.list(caller, params.id ?? "", body)),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/events/{id}/replay",
+    operationId: "replayEvent",
+    tag: "Events",
+    summary: "Send an event again, with the same id, as a new delivery to its endpoints.",
+    body: ReplayEvent,
+    response: Schema.Struct({
+      object: Schema.Literal("list"),
+      data: Schema.Array(DeliveryObject),
+      has_more: Schema.Boolean,
+    }).annotate({ identifier: "ReplayedDeliveries" }),
+    handler: ({ caller, body, params }) =>
+      Effect.flatMap(withDeliveries, (deliveries) => deliveries.replay(caller, params.id ?? "", body)),
+  }),
+];

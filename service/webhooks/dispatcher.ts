@@ -1,0 +1,303 @@
+/**
+ * The dispatcher: sends due deliveries and records every attempt. Claims are leases, not open
+ * transactions: a claim moves the delivery's next_attempt_at past the attempt's time limit, so a process
+ * that dies mid-send leaves deliveries that fall due again and are re-sent by whichever process is alive
+ * (at least once; receivers deduplicate on the event id). Outcomes are written in batches, one statement
+ * per batch (attempt rows and delivery states together).
+ *
+ * Concurrency is bounded per process and per endpoint, and each send is its own fiber, so a slow or
+ * dead endpoint holds only its own slots and never delays another endpoint's deliveries.
+ */
+import { PgClient } from "@effect/sql-pg";
+import { Clock, Effect, FiberSet, Layer, Queue, Ref, Schedule, Schema } from "effect";
+import { SqlClient } from "effect/sql";
+import { decodeRows } from "../db/rows.ts";
+import { EventObject } from "../events/events.ts";
+import { DELIVERIES_CHANNEL } from "./fan-out.ts";
+import { nextState } from "./retry-schedule.ts";
+import { SecretBox } from "./secret-box.ts";
+import { type AttemptOutcome, AttemptSender } from "./sender.ts";
+import { SIGNATURE_HEADER, signatureHeader } from "./signature.ts";
+
+export interface DispatcherOptions {
+  readonly maxInFlight: number;
+  readonly maxInFlightPerEndpoint: number;
+  readonly timeoutMs: number;
+  /** Test-mode endpoints may be dialled at private addresses (a local deployment). */
+  readonly allowPrivateInTest: boolean;
+  /** Longest wait between looks for deliveries falling due (retries); new ones wake it at once. */
+  readonly pollIntervalMs?: number;
+  /** Source of retry jitter in [0, 1). */
+  readonly random?: () => number;
+}
+
+const ClaimedRow = Schema.Struct({
+  id: Schema.String,
+  endpoint_id: Schema.String,
+  event_id: Schema.String,
+  attempt_count: Schema.Number,
+  url: Schema.String,
+  livemode: Schema.Boolean,
+  secret_ciphertext: Schema.Uint8Array,
+  previous_secret_ciphertext: Schema.NullOr(Schema.Uint8Array),
+  previous_secret_expires_at: Schema.NullOr(Schema.Date),
+  payload: EventObject,
+});
+export type ClaimedDelivery = typeof ClaimedRow.Type;
+const decodeClaimed = decodeRows(ClaimedRow);
+
+/**
+ * Leases up to `limit` due deliveries, at most `perEndpoint - busy[endpoint]` per endpoint, skipping rows
+ * another process is claiming right now. Each endpoint with due deliveries gets its share before the
+ * overall limit cuts, so a backlog at one endpoint does not starve the others.
+ */
+export const claimDue = (input: {
+  readonly now: number;
+  readonly limit: number;
+  readonly perEndpoint: number;
+  readonly leaseMs: number;
+  readonly busy: ReadonlyMap<string, number>;
+}) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient;
+    const now = new Date(input.now);
+    const busy = JSON.stringify(Object.fromEntries(input.busy));
+    return yield* sql`
+      WITH busy AS (
+        SELECT key AS endpoint_id, value::int AS n FROM jsonb_each_text(${busy}::jsonb)
+      ), eligible AS (
+        SELECT w.id, ${input.perEndpoint}::int - COALESCE(b.n, 0) AS room
+        FROM (SELECT DISTINCT endpoint_id FROM billing.webhook_deliveries
+              WHERE status = 'pending' AND next_attempt_at <= ${now}) due
+        JOIN billing.webhook_endpoints w
+          ON w.id = due.endpoint_id AND w.status = 'enabled' AND w.deleted_at IS NULL
+        LEFT JOIN busy b ON b.endpoint_id = w.id
+        WHERE ${input.perEndpoint}::int - COALESCE(b.n, 0) > 0
+      ), picked AS (
+        SELECT p.id FROM eligible e CROSS JOIN LATERAL (
+          SELECT d.id FROM billing.webhook_deliveries d
+          WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${now}
+          ORDER BY d.next_attempt_at, d.id
+          LIMIT e.room
+          FOR UPDATE SKIP LOCKED
+        ) p
+        LIMIT ${input.limit}
+      ), claimed AS (
+        UPDATE billing.webhook_deliveries d SET next_attempt_at = ${new Date(input.now + input.leaseMs)}
+        FROM picked WHERE d.id = picked.id
+        RETURNING d.id, d.endpoint_id, d.event_id, d.attempt_count
+      )
+      SELECT c.id, c.endpoint_id, c.event_id, c.attempt_count, w.url, w.livemode, w.secret_ciphertext,
+             w.previous_secret_ciphertext, w.previous_secret_expires_at, ev.payload
+      FROM claimed c
+      JOIN billing.webhook_endpoints w ON w.id = c.endpoint_id
+      JOIN billing.events ev ON ev.id = c.event_id`.pipe(Effect.flatMap(decodeClaimed));
+  });
+
+export interface RecordedOutcome {
+  readonly deliveryId: string;
+  readonly endpointId: string;
+  /** This attempt's number (1 for the first). */
+  readonly number: number;
+  readonly attemptedAt: number;
+  readonly outcome: AttemptOutcome;
+}
+
+/** Writes attempts and delivery states in one statement. A delivery already moved on (a lease that
+ * expired and was re-sent elsewhere, or an endpoint deleted meanwhile) keeps its state; the attempt is
+ * still recorded. */
+export const recordOutcomes = (outcomes: readonly RecordedOutcome[], random: () => number) =>
+  Effect.gen(function* () {
+    if (outcomes.length === 0) return;
+    const sql = yield* SqlClient.SqlClient;
+    const rows = outcomes.map((o) => {
+      const next = nextState(o.number, o.outcome.ok, o.attemptedAt, random());
+      return {
+        id: o.deliveryId,
+        number: o.number,
+        attempted_at: new Date(o.attemptedAt).toISOString(),
+        status_code: o.outcome.statusCode,
+        duration_ms: o.outcome.durationMs,
+        error: o.outcome.error,
+        response_body: o.outcome.responseBody,
+        status: next.status,
+        next_attempt_at: next.nextAttemptAt === null ? null : new Date(next.nextAttemptAt).toISOString(),
+      };
+    });
+    yield* sql`
+      WITH input AS (
+        SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(
+          id text, number int, attempted_at timestamptz, status_code int, duration_ms int, error text,
+          response_body text, status text, next_attempt_at timestamptz)
+      ), attempts AS (
+        INSERT INTO billing.webhook_attempts
+          (delivery_id, number, attempted_at, status_code, duration_ms, error, response_body)
+        SELECT id, number, attempted_at, status_code, duration_ms, error, response_body FROM input
+        ON CONFLICT DO NOTHING
+      )
+      UPDATE billing.webhook_deliveries d
+      SET status = v.status, attempt_count = v.number, next_attempt_at = v.next_attempt_at,
+          last_attempt_at = v.attempted_at
+      FROM input v
+      WHERE d.id = v.id AND d.status = 'pending' AND d.attempt_count = v.number - 1`;
+  });
+
+/** The exact bytes sent, and the signature header over them (both secrets during a rotation overlap). */
+export const buildAttempt = (claimed: ClaimedDelivery, now: number, options: DispatcherOptions) =>
+  Effect.gen(function* () {
+    const box = yield* SecretBox;
+    const secrets = [yield* box.open(claimed.secret_ciphertext, claimed.endpoint_id)];
+    if (
+      claimed.previous_secret_ciphertext &&
+      claimed.previous_secret_expires_at &&
+      claimed.previous_secret_expires_at.getTime() > now
+    )
+      secrets.push(yield* box.open(claimed.previous_secret_ciphertext, claimed.endpoint_id));
+    const body = JSON.stringify(claimed.payload);
+    return {
+      url: claimed.url,
+      body,
+      headers: {
+        "content-type": "application/json",
+        "user-agent": "mandate-billing-webhooks/1",
+        [SIGNATURE_HEADER.toLowerCase()]: signatureHeader(Math.floor(now / 1000), body, secrets),
+      },
+      guarded: claimed.livemode || !options.allowPrivateInTest,
+    };
+  });
+
+/** One attempt of a claimed delivery. A secret that does not decrypt is the deployment's fault, not the
+ * endpoint's: no attempt is counted and the delivery is looked at again after a minute. */
+const attemptDelivery = (claimed: ClaimedDelivery, options: DispatcherOptions) =>
+  Effect.gen(function* () {
+    const sender = yield* AttemptSender;
+    const now = yield* Clock.currentTimeMillis;
+    const attempt = yield* Effect.result(buildAttempt(claimed, now, options));
+    if (attempt._tag === "Failure") {
+      yield* Effect.logError("webhook delivery not sent", attempt.failure.message).pipe(
+        Effect.annotateLogs({ delivery: claimed.id }),
+      );
+      const sql = yield* SqlClient.SqlClient;
+      yield* sql`UPDATE billing.webhook_deliveries SET next_attempt_at = ${new Date(now + 60_000)}
+                 WHERE id = ${claimed.id} AND status = 'pending'`.pipe(Effect.ignore);
+      return undefined;
+    }
+    const outcome = yield* sender.send(attempt.success);
+    return {
+      deliveryId: claimed.id,
+      endpointId: claimed.endpoint_id,
+      number: claimed.attempt_count + 1,
+      attemptedAt: now,
+      outcome,
+    } satisfies RecordedOutcome;
+  });
+
+const leaseMs = (options: DispatcherOptions) => options.timeoutMs + 10_000;
+
+/**
+ * One complete pass: claim what is due, send it all, record it all. The running dispatcher pipelines
+ * these steps; this form is for tests that drive time themselves.
+ */
+export const deliverDue = (options: DispatcherOptions) =>
+  Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis;
+    const claimed = yield* claimDue({
+      now,
+      limit: options.maxInFlight,
+      perEndpoint: options.maxInFlightPerEndpoint,
+      leaseMs: leaseMs(options),
+      busy: new Map(),
+    });
+    const outcomes = yield* Effect.forEach(claimed, (row) => attemptDelivery(row, options), {
+      concurrency: "unbounded",
+    });
+    const recorded = outcomes.filter((o): o is RecordedOutcome => o !== undefined);
+    yield* recordOutcomes(recorded, options.random ?? Math.random);
+    return recorded;
+  });
+
+const RECORD_BATCH = 500;
+
+/** The long-running dispatcher of a process: started with its runtime, interrupted when it stops. */
+export const dispatcherLayer = (options: DispatcherOptions) =>
+  Layer.effectDiscard(
+    Effect.gen(function* () {
+      const pg = yield* PgClient.PgClient;
+      const random = options.random ?? Math.random;
+      const wake = yield* Queue.unbounded<void>();
+      const results = yield* Queue.unbounded<
+        RecordedOutcome | { readonly endpointId: string; readonly skipped: true }
+      >();
+      const busy = yield* Ref.make(new Map<string, number>());
+      const fibers = yield* FiberSet.make();
+
+      const adjust = (endpointId: string, by: number) =>
+        Ref.update(busy, (map) => {
+          const next = new Map(map);
+          const count = (next.get(endpointId) ?? 0) + by;
+          if (count > 0) next.set(endpointId, count);
+          else next.delete(endpointId);
+          return next;
+        });
+      const total = Effect.map(Ref.get(busy), (map) => {
+        let sum = 0;
+        for (const n of map.values()) sum += n;
+        return sum;
+      });
+
+      const notifications = yield* pg.listen(DELIVERIES_CHANNEL);
+      yield* Effect.forkScoped(
+        Queue.take(notifications).pipe(Effect.andThen(Queue.offer(wake, undefined)), Effect.forever),
+      );
+
+      const claimLoop = Effect.gen(function* () {
+        const free = options.maxInFlight - (yield* total);
+        if (free > 0) {
+          const claimed = yield* claimDue({
+            now: yield* Clock.currentTimeMillis,
+            limit: free,
+            perEndpoint: options.maxInFlightPerEndpoint,
+            leaseMs: leaseMs(options),
+            busy: yield* Ref.get(busy),
+          });
+          for (const row of claimed) {
+            yield* adjust(row.endpoint_id, 1);
+            yield* FiberSet.run(
+              fibers,
+              attemptDelivery(row, options).pipe(
+                Effect.flatMap((outcome) =>
+                  Queue.offer(results, outcome ?? { endpointId: row.endpoint_id, skipped: true as const }),
+                ),
+              ),
+            );
+          }
+          if (claimed.length === free) return; // more may be due: look again at once
+        }
+        yield* Queue.take(wake).pipe(
+          Effect.andThen(Queue.clear(wake)),
+          Effect.timeoutOption(options.pollIntervalMs ?? 1000),
+        );
+      }).pipe(
+        Effect.catchCause((cause) =>
+          Effect.logWarning("webhook claim failed", cause).pipe(Effect.andThen(Effect.sleep("1 second"))),
+        ),
+        Effect.forever,
+      );
+
+      const recordLoop = Effect.gen(function* () {
+        const batch = yield* Queue.takeBetween(results, 1, RECORD_BATCH);
+        const outcomes = batch.filter((item): item is RecordedOutcome => !("skipped" in item));
+        // Until recorded, a result keeps its endpoint's slot; a failed write is retried, not dropped.
+        yield* recordOutcomes(outcomes, random).pipe(
+          Effect.tapCause((cause) => Effect.logWarning("webhook outcomes not recorded yet", cause)),
+          Effect.retry({ schedule: Schedule.spaced("1 second") }),
+        );
+        for (const item of batch) yield* adjust(item.endpointId, -1);
+        yield* Queue.offer(wake, undefined);
+      }).pipe(Effect.forever);
+
+      yield* Effect.forkScoped(recordLoop);
+      yield* Effect.forkScoped(claimLoop);
+      yield* Effect.logInfo("webhook dispatcher started");
+    }).pipe(Effect.annotateLogs({ worker: "webhook-dispatcher" })),
+  );

@@ -1,0 +1,72 @@
+/**
+ * The catalogue of every event name the service emits: the one source for `GET /v1/event_types`,
+ * the `type` filter of `GET /v1/events` and the check of `events` when a webhook endpoint is registered
+ * (a misspelt name is an error, not a silent endpoint).
+ */
+import { Schema } from "effect";
+
+export const EVENT_CATALOGUE = [
+  { type: "mandate.authorized", description: "The customer signed the mandate (also after a re-sign)." },
+  {
+    type: "mandate.revoked",
+    description: "The customer revoked the mandate on chain; it cannot be charged again.",
+  },
+  {
+    type: "mandate.insufficient",
+    description: "A charge failed because the customer's balance or allowance cannot cover it (top up).",
+  },
+  {
+    type: "mandate.requires_authorization",
+    description: "The approval (cap × approval_periods) is spent; send the customer to authorization_url.",
+  },
+  {
+    type: "charge.succeeded",
+    description: "Money left the customer. Under escrow holds the merchant does not have it yet.",
+  },
+  { type: "charge.released", description: "Under escrow holds, the merchant has the money: fulfil on this." },
+  { type: "charge.returned", description: "Under escrow holds, the money went back to the customer." },
+  { type: "invoice.paid", description: "A subscription period was billed." },
+  {
+    type: "discount.ending_above_cap",
+    description: "One week before a discount ends into a charge above the mandate's cap.",
+  },
+  {
+    type: "usage.limit_exceeded",
+    description: "Metered usage above the authorised amount was recorded and not charged.",
+  },
+  {
+    type: "schedule.upcoming_charge_at_risk",
+    description: "The next scheduled charge will not fit (cap, approval left, or balance/allowance).",
+  },
+  { type: "payment.paid", description: "A one-time payment was paid in full (the gateway's payments)." },
+  { type: "payment.reversed", description: "A one-time payment was reversed (the gateway's payments)." },
+  { type: "payment.underpaid", description: "A one-time payment arrived short (the gateway's payments)." },
+  {
+    type: "webhook.test",
+    description:
+      "Sent to one endpoint by POST /v1/webhook_endpoints/{id}/test (the console's test button). Not a payment: never act on it.",
+  },
+] as const;
+
+export type EventType = (typeof EVENT_CATALOGUE)[number]["type"];
+export const EVENT_TYPES: readonly EventType[] = EVENT_CATALOGUE.map((entry) => entry.type);
+const KNOWN: ReadonlySet<string> = new Set(EVENT_TYPES);
+export const isEventType = (name: string): name is EventType => KNOWN.has(name);
+
+export const EventTypeSchema = Schema.Literals(EVENT_TYPES);
+
+export const EventTypeObject = Schema.Struct({
+  object: Schema.Literal("event_type"),
+  type: Schema.String,
+  description: Schema.String,
+}).annotate({ identifier: "EventType" });
+
+export const eventTypeList = () => ({
+  object: "list" as const,
+  data: EVENT_CATALOGUE.map(({ type, description }) => ({
+    object: "event_type" as const,
+    type,
+    description,
+  })),
+  has_more: false,
+});

@@ -1,0 +1,124 @@
+/**
+ * One HTTP attempt of a delivery, with undici: a POST with a hard time limit, redirects never followed,
+ * at most a little of the answer read. In live mode (and wherever private addresses are not allowed)
+ * the connection goes through the SSRF-safe lookup, so the address checked is the address dialled.
+ */
+import { Context, Effect, Layer } from "effect";
+import { Agent, request } from "undici";
+import { dialRefusal, safeLookup } from "./url-policy.ts";
+
+export interface Attempt {
+  readonly url: string;
+  readonly body: string;
+  readonly headers: Readonly<Record<string, string>>;
+  /** Dial through the SSRF guard (live mode, or test mode where private addresses are refused). */
+  readonly guarded: boolean;
+}
+
+export interface AttemptOutcome {
+  readonly ok: boolean;
+  readonly statusCode: number | null;
+  readonly durationMs: number;
+  readonly error: string | null;
+  readonly responseBody: string | null;
+}
+
+export const RESPONSE_BODY_LIMIT = 1000;
+const READ_LIMIT_BYTES = 16 * 1024;
+
+const describeError = (error: unknown, timeoutMs: number): string => {
+  const code = (error as { code?: unknown }).code;
+  const name = (error as { name?: unknown }).name;
+  if (name === "TimeoutError" || code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT")
+    return `timed out after ${timeoutMs / 1000} s without a complete answer`;
+  if (code === "UND_ERR_CONNECT_TIMEOUT") return `connection timed out after ${timeoutMs / 1000} s`;
+  if (code === "ECONNREFUSED") return "connection refused";
+  if (code === "ECONNRESET" || code === "UND_ERR_SOCKET") return "connection closed before an answer";
+  if (code === "ENOTFOUND" || code === "EAI_AGAIN") return "host name does not resolve";
+  const message = error instanceof Error ? error.message : String(error);
+  return `${typeof code === "string" ? `${code}: ` : ""}${message}`.slice(0, 500);
+};
+
+const readCapped = async (body: AsyncIterable<Buffer>): Promise<string> => {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size >= READ_LIMIT_BYTES) break;
+  }
+  return Buffer.concat(chunks).toString("utf8").slice(0, RESPONSE_BODY_LIMIT);
+};
+
+export const makeAttemptSender = (options: {
+  readonly timeoutMs: number;
+  readonly connectionsPerOrigin: number;
+}) => {
+  const agentOptions = {
+    connections: options.connectionsPerOrigin,
+    keepAliveTimeout: 4000,
+    headersTimeout: options.timeoutMs,
+    bodyTimeout: options.timeoutMs,
+  };
+  const open = new Agent({ ...agentOptions, connect: { timeout: options.timeoutMs } });
+  const guarded = new Agent({ ...agentOptions, connect: { timeout: options.timeoutMs, lookup: safeLookup } });
+
+  const send = async (attempt: Attempt): Promise<AttemptOutcome> => {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    const url = new URL(attempt.url);
+    const refusal = attempt.guarded ? dialRefusal(url) : undefined;
+    if (refusal)
+      return { ok: false, statusCode: null, durationMs: 0, error: refusal.message, responseBody: null };
+    try {
+      const response = await request(url, {
+        method: "POST",
+        headers: attempt.headers,
+        body: attempt.body,
+        dispatcher: attempt.guarded ? guarded : open,
+        signal: AbortSignal.timeout(options.timeoutMs),
+      });
+      const responseBody = await readCapped(response.body).catch(() => "");
+      const ok = response.statusCode >= 200 && response.statusCode < 300;
+      const location = response.headers.location;
+      return {
+        ok,
+        statusCode: response.statusCode,
+        durationMs: elapsed(),
+        error: ok
+          ? null
+          : response.statusCode >= 300 && response.statusCode < 400
+            ? `redirect not followed${typeof location === "string" ? ` (Location: ${location.slice(0, 300)})` : ""}: answer with 2xx at the registered URL`
+            : `answered ${response.statusCode}, not 2xx`,
+        responseBody: responseBody === "" ? null : responseBody,
+      };
+    } catch (error) {
+      return {
+        ok: false,
+        statusCode: null,
+        durationMs: elapsed(),
+        error: describeError(error, options.timeoutMs),
+        responseBody: null,
+      };
+    }
+  };
+
+  return { send, destroy: () => Promise.all([open.destroy(), guarded.destroy()]).then(() => undefined) };
+};
+
+export class AttemptSender extends Context.Service<
+  AttemptSender,
+  { readonly send: (attempt: Attempt) => Effect.Effect<AttemptOutcome> }
+>()("AttemptSender") {
+  static readonly layer = (options: { readonly timeoutMs: number; readonly connectionsPerOrigin: number }) =>
+    Layer.effect(
+      AttemptSender,
+      Effect.map(
+        Effect.acquireRelease(
+          Effect.sync(() => makeAttemptSender(options)),
+          (sender) => Effect.promise(sender.destroy),
+        ),
+        (sender) => ({ send: (attempt: Attempt) => Effect.promise(() => sender.send(attempt)) }),
+      ),
+    );
+}
