@@ -9,7 +9,7 @@
  * dead endpoint holds only its own slots and never delays another endpoint's deliveries.
  */
 import { PgClient } from "@effect/sql-pg";
-import { Clock, Effect, FiberSet, Layer, Queue, Ref, Schedule, Schema } from "effect";
+import { Clock, Effect, FiberSet, Layer, Queue, Schedule, Schema, Semaphore } from "effect";
 import { SqlClient } from "effect/sql";
 import { decodeRows } from "../db/rows.ts";
 import { EventObject } from "../events/events.ts";
@@ -63,12 +63,21 @@ export const claimDue = (input: {
     const now = new Date(input.now);
     const busy = JSON.stringify(Object.fromEntries(input.busy));
     return yield* sql`
-      WITH busy AS (
+      WITH RECURSIVE due AS (
+        -- The endpoints with due deliveries, by a skip scan of the due index: one probe per endpoint
+        -- rather than a read of every due row.
+        (SELECT endpoint_id FROM billing.webhook_deliveries
+         WHERE status = 'pending' AND next_attempt_at <= ${now} ORDER BY endpoint_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT d.endpoint_id FROM billing.webhook_deliveries d
+                WHERE d.status = 'pending' AND d.next_attempt_at <= ${now} AND d.endpoint_id > due.endpoint_id
+                ORDER BY d.endpoint_id LIMIT 1)
+        FROM due WHERE due.endpoint_id IS NOT NULL
+      ), busy AS (
         SELECT key AS endpoint_id, value::int AS n FROM jsonb_each_text(${busy}::jsonb)
-      ), eligible AS (
+      ), eligible AS MATERIALIZED (
         SELECT w.id, ${input.perEndpoint}::int - COALESCE(b.n, 0) AS room
-        FROM (SELECT DISTINCT endpoint_id FROM billing.webhook_deliveries
-              WHERE status = 'pending' AND next_attempt_at <= ${now}) due
+        FROM due
         JOIN billing.webhook_endpoints w
           ON w.id = due.endpoint_id AND w.status = 'enabled' AND w.deleted_at IS NULL
         LEFT JOIN busy b ON b.endpoint_id = w.id
@@ -77,7 +86,7 @@ export const claimDue = (input: {
         SELECT p.id FROM eligible e CROSS JOIN LATERAL (
           SELECT d.id FROM billing.webhook_deliveries d
           WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${now}
-          ORDER BY d.next_attempt_at, d.id
+          ORDER BY d.next_attempt_at
           LIMIT e.room
           FOR UPDATE SKIP LOCKED
         ) p
@@ -135,11 +144,18 @@ export const recordOutcomes = (outcomes: readonly RecordedOutcome[], random: () 
         SELECT id, number, attempted_at, status_code, duration_ms, error, response_body FROM input
         ON CONFLICT DO NOTHING
       )
+      -- Guarded per column rather than in WHERE, so that the row is found by its primary key whatever
+      -- the planner believes about how many deliveries are pending.
       UPDATE billing.webhook_deliveries d
-      SET status = v.status, attempt_count = v.number, next_attempt_at = v.next_attempt_at,
-          last_attempt_at = v.attempted_at
+      SET status = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1 THEN v.status ELSE d.status END,
+          next_attempt_at = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
+                                 THEN v.next_attempt_at ELSE d.next_attempt_at END,
+          last_attempt_at = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
+                                 THEN v.attempted_at ELSE d.last_attempt_at END,
+          attempt_count = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
+                               THEN v.number ELSE d.attempt_count END
       FROM input v
-      WHERE d.id = v.id AND d.status = 'pending' AND d.attempt_count = v.number - 1`;
+      WHERE d.id = v.id`;
   });
 
 /** The exact bytes sent, and the signature header over them (both secrets during a rotation overlap). */
@@ -225,25 +241,32 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
       const pg = yield* PgClient.PgClient;
       const random = options.random ?? Math.random;
       const wake = yield* Queue.unbounded<void>();
-      const results = yield* Queue.unbounded<
-        RecordedOutcome | { readonly endpointId: string; readonly skipped: true }
-      >();
-      const busy = yield* Ref.make(new Map<string, number>());
+      const results = yield* Queue.unbounded<RecordedOutcome>();
+      // Deliveries claimed and not yet finished, per endpoint, in this process; and each endpoint's
+      // semaphore of in-flight sends. Claims run ahead of sends (up to twice the per-endpoint bound), so a
+      // freed slot starts its next send without waiting for a round trip to Postgres.
+      const busy = new Map<string, number>();
+      const slots = new Map<string, Semaphore.Semaphore>();
+      let inFlight = 0;
       const fibers = yield* FiberSet.make();
 
       const adjust = (endpointId: string, by: number) =>
-        Ref.update(busy, (map) => {
-          const next = new Map(map);
-          const count = (next.get(endpointId) ?? 0) + by;
-          if (count > 0) next.set(endpointId, count);
-          else next.delete(endpointId);
-          return next;
+        Effect.sync(() => {
+          const count = (busy.get(endpointId) ?? 0) + by;
+          if (count > 0) busy.set(endpointId, count);
+          else {
+            busy.delete(endpointId);
+            slots.delete(endpointId);
+          }
+          inFlight += by;
         });
-      const total = Effect.map(Ref.get(busy), (map) => {
-        let sum = 0;
-        for (const n of map.values()) sum += n;
-        return sum;
-      });
+      const slotsOf = (endpointId: string) => {
+        const existing = slots.get(endpointId);
+        if (existing) return existing;
+        const created = Semaphore.makeUnsafe(options.maxInFlightPerEndpoint);
+        slots.set(endpointId, created);
+        return created;
+      };
 
       const notifications = yield* pg.listen(DELIVERIES_CHANNEL);
       yield* Effect.forkScoped(
@@ -251,24 +274,29 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
       );
 
       const claimLoop = Effect.gen(function* () {
-        const free = options.maxInFlight - (yield* total);
+        const free = options.maxInFlight - inFlight;
         if (free > 0) {
           const claimed = yield* claimDue({
             now: yield* Clock.currentTimeMillis,
             limit: free,
-            perEndpoint: options.maxInFlightPerEndpoint,
-            leaseMs: leaseMs(options),
-            busy: yield* Ref.get(busy),
+            perEndpoint: 2 * options.maxInFlightPerEndpoint,
+            leaseMs: 2 * leaseMs(options),
+            busy,
           });
           for (const row of claimed) {
             yield* adjust(row.endpoint_id, 1);
+            // The endpoint's slot is free once it has answered; recording is batched behind it (the
+            // lease, two attempts long, keeps the delivery from being claimed again meanwhile).
             yield* FiberSet.run(
               fibers,
-              attemptDelivery(row, options).pipe(
-                Effect.flatMap((outcome) =>
-                  Queue.offer(results, outcome ?? { endpointId: row.endpoint_id, skipped: true as const }),
+              slotsOf(row.endpoint_id)
+                .withPermits(1)(attemptDelivery(row, options))
+                .pipe(
+                  Effect.flatMap((outcome) => (outcome ? Queue.offer(results, outcome) : Effect.void)),
+                  Effect.ensuring(
+                    adjust(row.endpoint_id, -1).pipe(Effect.andThen(Queue.offer(wake, undefined))),
+                  ),
                 ),
-              ),
             );
           }
           if (claimed.length === free) return; // more may be due: look again at once
@@ -286,14 +314,12 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
 
       const recordLoop = Effect.gen(function* () {
         const batch = yield* Queue.takeBetween(results, 1, RECORD_BATCH);
-        const outcomes = batch.filter((item): item is RecordedOutcome => !("skipped" in item));
-        // Until recorded, a result keeps its endpoint's slot; a failed write is retried, not dropped.
-        yield* recordOutcomes(outcomes, random).pipe(
+        // A failed write is retried, not dropped; should this process die first, the leases run out
+        // and the deliveries are sent again.
+        yield* recordOutcomes(batch, random).pipe(
           Effect.tapCause((cause) => Effect.logWarning("webhook outcomes not recorded yet", cause)),
           Effect.retry({ schedule: Schedule.spaced("1 second") }),
         );
-        for (const item of batch) yield* adjust(item.endpointId, -1);
-        yield* Queue.offer(wake, undefined);
       }).pipe(Effect.forever);
 
       yield* Effect.forkScoped(recordLoop);

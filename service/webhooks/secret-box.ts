@@ -73,9 +73,24 @@ export class SecretBox extends Context.Service<
   static readonly layer = (encodedKey: Redacted.Redacted<string>) =>
     Layer.effect(
       SecretBox,
-      Effect.map(parseSecretsKey(Redacted.value(encodedKey)), (key) => ({
-        seal: (plaintext: string, context: string) => seal(key, plaintext, context),
-        open: (sealed: Uint8Array, context: string) => open(key, sealed, context),
-      })),
+      Effect.map(parseSecretsKey(Redacted.value(encodedKey)), (key) => {
+        // Opened secrets are kept in memory (this process holds the key anyway), so a busy endpoint's
+        // deliveries do not each pay for a decryption.
+        const opened = new Map<string, string>();
+        return {
+          seal: (plaintext: string, context: string) => seal(key, plaintext, context),
+          open: (sealed: Uint8Array, context: string) => {
+            const cacheKey = `${context}:${Buffer.from(sealed).toString("base64")}`;
+            const hit = opened.get(cacheKey);
+            if (hit !== undefined) return Effect.succeed(hit);
+            return Effect.tap(open(key, sealed, context), (plaintext) =>
+              Effect.sync(() => {
+                if (opened.size >= 10_000) opened.clear();
+                opened.set(cacheKey, plaintext);
+              }),
+            );
+          },
+        };
+      }),
     );
 }

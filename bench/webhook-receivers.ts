@@ -1,0 +1,50 @@
+/**
+ * The benchmark's receivers, in a process of their own (as a merchant's would be): M HTTP servers on
+ * loopback that answer 200 at once and note, for each request, the time from `sent_at` in the body
+ * (when the event entered the outbox, or when the bare loop queued the request) to its arrival.
+ * Driven over IPC by bench/webhooks.ts.
+ */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+
+const count = Number(process.argv[2] ?? 4);
+let latencies: number[] = [];
+const seen = new Set<string>();
+let duplicates = 0;
+
+const ports: number[] = [];
+for (let i = 0; i < count; i++) {
+  const receiver = i;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as {
+        id: string;
+        data: { object: { sent_at: number } };
+      };
+      latencies.push(Date.now() - body.data.object.sent_at);
+      const key = `${receiver}|${body.id}`;
+      if (seen.has(key)) duplicates++;
+      else seen.add(key);
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.end("ok");
+    });
+  });
+  server.keepAliveTimeout = 10_000;
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  ports.push((server.address() as AddressInfo).port);
+}
+
+process.on("message", (message: { type: string }) => {
+  if (message.type === "reset") {
+    latencies = [];
+    seen.clear();
+    duplicates = 0;
+    process.send?.({ type: "reset" });
+  }
+  if (message.type === "count") process.send?.({ type: "count", count: latencies.length });
+  if (message.type === "report") process.send?.({ type: "report", latencies, duplicates });
+  if (message.type === "exit") process.exit(0);
+});
+process.send?.({ type: "ready", ports });

@@ -1,0 +1,277 @@
+/**
+ * `npm run bench:webhooks`: webhook delivery throughput and latency, side by side with a bare undici
+ * POST loop to the same receivers (the ratio is the figure).
+ *
+ * Embedded Postgres, the service's own dispatcher (claims, signing, undici, batched attempt records),
+ * M loopback receivers in a child process. Two phases for each side:
+ * - burst: N events × M endpoints all at once; deliveries per second until every one is received and,
+ *   for the dispatcher, every attempt is recorded (`succeeded` in Postgres);
+ * - paced: RATE deliveries per second for SECONDS; p50/p99 from outbox insert (the bare loop: from the
+ *   moment the request is queued) to receipt.
+ * Writes bench/results/webhooks.json.
+ */
+import { type ChildProcess, fork } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Effect, Layer, ManagedRuntime, Redacted } from "effect";
+import { SqlClient } from "effect/sql";
+import { Agent, request } from "undici";
+import { startEmbeddedPostgres } from "../scripts/stack/postgres.ts";
+import { freePort } from "../scripts/stack/wait.ts";
+import type { Caller } from "../service/auth/api-keys.ts";
+import { databaseLayer } from "../service/db/client.ts";
+import { runMigrations } from "../service/db/migrations.ts";
+import { dispatcherLayer } from "../service/webhooks/dispatcher.ts";
+import { WebhookEndpoints } from "../service/webhooks/endpoints.ts";
+import { generateSecretsKey, SecretBox } from "../service/webhooks/secret-box.ts";
+import { AttemptSender } from "../service/webhooks/sender.ts";
+import { signatureHeader } from "../service/webhooks/signature.ts";
+
+const EVENTS = Number(process.env.WEBHOOK_BENCH_EVENTS ?? 5000);
+const RECEIVERS = Number(process.env.WEBHOOK_BENCH_RECEIVERS ?? 4);
+const RATE = Number(process.env.WEBHOOK_BENCH_RATE ?? 2000);
+const SECONDS = Number(process.env.WEBHOOK_BENCH_SECONDS ?? 10);
+const PER_ENDPOINT = 16;
+const TICK_MS = 10;
+
+const dataDir = mkdtempSync(join(tmpdir(), "billing-webhook-bench-"));
+console.log("starting Postgres and the receivers ...");
+const postgres = await startEmbeddedPostgres({
+  dataDir: join(dataDir, "pg"),
+  port: await freePort(),
+  database: "bench",
+});
+
+const child: ChildProcess = fork("bench/webhook-receivers.ts", [String(RECEIVERS)], { stdio: "inherit" });
+const ask = <T>(type: string): Promise<T> =>
+  new Promise((resolve) => {
+    const listener = (message: { type: string }) => {
+      if (message.type !== type) return;
+      child.off("message", listener);
+      resolve(message as T);
+    };
+    child.on("message", listener);
+    if (type !== "ready") child.send({ type });
+  });
+const { ports } = await ask<{ ports: number[] }>("ready");
+const urls = ports.map((port) => `http://127.0.0.1:${port}/hooks`);
+
+const waitForCount = async (expected: number, timeoutMs = 300_000) => {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { count } = await ask<{ count: number }>("count");
+    if (count >= expected) return;
+    if (Date.now() > deadline) throw new Error(`only ${count} of ${expected} received`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+};
+const percentiles = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (p: number) =>
+    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? 0;
+  return { p50_ms: at(50), p90_ms: at(90), p99_ms: at(99), max_ms: at(100) };
+};
+const report = async () => {
+  const { latencies, duplicates } = await ask<{ latencies: number[]; duplicates: number }>("report");
+  await ask("reset");
+  return { received: latencies.length, duplicates, ...percentiles(latencies) };
+};
+
+// ---- the bare loop: undici POSTs, the same concurrency bound per receiver, a signature each ----
+const agent = new Agent({ connections: PER_ENDPOINT, keepAliveTimeout: 4000 });
+const bareSend = async (url: string, index: number) => {
+  const body = JSON.stringify({
+    id: `evt_bare_${index}`,
+    object: "event",
+    type: "bench",
+    created: 0,
+    livemode: false,
+    data: { object: { sent_at: Date.now() } },
+  });
+  const response = await request(url, {
+    method: "POST",
+    dispatcher: agent,
+    headers: {
+      "content-type": "application/json",
+      "x-service-signature": signatureHeader(Math.floor(Date.now() / 1000), body, ["whsec_bench"]),
+    },
+    body,
+  });
+  await response.body.text();
+};
+const bareBurst = async () => {
+  const started = performance.now();
+  await Promise.all(
+    urls.map(async (url) => {
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: PER_ENDPOINT }, async () => {
+          while (next < EVENTS) await bareSend(url, next++);
+        }),
+      );
+    }),
+  );
+  await waitForCount(EVENTS * RECEIVERS);
+  const seconds = (performance.now() - started) / 1000;
+  return {
+    deliveries: EVENTS * RECEIVERS,
+    seconds: round(seconds),
+    deliveries_per_second: Math.round((EVENTS * RECEIVERS) / seconds),
+    ...(await report()),
+  };
+};
+/** Paced: every tick, RATE × tick deliveries are queued; each receiver's requests wait for one of its slots. */
+const barePaced = async () => {
+  const perTick = Math.max(1, Math.round((RATE * TICK_MS) / 1000 / RECEIVERS));
+  const queues = urls.map(() => [] as number[]);
+  let total = 0;
+  let index = 0;
+  let done = false;
+  const workers = urls.flatMap((url, r) =>
+    Array.from({ length: PER_ENDPOINT }, async () => {
+      for (;;) {
+        const item = queues[r]?.shift();
+        if (item === undefined) {
+          if (done) return;
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          continue;
+        }
+        await bareSend(url, item);
+      }
+    }),
+  );
+  const started = performance.now();
+  for (let tick = 0; performance.now() - started < SECONDS * 1000; tick++) {
+    for (const queue of queues) for (let i = 0; i < perTick; i++) queue.push(index++);
+    total += perTick * RECEIVERS;
+    const wait = started + (tick + 1) * TICK_MS - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+  }
+  done = true;
+  await Promise.all(workers);
+  await waitForCount(total);
+  return { offered_per_second: RATE, deliveries: total, ...(await report()) };
+};
+
+// ---- the service's dispatcher ----
+const secretsKey = Redacted.make(generateSecretsKey());
+const base = Layer.mergeAll(
+  databaseLayer(postgres.url, 20),
+  SecretBox.layer(secretsKey),
+  AttemptSender.layer({ timeoutMs: 10_000, connectionsPerOrigin: PER_ENDPOINT }),
+);
+const domain = WebhookEndpoints.layer({ allowPrivateInTest: true }).pipe(
+  Layer.provideMerge(base),
+  Layer.provideMerge(Layer.effectDiscard(runMigrations).pipe(Layer.provide(base))),
+);
+const runtime = ManagedRuntime.make(
+  Layer.merge(
+    domain,
+    dispatcherLayer({
+      maxInFlight: 256,
+      maxInFlightPerEndpoint: PER_ENDPOINT,
+      timeoutMs: 10_000,
+      allowPrivateInTest: true,
+    }).pipe(Layer.provide(domain)),
+  ),
+);
+const merchantId = "mer_bench";
+const caller: Caller = { merchantId, apiKeyId: "key_bench", livemode: false };
+await runtime.runPromise(
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient;
+    yield* sql`INSERT INTO billing.merchants (id, name) VALUES (${merchantId}, 'Bench')`;
+    const endpoints = yield* WebhookEndpoints;
+    for (const url of urls) yield* endpoints.create(caller, { url, events: ["charge.succeeded"] });
+  }),
+);
+const insertFromChild = (args: string[]) =>
+  new Promise<{ events: number; offered_per_second: number }>((resolve, reject) => {
+    const inserter = fork("bench/webhook-inserter.ts", [postgres.url, merchantId, ...args], {
+      stdio: "inherit",
+    });
+    inserter.once("message", (message) => resolve(message as { events: number; offered_per_second: number }));
+    inserter.once("exit", (code) => code !== 0 && reject(new Error(`inserter exited ${code}`)));
+  });
+const allRecorded = (expected: number) =>
+  runtime.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      for (;;) {
+        const [row] = yield* sql<{ succeeded: string; attempts: string }>`
+          SELECT (SELECT count(*) FROM billing.webhook_deliveries WHERE status = 'succeeded')::text AS succeeded,
+                 (SELECT count(*) FROM billing.webhook_attempts)::text AS attempts`;
+        if (Number(row?.succeeded) >= expected)
+          return { succeeded: Number(row?.succeeded), attempts: Number(row?.attempts) };
+        yield* Effect.sleep("5 millis");
+      }
+    }),
+  );
+const dispatcherBurst = async () => {
+  const started = performance.now();
+  await insertFromChild(["burst", String(EVENTS)]);
+  await waitForCount(EVENTS * RECEIVERS);
+  const recorded = await allRecorded(EVENTS * RECEIVERS);
+  const seconds = (performance.now() - started) / 1000;
+  return {
+    deliveries: EVENTS * RECEIVERS,
+    seconds: round(seconds),
+    deliveries_per_second: Math.round((EVENTS * RECEIVERS) / seconds),
+    recorded_succeeded: recorded.succeeded,
+    recorded_attempts: recorded.attempts,
+    ...(await report()),
+  };
+};
+const dispatcherPaced = async (already: number) => {
+  const { events, offered_per_second } = await insertFromChild([
+    "paced",
+    String(RATE),
+    String(SECONDS),
+    String(RECEIVERS),
+  ]);
+  const total = events * RECEIVERS;
+  await waitForCount(total);
+  const recorded = await allRecorded(already + total);
+  return {
+    offered_per_second,
+    deliveries: total,
+    recorded_succeeded: recorded.succeeded - already,
+    ...(await report()),
+  };
+};
+const round = (n: number) => Math.round(n * 100) / 100;
+
+console.log(`bare loop: ${EVENTS} × ${RECEIVERS} burst, then ${RATE}/s for ${SECONDS} s ...`);
+const bare = { burst: await bareBurst(), paced: await barePaced() };
+console.log(`dispatcher: ${EVENTS} × ${RECEIVERS} burst, then ${RATE}/s for ${SECONDS} s ...`);
+const burst = await dispatcherBurst();
+const dispatcher = { burst, paced: await dispatcherPaced(burst.deliveries) };
+
+await runtime.dispose();
+await agent.close();
+child.send({ type: "exit" });
+await postgres.stop();
+rmSync(dataDir, { recursive: true, force: true });
+
+const result = {
+  measured_at: new Date().toISOString(),
+  command: "npm run bench:webhooks",
+  what: "webhook deliveries to loopback receivers: the service's dispatcher (outbox insert -> claim -> sign -> POST -> attempt recorded) next to a bare undici POST loop (sign -> POST) to the same receivers",
+  conditions: `${RECEIVERS} receivers in a child process, ${PER_ENDPOINT} in flight per receiver on both sides, embedded Postgres 18, 2-core machine; latency = receipt time - outbox insert time (bare: - queue time)`,
+  events: EVENTS,
+  receivers: RECEIVERS,
+  bare,
+  dispatcher,
+  ratio_burst_throughput: round(dispatcher.burst.deliveries_per_second / bare.burst.deliveries_per_second),
+  target: { deliveries_per_second: 2000, p99_ms: 250 },
+  meets_target:
+    dispatcher.burst.deliveries_per_second >= 2000 &&
+    dispatcher.paced.p99_ms <= 250 &&
+    dispatcher.paced.offered_per_second >= 1900 &&
+    dispatcher.burst.recorded_succeeded === dispatcher.burst.deliveries,
+};
+mkdirSync("bench/results", { recursive: true });
+writeFileSync("bench/results/webhooks.json", `${JSON.stringify(result, null, 2)}\n`);
+console.log(JSON.stringify(result, null, 2));
+if (!result.meets_target) process.exitCode = 1;
