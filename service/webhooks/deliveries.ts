@@ -12,7 +12,7 @@ import { type InvalidRequest, invalidParam, NotFound } from "../errors.ts";
 import { raiseEvent } from "../events/outbox.ts";
 import { ID_PATTERN } from "../ids.ts";
 import { PageQuery, pageOf } from "../pagination.ts";
-import { toEndpointObject } from "./endpoint-object.ts";
+import { type EndpointRow, toEndpointObject } from "./endpoint-object.ts";
 import { WebhookEndpoints } from "./endpoints.ts";
 import { insertDeliveries } from "./fan-out.ts";
 
@@ -106,6 +106,17 @@ const EventRow = Schema.Struct({ id: Schema.String, type: Schema.String });
 const decodeEventRows = decodeRows(EventRow);
 
 const unix = (date: Date) => Math.floor(date.getTime() / 1000);
+
+const requireEnabled = (endpoint: EndpointRow, param: string) =>
+  endpoint.status === "enabled"
+    ? Effect.void
+    : Effect.fail(
+        invalidParam(
+          param,
+          `Webhook endpoint ${endpoint.id} is disabled: enable it first.`,
+          "webhook_endpoint_disabled",
+        ),
+      );
 
 export class Deliveries extends Context.Service<
   Deliveries,
@@ -222,14 +233,7 @@ export class Deliveries extends Context.Service<
                     Effect.fail(invalidParam("endpoint", error.message, "resource_missing")),
                   ),
                 );
-              if (endpoint.status !== "enabled")
-                return yield* Effect.fail(
-                  invalidParam(
-                    "endpoint",
-                    `Webhook endpoint ${endpoint.id} is disabled: enable it first.`,
-                    "webhook_endpoint_disabled",
-                  ),
-                );
+              yield* requireEnabled(endpoint, "endpoint");
               targets = [endpoint.id];
             } else {
               const rows = yield* sql`
@@ -266,14 +270,7 @@ export class Deliveries extends Context.Service<
         sql.withTransaction(
           Effect.gen(function* () {
             const endpoint = yield* endpoints.load(caller, endpointId);
-            if (endpoint.status !== "enabled")
-              return yield* Effect.fail(
-                invalidParam(
-                  "id",
-                  `Webhook endpoint ${endpoint.id} is disabled: enable it first.`,
-                  "webhook_endpoint_disabled",
-                ),
-              );
+            yield* requireEnabled(endpoint, "id");
             const [eventId] = yield* raiseEvent({
               merchantId: caller.merchantId,
               livemode: caller.livemode,
