@@ -52,7 +52,7 @@ const cli = async (databaseUrl: string, ...args: string[]) =>
 describe("webhook delivery across a crash", () => {
   it("delivers every event after the dispatching process is SIGKILLed mid-flight and another starts", async () => {
     const databaseUrl = await freshDatabase("crash");
-    const receiver = await startReceiver(() => ({ status: 200, delayMs: 150 }));
+    const receiver = await startReceiver(() => ({ status: 200, delayMs: 1000 }));
     closers.push(receiver.close);
     const port = await freePort();
     const first = await startServiceProcess(databaseUrl, port);
