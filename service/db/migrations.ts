@@ -198,7 +198,6 @@ export const migrations = {
     "CREATE UNIQUE INDEX webhook_deliveries_event_once ON billing.webhook_deliveries (endpoint_id, event_id) WHERE trigger = 'event'",
     "CREATE INDEX webhook_deliveries_due ON billing.webhook_deliveries (endpoint_id, next_attempt_at) WHERE status = 'pending'",
     "CREATE INDEX webhook_deliveries_endpoint ON billing.webhook_deliveries (endpoint_id, id DESC)",
-    "CREATE INDEX webhook_deliveries_event ON billing.webhook_deliveries (event_id)",
     `CREATE TABLE billing.webhook_attempts (
       delivery_id text NOT NULL REFERENCES billing.webhook_deliveries (id),
       number integer NOT NULL,
