@@ -95,10 +95,13 @@ export const claimDue = (input: {
         UPDATE billing.webhook_deliveries d SET next_attempt_at = ${new Date(input.now + input.leaseMs)}
         FROM picked WHERE d.id = picked.id
         RETURNING d.id, d.endpoint_id, d.event_id, d.attempt_count
+      ), relaxed AS MATERIALIZED (
+        -- A lease lost in a crash is a lease expired early: the claim need not wait for its WAL flush.
+        SELECT set_config('synchronous_commit', 'off', true)
       )
       SELECT c.id, c.endpoint_id, c.event_id, c.attempt_count, w.url, w.livemode, w.secret_ciphertext,
              w.previous_secret_ciphertext, w.previous_secret_expires_at, ev.payload
-      FROM claimed c
+      FROM relaxed, claimed c
       JOIN billing.webhook_endpoints w ON w.id = c.endpoint_id
       JOIN billing.events ev ON ev.id = c.event_id`.pipe(Effect.flatMap(decodeClaimed));
   });
