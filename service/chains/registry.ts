@@ -12,6 +12,8 @@ export class ChainRegistry extends Context.Service<
     /** Chains a key of this mode may use: test keys see test chains, live keys live chains. */
     readonly forMode: (livemode: boolean) => readonly ResolvedChain[];
     readonly find: (id: number, livemode: boolean) => ResolvedChain | undefined;
+    /** Any configured chain by id, whatever its mode (records already name their chain). */
+    readonly byId: (id: number | bigint) => ResolvedChain | undefined;
   }
 >()("ChainRegistry") {
   static readonly fromChains = (chains: readonly ResolvedChain[]) =>
@@ -19,6 +21,7 @@ export class ChainRegistry extends Context.Service<
       all: chains,
       forMode: (livemode) => chains.filter((chain) => chain.livemode === livemode),
       find: (id, livemode) => chains.find((chain) => chain.id === id && chain.livemode === livemode),
+      byId: (id) => chains.find((chain) => chain.id === Number(id)),
     });
 
   static readonly fromFile = (path: string): Layer.Layer<ChainRegistry, ChainConfigError> =>

@@ -183,7 +183,7 @@ export class Relayer extends Context.Service<
                 reason: "no_relayer_key",
                 message: "RELAYER_PRIVATE_KEY is not set",
               });
-            const chain = registry.all.find((c) => c.id === chainId);
+            const chain = registry.byId(chainId);
             if (!chain)
               return yield* new RelayerError({ reason: "unknown_chain", message: `no chain ${chainId}` });
             const existing = yield* find(chainId, tx.purpose);
@@ -249,7 +249,7 @@ export class Relayer extends Context.Service<
 
         const trackOne = (row: Row) =>
           Effect.gen(function* () {
-            const chain = registry.all.find((c) => BigInt(c.id) === row.chain_id);
+            const chain = registry.byId(row.chain_id);
             if (!chain || !account) return;
             const client = clientFor(chain);
             for (const hash of row.hashes) {
@@ -334,7 +334,7 @@ export class Relayer extends Context.Service<
 
         const waitMined = (chainId: number, purpose: string, timeout: Duration.Input) =>
           Effect.gen(function* () {
-            const chain = registry.all.find((c) => c.id === chainId);
+            const chain = registry.byId(chainId);
             if (!chain) return undefined;
             const client = clientFor(chain);
             for (;;) {

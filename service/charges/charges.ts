@@ -97,7 +97,7 @@ export class Charges extends Context.Service<
       const clients = yield* ChainClients;
       const relayer = yield* Relayer;
       const mandates = yield* Mandates;
-      const chainOf = (id: number) => registry.all.find((c) => c.id === id);
+      const chainOf = (id: number) => registry.byId(id);
       const render = (row: ChargeRow) => toChargeObject(row, chainOf(row.chain_id));
 
       const select = (where: string, params: unknown[], suffix = "") =>

@@ -63,7 +63,7 @@ export const relayFacts: Effect.Effect<number, SqlError.SqlError, RelayRequireme
         const events: NewEvent[] = [];
         for (const fact of facts) {
           const merchantId = owners.get(`${fact.chain_id}:${fact.payee}`);
-          const chain = registry.all.find((c) => c.id === fact.chain_id);
+          const chain = registry.byId(fact.chain_id);
           if (merchantId === undefined || chain === undefined) continue;
           const event = yield* applyFact(fact, { merchantId, chain, mandates, charges });
           if (event) events.push(event);

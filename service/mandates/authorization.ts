@@ -99,7 +99,7 @@ export interface AuthorizationSession {
   };
   readonly token: {
     readonly symbol: string;
-    readonly address: string;
+    readonly address: `0x${string}`;
     readonly decimals: number;
     readonly permit: boolean;
   };
@@ -108,7 +108,7 @@ export interface AuthorizationSession {
   readonly approval_periods: number;
   readonly approval_decimal: string;
   readonly hold_seconds: number;
-  readonly customer_address: string | null;
+  readonly customer_address: `0x${string}` | null;
   readonly pending_transaction: string | null;
 }
 
@@ -186,7 +186,7 @@ export class Authorizations extends Context.Service<
       const mandates = yield* Mandates;
 
       const chainOf = (mandate: MandateRow): Effect.Effect<ResolvedChain> => {
-        const chain = registry.all.find((c) => c.id === mandate.chain_id);
+        const chain = registry.byId(mandate.chain_id);
         return chain
           ? Effect.succeed(chain)
           : Effect.die(new Error(`mandate ${mandate.id} is on an unconfigured chain`));
@@ -262,7 +262,7 @@ export class Authorizations extends Context.Service<
             },
             token: {
               symbol: token?.symbol ?? mandate.token_address,
-              address: mandate.token_address,
+              address: getAddress(mandate.token_address),
               decimals,
               permit: permit._tag === "Some",
             },
@@ -271,7 +271,7 @@ export class Authorizations extends Context.Service<
             approval_periods: mandate.approval_periods,
             approval_decimal: formatDecimal(cap * BigInt(mandate.approval_periods), decimals),
             hold_seconds: mandate.hold_seconds,
-            customer_address: mandate.customer_address,
+            customer_address: mandate.customer_address ? getAddress(mandate.customer_address) : null,
             pending_transaction: pending,
           };
         });

@@ -194,12 +194,7 @@ export class Mandates extends Context.Service<
       const relayer = yield* Relayer;
       const { url: publicUrl } = yield* PublicUrl;
 
-      const render = (row: MandateRow) =>
-        toMandateObject(
-          row,
-          registry.all.find((c) => c.id === row.chain_id),
-          publicUrl,
-        );
+      const render = (row: MandateRow) => toMandateObject(row, registry.byId(row.chain_id), publicUrl);
 
       const select = (where: string, params: unknown[], suffix = "") =>
         sql

@@ -86,7 +86,7 @@ export class TestHelpers extends Context.Service<
       const authorizations = yield* Authorizations;
 
       const chainOf = (chainId: number) => {
-        const chain = registry.all.find((c) => c.id === chainId);
+        const chain = registry.byId(chainId);
         return chain ? Effect.succeed(chain) : Effect.die(new Error(`unknown chain ${chainId}`));
       };
 

@@ -51,7 +51,7 @@ const decodeClaimed = decodeRows(ClaimedRow);
  * another process is claiming right now. Each endpoint with due deliveries gets its share before the
  * overall limit cuts, so a backlog at one endpoint does not starve the others.
  */
-export const claimDue = (input: {
+const claimDue = (input: {
   readonly now: number;
   readonly limit: number;
   readonly perEndpoint: number;
@@ -118,7 +118,7 @@ export interface RecordedOutcome {
 /** Writes attempts and delivery states in one statement. A delivery already moved on (a lease that
  * expired and was re-sent elsewhere, or an endpoint deleted meanwhile) keeps its state; the attempt is
  * still recorded. */
-export const recordOutcomes = (outcomes: readonly RecordedOutcome[], random: () => number) =>
+const recordOutcomes = (outcomes: readonly RecordedOutcome[], random: () => number) =>
   Effect.gen(function* () {
     if (outcomes.length === 0) return;
     const sql = yield* SqlClient.SqlClient;
@@ -162,7 +162,7 @@ export const recordOutcomes = (outcomes: readonly RecordedOutcome[], random: () 
   });
 
 /** The exact bytes sent, and the signature header over them (both secrets during a rotation overlap). */
-export const buildAttempt = (claimed: ClaimedDelivery, now: number, options: DispatcherOptions) =>
+const buildAttempt = (claimed: ClaimedDelivery, now: number, options: DispatcherOptions) =>
   Effect.gen(function* () {
     const box = yield* SecretBox;
     const secrets = [yield* box.open(claimed.secret_ciphertext, claimed.endpoint_id)];

@@ -23,7 +23,7 @@ import { ReentrantTokenAbi, ReentrantTokenBytecode } from "../../abis/ReentrantT
 import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, startAnvil } from "../../scripts/stack/anvil.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
-import { TERMS_TYPES } from "../../service/mandates/terms.ts";
+import { PERMIT_TYPES, TERMS_TYPES } from "../../service/mandates/terms.ts";
 
 export const MNEMONIC = "test test test test test test test test test test test junk";
 export const accountAt = (index: number) => {
@@ -153,15 +153,7 @@ export const startChain = async () => {
     const name = await read<string>(token, TestUSDCAbi, "name");
     const signature = await owner.signTypedData({
       domain: { name, version: "1", chainId: 31337, verifyingContract: token },
-      types: {
-        Permit: [
-          { name: "owner", type: "address" },
-          { name: "spender", type: "address" },
-          { name: "value", type: "uint256" },
-          { name: "nonce", type: "uint256" },
-          { name: "deadline", type: "uint256" },
-        ],
-      },
+      types: PERMIT_TYPES,
       primaryType: "Permit",
       message: { owner: owner.address, spender: escrow, value, nonce, deadline },
     });

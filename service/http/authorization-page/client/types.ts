@@ -1,36 +1,13 @@
 /** The JSON the page exchanges with the service (see docs/authorization-page.md). */
 
+import type { AuthorizationSession } from "../../../mandates/authorization.ts";
+
 export type Address = `0x${string}`;
 
 export type MandateStatus = "pending" | "active" | "requires_authorization" | "revoked";
 
-export interface Session {
-  readonly object: "authorization_session";
-  readonly mandate: string;
-  readonly livemode: boolean;
-  readonly status: MandateStatus;
-  readonly needs_signature: boolean;
-  readonly merchant: { readonly name: string };
-  readonly chain: {
-    readonly id: number;
-    readonly name: string;
-    readonly rpc_url: string | null;
-    readonly native_currency: { readonly name: string; readonly symbol: string; readonly decimals: number };
-  };
-  readonly token: {
-    readonly symbol: string;
-    readonly address: Address;
-    readonly decimals: number;
-    readonly permit: boolean;
-  };
-  readonly cap_decimal: string;
-  readonly period: string;
-  readonly approval_periods: number;
-  readonly approval_decimal: string;
-  readonly hold_seconds: number;
-  readonly customer_address: Address | null;
-  readonly pending_transaction: string | null;
-}
+/** The session as the service sends it: the server's type, imported for its shape only (erased by the bundler). */
+export type Session = AuthorizationSession;
 
 /** EIP-712 typed data as `eth_signTypedData_v4` takes it (JSON). */
 export interface TypedData {
