@@ -15,6 +15,7 @@ export const ID_PREFIXES = {
   subscription: "sub",
   price: "price",
   invoice: "inv",
+  coupon: "cpn",
   event: "evt",
   webhookEndpoint: "we",
   webhookDelivery: "whd",

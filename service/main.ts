@@ -32,6 +32,7 @@ import { chainRoutes } from "./http/routes/chains.ts";
 import { eventRoutes } from "./http/routes/events.ts";
 import { mandateRoutes } from "./http/routes/mandates.ts";
 import { reconciliationRoutes } from "./http/routes/reconciliation.ts";
+import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
 import { testHelperRoutes } from "./http/routes/test-helpers.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { Idempotency } from "./idempotency/idempotency.ts";
@@ -39,6 +40,10 @@ import { Authorizations } from "./mandates/authorization.ts";
 import { Mandates } from "./mandates/mandates.ts";
 import { Merchants } from "./merchants/merchants.ts";
 import { Reconciliation } from "./reconciliation/reconciliation.ts";
+import { subscriptionBilling } from "./subscriptions/billing.ts";
+import { Coupons } from "./subscriptions/coupons.ts";
+import { Prices } from "./subscriptions/prices.ts";
+import { Subscriptions } from "./subscriptions/subscriptions.ts";
 import { TestHelpers } from "./testing/test-helpers.ts";
 import { Deliveries } from "./webhooks/deliveries.ts";
 import { dispatcherLayer } from "./webhooks/dispatcher.ts";
@@ -62,7 +67,10 @@ export type AppServices =
   | Authorizations
   | TestHelpers
   | WebhookEndpoints
-  | Deliveries;
+  | Deliveries
+  | Prices
+  | Coupons
+  | Subscriptions;
 
 export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...chainRoutes,
@@ -70,6 +78,7 @@ export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...eventRoutes,
   ...testHelperRoutes,
   ...reconciliationRoutes,
+  ...subscriptionRoutes,
   ...webhookRoutes,
 ];
 
@@ -103,8 +112,10 @@ export const domainLayer = (config: ServiceConfig) => {
   const endpoints = WebhookEndpoints.layer({ allowPrivateInTest: config.webhooks.allowPrivateInTest }).pipe(
     Layer.provideMerge(billing),
   );
+  const catalogue = Layer.mergeAll(Prices.layer, Coupons.layer).pipe(Layer.provideMerge(endpoints));
+  const subscriptions = Subscriptions.layer.pipe(Layer.provideMerge(catalogue));
   return Layer.mergeAll(TestHelpers.layer, Deliveries.layer).pipe(
-    Layer.provideMerge(endpoints),
+    Layer.provideMerge(subscriptions),
     Layer.provide(migrated),
   );
 };
@@ -120,7 +131,11 @@ export const serviceLayer = (config: ServiceConfig) => {
     | Relayer
     | Mandates
     | Charges
-  >([idempotencyPurge, factRelay, relayerTracker, holdReleaser, chargeOutcomes]).pipe(Layer.provide(domain));
+    | Subscriptions
+    | Prices
+  >([idempotencyPurge, factRelay, relayerTracker, holdReleaser, chargeOutcomes, subscriptionBilling]).pipe(
+    Layer.provide(domain),
+  );
   const dispatcher = dispatcherLayer({
     maxInFlight: config.webhooks.maxInFlight,
     maxInFlightPerEndpoint: config.webhooks.maxInFlightPerEndpoint,

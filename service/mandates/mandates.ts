@@ -126,7 +126,7 @@ export const chooseChain = (
     : Effect.fail(invalidParam("chain", `Chain ${only.chain} is no longer offered.`, "chain_unknown"));
 };
 
-const chooseToken = (config: MerchantChainObject, requested: string | undefined) => {
+export const chooseToken = (config: MerchantChainObject, requested: string | undefined) => {
   if (requested !== undefined) {
     const wanted = requested.toLowerCase();
     const token = config.tokens.find(

@@ -27,6 +27,16 @@ export const EVENT_CATALOGUE = [
   { type: "charge.returned", description: "Under escrow holds, the money went back to the customer." },
   { type: "invoice.paid", description: "A subscription period was billed." },
   {
+    type: "invoice.payment_failed",
+    description:
+      "A subscription invoice's charge failed; next_payment_attempt says when it is retried (null: no retry left).",
+  },
+  {
+    type: "subscription.canceled",
+    description:
+      "A subscription ended for good (cancellation_reason: requested, payment_failed, mandate_revoked).",
+  },
+  {
     type: "discount.ending_above_cap",
     description: "One week before a discount ends into a charge above the mandate's cap.",
   },

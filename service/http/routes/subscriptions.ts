@@ -1,0 +1,170 @@
+import { Effect } from "effect";
+import { listOf } from "../../chains/objects.ts";
+import { CouponObject, Coupons, CreateCoupon, ListCouponsQuery } from "../../subscriptions/coupons.ts";
+import { InvoiceObject } from "../../subscriptions/invoice-object.ts";
+import {
+  CreatePrice,
+  ListPricesQuery,
+  PriceObject,
+  Prices,
+  UpdatePrice,
+} from "../../subscriptions/prices.ts";
+import { SubscriptionObject } from "../../subscriptions/subscription-object.ts";
+import {
+  CancelSubscription,
+  CreateSubscription,
+  ListInvoicesQuery,
+  ListSubscriptionsQuery,
+  Subscriptions,
+} from "../../subscriptions/subscriptions.ts";
+import { defineRoute } from "../route.ts";
+
+const withPrices = Effect.service(Prices);
+const withCoupons = Effect.service(Coupons);
+const withSubscriptions = Effect.service(Subscriptions);
+
+export const subscriptionRoutes = [
+  defineRoute({
+    method: "POST",
+    path: "/v1/prices",
+    operationId: "createPrice",
+    tag: "Prices",
+    summary: "Add a monthly price to your catalogue (a fixed amount, optionally a metered part).",
+    body: CreatePrice,
+    response: PriceObject,
+    handler: ({ caller, body }) => Effect.flatMap(withPrices, (prices) => prices.create(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/prices",
+    operationId: "listPrices",
+    tag: "Prices",
+    summary: "Your prices, newest first; filter by active.",
+    body: ListPricesQuery,
+    response: listOf(PriceObject, "PriceList"),
+    handler: ({ caller, body }) => Effect.flatMap(withPrices, (prices) => prices.list(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/prices/{id}",
+    operationId: "retrievePrice",
+    tag: "Prices",
+    summary: "A price.",
+    response: PriceObject,
+    handler: ({ caller, params }) =>
+      Effect.flatMap(withPrices, (prices) => prices.retrieve(caller, params.id ?? "")),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/prices/{id}",
+    operationId: "updatePrice",
+    tag: "Prices",
+    summary:
+      "Deactivate (or reactivate) a price. A deactivated price takes no new subscriptions; existing ones keep billing.",
+    body: UpdatePrice,
+    response: PriceObject,
+    handler: ({ caller, params, body }) =>
+      Effect.flatMap(withPrices, (prices) => prices.update(caller, params.id ?? "", body)),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/coupons",
+    operationId: "createCoupon",
+    tag: "Coupons",
+    summary: "A percentage or an amount off each invoice for duration_in_months months.",
+    body: CreateCoupon,
+    response: CouponObject,
+    handler: ({ caller, body }) => Effect.flatMap(withCoupons, (coupons) => coupons.create(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/coupons",
+    operationId: "listCoupons",
+    tag: "Coupons",
+    summary: "Your coupons, newest first.",
+    body: ListCouponsQuery,
+    response: listOf(CouponObject, "CouponList"),
+    handler: ({ caller, body }) => Effect.flatMap(withCoupons, (coupons) => coupons.list(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/coupons/{id}",
+    operationId: "retrieveCoupon",
+    tag: "Coupons",
+    summary: "A coupon.",
+    response: CouponObject,
+    handler: ({ caller, params }) =>
+      Effect.flatMap(withCoupons, (coupons) => coupons.retrieve(caller, params.id ?? "")),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/subscriptions",
+    operationId: "createSubscription",
+    tag: "Subscriptions",
+    summary: "Subscribe a customer to a price; send them to authorization_url to authorise the mandate.",
+    description:
+      "Opens the subscription's mandate (cap: `cap_decimal`, default the price's monthly amount; required for a metered price). The first invoice is charged as soon as the customer has authorised; then one invoice per calendar month of the mandate. A price on a chain whose subscriptions_available is false: 400 `chain_closed`. A deactivated price: 400 `price_inactive`.",
+    body: CreateSubscription,
+    response: SubscriptionObject,
+    handler: ({ caller, body }) =>
+      Effect.flatMap(withSubscriptions, (subscriptions) => subscriptions.create(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/subscriptions",
+    operationId: "listSubscriptions",
+    tag: "Subscriptions",
+    summary: "Your subscriptions, newest first; filter by customer and status.",
+    body: ListSubscriptionsQuery,
+    response: listOf(SubscriptionObject, "SubscriptionList"),
+    handler: ({ caller, body }) =>
+      Effect.flatMap(withSubscriptions, (subscriptions) => subscriptions.list(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/subscriptions/{id}",
+    operationId: "retrieveSubscription",
+    tag: "Subscriptions",
+    summary: "A subscription.",
+    response: SubscriptionObject,
+    handler: ({ caller, params }) =>
+      Effect.flatMap(withSubscriptions, (subscriptions) => subscriptions.retrieve(caller, params.id ?? "")),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/subscriptions/{id}/cancel",
+    operationId: "cancelSubscription",
+    tag: "Subscriptions",
+    summary:
+      "Cancel now (open invoices are voided), or with at_period_end at the end of the period last invoiced.",
+    body: CancelSubscription,
+    response: SubscriptionObject,
+    handler: ({ caller, params, body }) =>
+      Effect.flatMap(withSubscriptions, (subscriptions) =>
+        subscriptions.cancel(caller, params.id ?? "", body),
+      ),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/invoices",
+    operationId: "listInvoices",
+    tag: "Invoices",
+    summary: "Your subscriptions' invoices, newest first; filter by subscription.",
+    body: ListInvoicesQuery,
+    response: listOf(InvoiceObject, "InvoiceList"),
+    handler: ({ caller, body }) =>
+      Effect.flatMap(withSubscriptions, (subscriptions) => subscriptions.listInvoices(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/invoices/{id}",
+    operationId: "retrieveInvoice",
+    tag: "Invoices",
+    summary: "An invoice with its lines.",
+    response: InvoiceObject,
+    handler: ({ caller, params }) =>
+      Effect.flatMap(withSubscriptions, (subscriptions) =>
+        subscriptions.retrieveInvoice(caller, params.id ?? ""),
+      ),
+  }),
+];

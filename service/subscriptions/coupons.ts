@@ -1,0 +1,188 @@
+/**
+ * Coupons: a percentage or an amount off each invoice, for a number of months from the subscription's
+ * first invoice (Stripe's `duration: "repeating"`). An amount-off coupon names its token by symbol and
+ * applies only to prices in that token.
+ */
+import { Context, Effect, Layer, Schema } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import type { Caller } from "../auth/api-keys.ts";
+import { decodeRows } from "../db/rows.ts";
+import { type InvalidRequest, invalidParam, NotFound } from "../errors.ts";
+import { newId } from "../ids.ts";
+import { PageQuery, pageOf } from "../pagination.ts";
+
+const DECIMAL = /^\d{1,30}(\.\d{1,18})?$/;
+const POSITIVE = /[1-9]/;
+
+export const CreateCoupon = Schema.Struct({
+  name: Schema.optionalKey(Schema.String.check(Schema.isBetweenLength(1, 100))),
+  percent_off: Schema.optionalKey(
+    Schema.Number.check(Schema.isBetween({ minimum: 0.01, maximum: 100 })).annotate({
+      description: "0.01-100, at most two decimals; or amount_off_decimal",
+    }),
+  ),
+  amount_off_decimal: Schema.optionalKey(
+    Schema.String.annotate({ description: "Amount off each invoice, in `token` units; or percent_off" }),
+  ),
+  token: Schema.optionalKey(Schema.String.annotate({ description: "Token symbol of amount_off_decimal" })),
+  duration_in_months: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 120 })).annotate({
+    description: "How many monthly invoices, from the subscription's first, the coupon applies to (1-120)",
+  }),
+}).annotate({ identifier: "CreateCouponRequest" });
+export type CreateCoupon = typeof CreateCoupon.Type;
+
+export const ListCouponsQuery = Schema.Struct({ ...PageQuery.fields }).annotate({
+  identifier: "ListCouponsQuery",
+});
+
+export const CouponRow = Schema.Struct({
+  id: Schema.String,
+  merchant_id: Schema.String,
+  livemode: Schema.Boolean,
+  name: Schema.NullOr(Schema.String),
+  percent_off_bps: Schema.NullOr(Schema.Number),
+  amount_off_decimal: Schema.NullOr(Schema.String),
+  token_symbol: Schema.NullOr(Schema.String),
+  duration_in_months: Schema.Number,
+  created_at: Schema.Date,
+});
+export type CouponRow = typeof CouponRow.Type;
+const decodeCoupons = decodeRows(CouponRow);
+
+export const CouponObject = Schema.Struct({
+  id: Schema.String.annotate({ description: "cpn_…" }),
+  object: Schema.Literal("coupon"),
+  livemode: Schema.Boolean,
+  name: Schema.NullOr(Schema.String),
+  percent_off: Schema.NullOr(Schema.Number),
+  amount_off_decimal: Schema.NullOr(Schema.String),
+  token: Schema.NullOr(Schema.String),
+  duration_in_months: Schema.Int,
+  created: Schema.Int,
+}).annotate({ identifier: "Coupon" });
+export type CouponObject = typeof CouponObject.Type;
+
+export const toCouponObject = (row: CouponRow): CouponObject => ({
+  id: row.id,
+  object: "coupon",
+  livemode: row.livemode,
+  name: row.name,
+  percent_off: row.percent_off_bps === null ? null : row.percent_off_bps / 100,
+  amount_off_decimal: row.amount_off_decimal,
+  token: row.token_symbol,
+  duration_in_months: row.duration_in_months,
+  created: Math.floor(row.created_at.getTime() / 1000),
+});
+
+export const notFoundCoupon = (id: string) =>
+  new NotFound({
+    code: "resource_missing",
+    message: `No such coupon: '${id.slice(0, 80)}'`,
+    param: "coupon",
+  });
+
+export class Coupons extends Context.Service<
+  Coupons,
+  {
+    readonly create: (
+      caller: Caller,
+      input: CreateCoupon,
+    ) => Effect.Effect<CouponObject, InvalidRequest | SqlError.SqlError>;
+    readonly retrieve: (
+      caller: Caller,
+      id: string,
+    ) => Effect.Effect<CouponObject, NotFound | SqlError.SqlError>;
+    readonly list: (
+      caller: Caller,
+      query: typeof ListCouponsQuery.Type,
+    ) => Effect.Effect<{ object: "list"; data: CouponObject[]; has_more: boolean }, SqlError.SqlError>;
+    readonly load: (caller: Caller, id: string) => Effect.Effect<CouponRow, NotFound | SqlError.SqlError>;
+  }
+>()("Coupons") {
+  static readonly layer = Layer.effect(
+    Coupons,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      const COLUMNS =
+        "id, merchant_id, livemode, name, percent_off_bps, amount_off_decimal, token_symbol, duration_in_months, created_at";
+      const select = (where: string, params: unknown[], suffix = "") =>
+        sql
+          .unsafe(`SELECT ${COLUMNS} FROM billing.coupons WHERE ${where} ${suffix}`, params)
+          .pipe(Effect.flatMap(decodeCoupons));
+
+      const load = (caller: Caller, id: string) =>
+        select("id = $1 AND merchant_id = $2 AND livemode = $3", [
+          id,
+          caller.merchantId,
+          caller.livemode,
+        ]).pipe(
+          Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFoundCoupon(id)))),
+        );
+
+      const create = (caller: Caller, input: CreateCoupon) =>
+        Effect.gen(function* () {
+          const percent = input.percent_off;
+          const amount = input.amount_off_decimal;
+          if ((percent === undefined) === (amount === undefined))
+            return yield* invalidParam(
+              percent === undefined ? "percent_off" : "amount_off_decimal",
+              "Give exactly one of percent_off and amount_off_decimal.",
+              percent === undefined ? "parameter_missing" : "parameter_invalid",
+            );
+          let bps: number | null = null;
+          if (percent !== undefined) {
+            bps = Math.round(percent * 100);
+            if (Math.abs(bps - percent * 100) > 1e-6)
+              return yield* invalidParam("percent_off", "percent_off has at most two decimals, e.g. 12.5.");
+          }
+          if (amount !== undefined) {
+            if (!DECIMAL.test(amount) || !POSITIVE.test(amount))
+              return yield* invalidParam(
+                "amount_off_decimal",
+                `amount_off_decimal must be a positive decimal like "5.00" (got ${JSON.stringify(amount.slice(0, 40))}).`,
+              );
+            if (input.token === undefined)
+              return yield* invalidParam(
+                "token",
+                "An amount-off coupon names its token.",
+                "parameter_missing",
+              );
+          } else if (input.token !== undefined)
+            return yield* invalidParam(
+              "token",
+              "token goes with amount_off_decimal only.",
+              "parameter_unknown",
+            );
+          const id = yield* newId("coupon");
+          const rows = yield* sql`INSERT INTO billing.coupons ${sql.insert({
+            id,
+            merchant_id: caller.merchantId,
+            livemode: caller.livemode,
+            name: input.name ?? null,
+            percent_off_bps: bps,
+            amount_off_decimal: amount ?? null,
+            token_symbol: input.token ?? null,
+            duration_in_months: input.duration_in_months,
+          })} RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeCoupons));
+          return toCouponObject(rows[0] as CouponRow);
+        });
+
+      const retrieve = (caller: Caller, id: string) => Effect.map(load(caller, id), toCouponObject);
+
+      const list = (caller: Caller, query: typeof ListCouponsQuery.Type) =>
+        Effect.gen(function* () {
+          const params: unknown[] = [caller.merchantId, caller.livemode];
+          let where = "merchant_id = $1 AND livemode = $2";
+          if (query.starting_after !== undefined) {
+            params.push(query.starting_after);
+            where += " AND id < $3";
+          }
+          const limit = query.limit ?? 10;
+          const rows = yield* select(where, params, `ORDER BY id DESC LIMIT ${limit + 1}`);
+          return pageOf(rows.map(toCouponObject), limit);
+        });
+
+      return { create, retrieve, list, load };
+    }),
+  );
+}

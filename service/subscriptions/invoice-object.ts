@@ -1,0 +1,122 @@
+/** An invoice as stored, and as the API shows it. */
+import { Schema } from "effect";
+import type { ResolvedChain } from "../chains/config.ts";
+import { tokenOf } from "../mandates/mandate-object.ts";
+import { formatDecimal } from "../money/decimal.ts";
+
+export const INVOICE_STATUSES = ["open", "paid", "uncollectible", "void"] as const;
+
+const StoredLine = Schema.Struct({
+  kind: Schema.Literals(["price", "usage", "discount"]),
+  description: Schema.String,
+  quantity: Schema.Union([Schema.Number, Schema.String]),
+  amount: Schema.String,
+});
+
+export const InvoiceRow = Schema.Struct({
+  id: Schema.String,
+  merchant_id: Schema.String,
+  livemode: Schema.Boolean,
+  subscription_id: Schema.String,
+  customer: Schema.String,
+  chain_id: Schema.Number,
+  token_address: Schema.String,
+  period: Schema.Number,
+  period_start: Schema.Number,
+  period_end: Schema.Number,
+  status: Schema.Literals(INVOICE_STATUSES),
+  lines: Schema.Array(StoredLine),
+  subtotal: Schema.String,
+  discount: Schema.String,
+  total: Schema.String,
+  charge_id: Schema.NullOr(Schema.String),
+  attempt_count: Schema.Number,
+  next_attempt_at: Schema.NullOr(Schema.Number),
+  first_failed_at: Schema.NullOr(Schema.Number),
+  paid_at: Schema.NullOr(Schema.Number),
+  created_at: Schema.Date,
+});
+export type InvoiceRow = typeof InvoiceRow.Type;
+
+export const INVOICE_COLUMNS = `i.id, i.merchant_id, i.livemode, i.subscription_id, s.customer, s.chain_id,
+  p.token_address, i.period, i.period_start::float8 AS period_start, i.period_end::float8 AS period_end, i.status,
+  i.lines, i.subtotal::text AS subtotal, i.discount::text AS discount, i.total::text AS total, i.charge_id,
+  i.attempt_count, i.next_attempt_at::float8 AS next_attempt_at, i.first_failed_at::float8 AS first_failed_at,
+  i.paid_at::float8 AS paid_at, i.created_at`;
+export const INVOICE_FROM = `billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
+  JOIN billing.prices p ON p.id = s.price_id`;
+
+const Decimal = Schema.String.annotate({ description: "Decimal amount in the token's units" });
+
+export const InvoiceObject = Schema.Struct({
+  id: Schema.String.annotate({ description: "inv_…" }),
+  object: Schema.Literal("invoice"),
+  livemode: Schema.Boolean,
+  status: Schema.Literals(INVOICE_STATUSES).annotate({
+    description:
+      "open: being collected (see attempt_count, next_payment_attempt); paid; uncollectible: every retry failed; void: the subscription was canceled before it was paid",
+  }),
+  subscription: Schema.String,
+  customer: Schema.String,
+  chain: Schema.Int,
+  token: Schema.String,
+  period: Schema.Int.annotate({ description: "The mandate's period index this invoice bills" }),
+  period_start: Schema.Int,
+  period_end: Schema.Int,
+  lines: Schema.Array(
+    Schema.Struct({
+      kind: Schema.Literals(["price", "usage", "discount"]),
+      description: Schema.String,
+      quantity: Schema.String,
+      amount_decimal: Schema.String.annotate({ description: "Negative for a discount" }),
+    }),
+  ),
+  subtotal_decimal: Decimal,
+  discount_decimal: Decimal,
+  total_decimal: Decimal,
+  amount_paid_decimal: Decimal,
+  charge: Schema.NullOr(Schema.String).annotate({ description: "The latest charge attempt" }),
+  attempt_count: Schema.Int,
+  next_payment_attempt: Schema.NullOr(Schema.Int).annotate({
+    description: "Chain time (unix seconds) of the next retry",
+  }),
+  paid_at: Schema.NullOr(Schema.Int),
+  created: Schema.Int,
+}).annotate({ identifier: "Invoice" });
+export type InvoiceObject = typeof InvoiceObject.Type;
+
+const signedDecimal = (units: bigint, decimals: number) =>
+  units < 0n ? `-${formatDecimal(-units, decimals)}` : formatDecimal(units, decimals);
+
+export const toInvoiceObject = (row: InvoiceRow, chain: ResolvedChain | undefined): InvoiceObject => {
+  const token = tokenOf(chain, row.token_address);
+  const decimals = token?.decimals ?? 0;
+  return {
+    id: row.id,
+    object: "invoice",
+    livemode: row.livemode,
+    status: row.status,
+    subscription: row.subscription_id,
+    customer: row.customer,
+    chain: row.chain_id,
+    token: token?.symbol ?? row.token_address,
+    period: row.period,
+    period_start: row.period_start,
+    period_end: row.period_end,
+    lines: row.lines.map((line) => ({
+      kind: line.kind,
+      description: line.description,
+      quantity: String(line.quantity),
+      amount_decimal: signedDecimal(BigInt(line.amount), decimals),
+    })),
+    subtotal_decimal: formatDecimal(BigInt(row.subtotal), decimals),
+    discount_decimal: formatDecimal(BigInt(row.discount), decimals),
+    total_decimal: formatDecimal(BigInt(row.total), decimals),
+    amount_paid_decimal: row.status === "paid" ? formatDecimal(BigInt(row.total), decimals) : "0",
+    charge: row.charge_id,
+    attempt_count: row.attempt_count,
+    next_payment_attempt: row.status === "open" ? row.next_attempt_at : null,
+    paid_at: row.paid_at,
+    created: Math.floor(row.created_at.getTime() / 1000),
+  };
+};

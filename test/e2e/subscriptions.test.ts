@@ -1,0 +1,272 @@
+/**
+ * Prices, coupons and subscriptions end to end on the real stack: the catalogue's rules, and a
+ * subscription billed month by month by the billing worker as the test clock moves the chain, through a
+ * discount, a failed charge with its retry, and a cancellation at period end.
+ */
+import { describe, expect, it } from "vitest";
+import { waitFor } from "../../scripts/stack/wait.ts";
+import { api, expectErrorShape, newAddress, newMerchantWithKey, query } from "./helpers.ts";
+
+const DAY = 86_400;
+const MONTH = 31 * DAY;
+
+const merchant = async () => {
+  const { key } = await newMerchantWithKey("test");
+  const configured = await api("/v1/merchant/chains", {
+    key,
+    body: { chain: 31337, payout_address: newAddress() },
+  });
+  expect(configured.status).toBe(200);
+  const call = (path: string, body?: unknown) => api(path, body === undefined ? { key } : { key, body });
+  const events = async (type: string) =>
+    (await call(`/v1/events?type=${type}&limit=100`)).json.data as Array<{
+      id: string;
+      type: string;
+      data: { object: Record<string, unknown> };
+    }>;
+  const waitForEvents = async (
+    type: string,
+    count: number,
+    match: (object: Record<string, unknown>) => boolean,
+  ) => {
+    let found: Awaited<ReturnType<typeof events>> = [];
+    await waitFor(
+      async () => {
+        found = (await events(type)).filter((e) => match(e.data.object));
+        return found.length >= count;
+      },
+      { timeoutMs: 30_000, intervalMs: 100, what: `${count} ${type}` },
+    );
+    return found;
+  };
+  const advance = (seconds: number) => call("/v1/test/clock/advance", { seconds });
+  return { key, call, events, waitForEvents, advance };
+};
+
+describe("catalogue", () => {
+  it("creates, lists, reads and deactivates prices, and refuses bad ones with nothing created", async () => {
+    const m = await merchant();
+    const created = await m.call("/v1/prices", { product_name: "Pro plan", amount_decimal: "19.99" });
+    expect(created.status, created.text).toBe(200);
+    expect(created.json).toMatchObject({
+      object: "price",
+      livemode: false,
+      active: true,
+      product_name: "Pro plan",
+      chain: 31337,
+      token: "USDC",
+      interval: "month",
+      amount_decimal: "19.99",
+      usage: null,
+    });
+    expect(created.json.id).toMatch(/^price_/);
+    const metered = await m.call("/v1/prices", {
+      product_name: "API",
+      amount_decimal: "0",
+      usage: { unit_amount_decimal: "0.002", unit: "call" },
+    });
+    expect(metered.status, metered.text).toBe(200);
+    expect(metered.json).toMatchObject({
+      amount_decimal: "0",
+      usage: { unit_amount_decimal: "0.002", unit: "call" },
+    });
+
+    for (const [body, param] of [
+      [{ product_name: "x", amount_decimal: "abc" }, "amount_decimal"],
+      [{ product_name: "x", amount_decimal: "0" }, "amount_decimal"],
+      [{ product_name: "x", amount_decimal: "1.0000001" }, "amount_decimal"],
+      [{ product_name: "x", amount_decimal: "1", token: "DAI" }, "token"],
+      [{ product_name: "x", amount_decimal: "1", chain: 1 }, "chain"],
+      [
+        { product_name: "x", amount_decimal: "1", usage: { unit_amount_decimal: "-1", unit: "u" } },
+        "usage.unit_amount_decimal",
+      ],
+    ] as const) {
+      const refused = await m.call("/v1/prices", body);
+      expect(refused.status, JSON.stringify(body)).toBe(400);
+      expect(expectErrorShape(refused.json).param).toBe(param);
+    }
+    expect((await m.call("/v1/prices")).json.data).toHaveLength(2);
+
+    const deactivated = await m.call(`/v1/prices/${created.json.id}`, { active: false });
+    expect(deactivated.json.active).toBe(false);
+    expect((await m.call("/v1/prices?active=true")).json.data.map((p: { id: string }) => p.id)).toEqual([
+      metered.json.id,
+    ]);
+    const refused = await m.call("/v1/subscriptions", { customer: "c", price: created.json.id });
+    expect(refused.status).toBe(400);
+    expect(expectErrorShape(refused.json)).toMatchObject({ code: "price_inactive", param: "price" });
+    const stranger = await merchant();
+    expect((await stranger.call(`/v1/prices/${created.json.id}`)).status).toBe(404);
+  });
+
+  it("creates coupons (percent or amount) and refuses ambiguous ones", async () => {
+    const m = await merchant();
+    const percent = await m.call("/v1/coupons", { percent_off: 12.5, duration_in_months: 3 });
+    expect(percent.status, percent.text).toBe(200);
+    expect(percent.json).toMatchObject({
+      object: "coupon",
+      percent_off: 12.5,
+      amount_off_decimal: null,
+      duration_in_months: 3,
+    });
+    const amount = await m.call("/v1/coupons", {
+      amount_off_decimal: "5",
+      token: "USDC",
+      duration_in_months: 1,
+    });
+    expect(amount.json).toMatchObject({ percent_off: null, amount_off_decimal: "5", token: "USDC" });
+    for (const body of [
+      { duration_in_months: 3 },
+      { percent_off: 10, amount_off_decimal: "1", token: "USDC", duration_in_months: 3 },
+      { percent_off: 10.005, duration_in_months: 3 },
+      { percent_off: 101, duration_in_months: 3 },
+      { percent_off: 10, duration_in_months: 0 },
+      { amount_off_decimal: "5", duration_in_months: 1 },
+      { amount_off_decimal: "0", token: "USDC", duration_in_months: 1 },
+    ]) {
+      const refused = await m.call("/v1/coupons", body);
+      expect(refused.status, JSON.stringify(body)).toBe(400);
+      expectErrorShape(refused.json);
+    }
+    expect((await m.call("/v1/coupons")).json.data).toHaveLength(2);
+  });
+});
+
+describe("subscriptions", () => {
+  it("refuses a closed chain, a missing cap for a metered price, a cap below the price and unknown references", async () => {
+    const m = await merchant();
+    await m.call("/v1/merchant/chains", { chain: 31339, payout_address: newAddress() });
+    const closedPrice = await m.call("/v1/prices", { product_name: "x", amount_decimal: "5", chain: 31339 });
+    expect(closedPrice.status, closedPrice.text).toBe(200);
+    const closed = await m.call("/v1/subscriptions", { customer: "c", price: closedPrice.json.id });
+    expect(closed.status).toBe(400);
+    expect(expectErrorShape(closed.json).code).toBe("chain_closed");
+    expect(closed.json.error.message).toMatch(/subscriptions_available is false/);
+
+    const price = await m.call("/v1/prices", { product_name: "x", amount_decimal: "5", chain: 31337 });
+    const metered = await m.call("/v1/prices", {
+      product_name: "m",
+      amount_decimal: "1",
+      chain: 31337,
+      usage: { unit_amount_decimal: "0.1", unit: "u" },
+    });
+    const cases = [
+      [{ customer: "c", price: metered.json.id }, "parameter_missing"],
+      [{ customer: "c", price: price.json.id, cap_decimal: "4.99" }, "cap_too_low"],
+      [{ customer: "c", price: "price_01JD3ZZZZZZZZZZZZZZZZZZZZZ" }, "resource_missing"],
+      [{ customer: "c", price: price.json.id, coupon: "cpn_01JD3ZZZZZZZZZZZZZZZZZZZZZ" }, "resource_missing"],
+    ] as const;
+    for (const [body, code] of cases) {
+      const refused = await m.call("/v1/subscriptions", body);
+      expect(refused.status, JSON.stringify(body)).toBe(400);
+      expect(expectErrorShape(refused.json).code).toBe(code);
+    }
+    expect((await m.call("/v1/subscriptions")).json.data).toHaveLength(0);
+    expect((await m.call("/v1/mandates")).json.data).toHaveLength(0);
+  });
+
+  it("bills each month through a discount, a failed charge and its retry, and ends at period end", async () => {
+    const m = await merchant();
+    const price = await m.call("/v1/prices", { product_name: "Team", amount_decimal: "10", chain: 31337 });
+    const coupon = await m.call("/v1/coupons", { percent_off: 50, duration_in_months: 2 });
+    const created = await m.call("/v1/subscriptions", {
+      customer: "cus_team",
+      price: price.json.id,
+      coupon: coupon.json.id,
+    });
+    expect(created.status, created.text).toBe(200);
+    const sub = created.json;
+    expect(sub).toMatchObject({
+      object: "subscription",
+      status: "incomplete",
+      customer: "cus_team",
+      price: price.json.id,
+      chain: 31337,
+      token: "USDC",
+      cap_decimal: "10",
+      discount: { coupon: coupon.json.id, start_period: null, end_period: null },
+      current_period: null,
+      latest_invoice: null,
+    });
+    expect(sub.authorization_url).toMatch(/\/authorize\//);
+    const mandate = (await m.call(`/v1/mandates/${sub.mandate}`)).json;
+    expect(mandate).toMatchObject({ cap_decimal: "10", reference: sub.id, status: "pending" });
+
+    // The customer authorises with 15 in the wallet: period 0 is invoiced at once, half off.
+    await m.call(`/v1/test/mandates/${sub.mandate}/fund`, { amount_decimal: "15" });
+    expect((await m.call(`/v1/test/mandates/${sub.mandate}/authorize`, {})).status).toBe(200);
+    const [first] = await m.waitForEvents("invoice.paid", 1, (o) => o.subscription === sub.id);
+    expect(first?.data.object).toMatchObject({
+      object: "invoice",
+      status: "paid",
+      period: 0,
+      subtotal_decimal: "10",
+      discount_decimal: "5",
+      total_decimal: "5",
+      amount_paid_decimal: "5",
+      attempt_count: 1,
+      lines: [
+        { kind: "price", description: "Team", quantity: "1", amount_decimal: "10" },
+        { kind: "discount", amount_decimal: "-5" },
+      ],
+    });
+    const active = (await m.call(`/v1/subscriptions/${sub.id}`)).json;
+    expect(active).toMatchObject({ status: "active", discount: { start_period: 0, end_period: 2 } });
+    expect(active.current_period.index).toBe(0);
+
+    // Month 1: still discounted.
+    await m.advance(MONTH);
+    await m.waitForEvents("invoice.paid", 2, (o) => o.subscription === sub.id);
+
+    // Month 2: the discount has ended; 5 left cannot cover 10.
+    await m.advance(MONTH);
+    const [failed] = await m.waitForEvents("invoice.payment_failed", 1, (o) => o.subscription === sub.id);
+    expect(failed?.data.object).toMatchObject({
+      status: "open",
+      period: 2,
+      total_decimal: "10",
+      attempt_count: 1,
+    });
+    const failedCharge = (await m.call(`/v1/charges/${failed?.data.object.charge}`)).json;
+    expect(failedCharge).toMatchObject({ status: "failed", failure_code: "insufficient_funds" });
+    const pastDue = (await m.call(`/v1/subscriptions/${sub.id}`)).json;
+    expect(pastDue.status).toBe("past_due");
+    const retryAt = failed?.data.object.next_payment_attempt as number;
+    expect(retryAt - (pastDue.current_period.start as number)).toBeGreaterThanOrEqual(DAY);
+
+    // Topped up: the retry a day later succeeds and the subscription is active again.
+    await m.call(`/v1/test/mandates/${sub.mandate}/fund`, { amount_decimal: "20" });
+    await m.advance(DAY + 60);
+    await m.waitForEvents("invoice.paid", 3, (o) => o.subscription === sub.id);
+    await waitFor(async () => (await m.call(`/v1/subscriptions/${sub.id}`)).json.status === "active", {
+      timeoutMs: 10_000,
+      what: "active again",
+    });
+
+    // Cancel at period end: no invoice for month 3.
+    const canceling = await m.call(`/v1/subscriptions/${sub.id}/cancel`, { at_period_end: true });
+    expect(canceling.json).toMatchObject({ status: "active", cancel_at_period_end: true });
+    await m.advance(MONTH);
+    const [ended] = await m.waitForEvents("subscription.canceled", 1, (o) => o.id === sub.id);
+    expect(ended?.data.object).toMatchObject({ status: "canceled", cancellation_reason: "requested" });
+
+    const invoices = (await m.call(`/v1/invoices?subscription=${sub.id}&limit=100`)).json.data as Array<{
+      period: number;
+      status: string;
+      total_decimal: string;
+    }>;
+    expect(invoices.map((i) => [i.period, i.status, i.total_decimal])).toEqual([
+      [2, "paid", "10"],
+      [1, "paid", "5"],
+      [0, "paid", "5"],
+    ]);
+    const rows = await query<{ n: string }>(
+      "SELECT count(*)::text AS n FROM billing.invoices WHERE subscription_id = $1",
+      [sub.id],
+    );
+    expect(rows[0]?.n).toBe("3");
+    const again = await m.call(`/v1/subscriptions/${sub.id}/cancel`, {});
+    expect(expectErrorShape(again.json).code).toBe("subscription_canceled");
+  });
+});
