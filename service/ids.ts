@@ -16,6 +16,7 @@ export const ID_PREFIXES = {
   price: "price",
   invoice: "inv",
   coupon: "cpn",
+  usageRecord: "ur",
   event: "evt",
   webhookEndpoint: "we",
   webhookDelivery: "whd",

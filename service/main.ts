@@ -44,6 +44,7 @@ import { subscriptionBilling } from "./subscriptions/billing.ts";
 import { Coupons } from "./subscriptions/coupons.ts";
 import { Prices } from "./subscriptions/prices.ts";
 import { Subscriptions } from "./subscriptions/subscriptions.ts";
+import { Usage } from "./subscriptions/usage.ts";
 import { TestHelpers } from "./testing/test-helpers.ts";
 import { Deliveries } from "./webhooks/deliveries.ts";
 import { dispatcherLayer } from "./webhooks/dispatcher.ts";
@@ -70,7 +71,8 @@ export type AppServices =
   | Deliveries
   | Prices
   | Coupons
-  | Subscriptions;
+  | Subscriptions
+  | Usage;
 
 export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...chainRoutes,
@@ -113,7 +115,9 @@ export const domainLayer = (config: ServiceConfig) => {
     Layer.provideMerge(billing),
   );
   const catalogue = Layer.mergeAll(Prices.layer, Coupons.layer).pipe(Layer.provideMerge(endpoints));
-  const subscriptions = Subscriptions.layer.pipe(Layer.provideMerge(catalogue));
+  const subscriptions = Usage.layer.pipe(
+    Layer.provideMerge(Subscriptions.layer.pipe(Layer.provideMerge(catalogue))),
+  );
   return Layer.mergeAll(TestHelpers.layer, Deliveries.layer).pipe(
     Layer.provideMerge(subscriptions),
     Layer.provide(migrated),

@@ -288,6 +288,19 @@ export const migrations = {
     "CREATE INDEX invoices_merchant ON billing.invoices (merchant_id, livemode, id DESC)",
     "CREATE INDEX invoices_open ON billing.invoices (charge_id) WHERE status = 'open'",
   ),
+  "0007_usage_records": statements(
+    `CREATE TABLE billing.usage_records (
+      id text PRIMARY KEY,
+      merchant_id text NOT NULL REFERENCES billing.merchants (id),
+      livemode boolean NOT NULL,
+      subscription_id text NOT NULL REFERENCES billing.subscriptions (id),
+      period integer NOT NULL,
+      quantity bigint NOT NULL CHECK (quantity > 0),
+      status text NOT NULL CHECK (status IN ('billable', 'over_limit')),
+      created_at timestamptz NOT NULL DEFAULT now()
+    )`,
+    "CREATE INDEX usage_records_subscription ON billing.usage_records (subscription_id, period, id DESC)",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -17,10 +17,10 @@ import { Charges } from "../charges/charges.ts";
 import { EVENTS_CHANNEL, raiseEvent } from "../events/outbox.ts";
 import { newId } from "../ids.ts";
 import { tokenOf } from "../mandates/mandate-object.ts";
-import { formatDecimal, parseDecimal } from "../money/decimal.ts";
+import { formatDecimal } from "../money/decimal.ts";
 import type { Worker } from "../workers/workers.ts";
 import { nextRetryAt } from "./dunning.ts";
-import { computeInvoice, discountApplies, type InvoiceDiscount } from "./invoice-math.ts";
+import { draftInvoice } from "./invoice-draft.ts";
 import { Prices } from "./prices.ts";
 import type { SubscriptionRow } from "./subscription-object.ts";
 import { Subscriptions } from "./subscriptions.ts";
@@ -134,35 +134,6 @@ export const billChain = (chain: ResolvedChain, now: number) =>
           yield* recordFailure(invoiceId, outcome.charge.failure_code ?? "processing_error");
       });
 
-    const discountFor = (row: SubscriptionRow, period: number, decimals: number) =>
-      Effect.gen(function* () {
-        if (row.coupon_id === null) return { discount: null, window: { start: null, end: null } };
-        const coupons = yield* sql<{
-          percent_off_bps: number | null;
-          amount_off_decimal: string | null;
-          duration_in_months: number;
-        }>`
-          SELECT percent_off_bps, amount_off_decimal, duration_in_months FROM billing.coupons WHERE id = ${row.coupon_id}`;
-        const coupon = coupons[0];
-        if (!coupon) return { discount: null, window: { start: null, end: null } };
-        const window =
-          row.discount_start_period === null
-            ? { start: period, end: period + coupon.duration_in_months }
-            : { start: row.discount_start_period, end: row.discount_end_period };
-        const amountOff =
-          coupon.amount_off_decimal === null
-            ? null
-            : parseDecimal(coupon.amount_off_decimal, decimals, 2n ** 256n);
-        const discount: InvoiceDiscount | null = discountApplies(period, window)
-          ? {
-              coupon: row.coupon_id,
-              percentOffBps: coupon.percent_off_bps,
-              amountOff: amountOff && amountOff._tag === "Success" ? amountOff.success : null,
-            }
-          : null;
-        return { discount, window };
-      });
-
     /** Invoices the period the chain is in and charges it. */
     const billPeriod = (row: SubscriptionRow) =>
       Effect.gen(function* () {
@@ -172,14 +143,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
         if (row.cancel_at_period_end && row.current_period !== null && period > row.current_period)
           return yield* subscriptions.endSubscription(row.id, "requested");
         const price = yield* prices.byId(row.price_id);
-        const decimals = tokenOf(chain, price.token_address)?.decimals ?? 0;
-        const { discount, window } = yield* discountFor(row, period, decimals);
-        const totals = computeInvoice({
-          productName: price.product_name,
-          amount: BigInt(price.amount),
-          discount,
-          usage: null,
-        });
+        const { totals, window } = yield* draftInvoice({ chain, subscription: row, price, period });
         const id = yield* newId("invoice");
         const inserted = yield* sql<{ id: string }>`INSERT INTO billing.invoices ${sql.insert({
           id,

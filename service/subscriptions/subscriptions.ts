@@ -124,6 +124,12 @@ export class Subscriptions extends Context.Service<
       caller: Caller,
       query: ListInvoicesQuery,
     ) => Effect.Effect<List<InvoiceObject>, SqlError.SqlError>;
+    /** The record with its mandate's terms; locked for update when asked (inside a transaction). */
+    readonly load: (
+      caller: Caller,
+      id: string,
+      forUpdate?: boolean,
+    ) => Effect.Effect<SubscriptionRow, NotFound | SqlError.SqlError>;
     readonly reload: (id: string) => Effect.Effect<SubscriptionRow, SqlError.SqlError>;
     readonly reloadInvoice: (id: string) => Effect.Effect<InvoiceRow, SqlError.SqlError>;
     readonly render: (row: SubscriptionRow) => SubscriptionObject;
@@ -356,6 +362,7 @@ export class Subscriptions extends Context.Service<
 
       return {
         create,
+        load,
         retrieve,
         list,
         cancel,

@@ -269,4 +269,68 @@ describe("subscriptions", () => {
     const again = await m.call(`/v1/subscriptions/${sub.id}/cancel`, {});
     expect(expectErrorShape(again.json).code).toBe("subscription_canceled");
   });
+
+  it("bills metered usage with the next invoice, records usage above the cap as over_limit, and is idempotent", async () => {
+    const m = await merchant();
+    const price = await m.call("/v1/prices", {
+      product_name: "API",
+      amount_decimal: "2",
+      chain: 31337,
+      usage: { unit_amount_decimal: "0.5", unit: "call" },
+    });
+    const sub = (
+      await m.call("/v1/subscriptions", { customer: "cus_api", price: price.json.id, cap_decimal: "10" })
+    ).json;
+    const early = await m.call(`/v1/subscriptions/${sub.id}/usage_records`, { quantity: 1 });
+    expect(expectErrorShape(early.json).code).toBe("subscription_not_billing");
+    await m.call(`/v1/test/mandates/${sub.mandate}/fund`, { amount_decimal: "50" });
+    await m.call(`/v1/test/mandates/${sub.mandate}/authorize`, {});
+    await m.waitForEvents("invoice.paid", 1, (o) => o.subscription === sub.id);
+
+    const record = (quantity: number, idempotencyKey?: string) =>
+      api(`/v1/subscriptions/${sub.id}/usage_records`, {
+        key: m.key,
+        body: { quantity },
+        ...(idempotencyKey ? { idempotencyKey } : {}),
+      });
+    const first = await record(10, "usage-key-1");
+    expect(first.json).toMatchObject({ object: "usage_record", quantity: 10, status: "billable", period: 0 });
+    const replayed = await record(10, "usage-key-1");
+    expect(replayed.json.id).toBe(first.json.id);
+    // 2 + (10 + 7) × 0.5 = 10.5 > 10: recorded, not billed.
+    const over = await record(7);
+    expect(over.json).toMatchObject({ status: "over_limit", quantity: 7 });
+    const [exceeded] = await m.waitForEvents("usage.limit_exceeded", 1, (o) => o.subscription === sub.id);
+    expect(exceeded?.data.object).toMatchObject({
+      id: over.json.id,
+      next_charge_decimal: "10.5",
+      cap_decimal: "10",
+    });
+    expect((await record(6)).json.status).toBe("billable");
+    const listed = (await m.call(`/v1/subscriptions/${sub.id}/usage_records`)).json.data;
+    expect(listed).toHaveLength(3);
+    for (const bad of [{ quantity: 0 }, { quantity: 1.5 }, { quantity: "3" }, {}])
+      expect((await m.call(`/v1/subscriptions/${sub.id}/usage_records`, bad)).status).toBe(400);
+
+    await m.advance(MONTH);
+    const paid = await m.waitForEvents("invoice.paid", 2, (o) => o.subscription === sub.id);
+    const second = paid.find((e) => e.data.object.period === 1)?.data.object;
+    expect(second).toMatchObject({
+      total_decimal: "10",
+      lines: [
+        { kind: "price", amount_decimal: "2" },
+        { kind: "usage", quantity: "16", amount_decimal: "8" },
+      ],
+    });
+    const fixedOnly = await m.call("/v1/prices", { product_name: "Flat", amount_decimal: "1", chain: 31337 });
+    const flat = (await m.call("/v1/subscriptions", { customer: "c", price: fixedOnly.json.id })).json;
+    await m.call(`/v1/test/mandates/${flat.mandate}/fund`, { amount_decimal: "5" });
+    await m.call(`/v1/test/mandates/${flat.mandate}/authorize`, {});
+    await waitFor(async () => (await m.call(`/v1/subscriptions/${flat.id}`)).json.status === "active", {
+      timeoutMs: 20_000,
+      what: "flat subscription active",
+    });
+    const notMetered = await m.call(`/v1/subscriptions/${flat.id}/usage_records`, { quantity: 1 });
+    expect(expectErrorShape(notMetered.json).code).toBe("subscription_not_metered");
+  });
 });

@@ -17,11 +17,18 @@ import {
   ListSubscriptionsQuery,
   Subscriptions,
 } from "../../subscriptions/subscriptions.ts";
+import {
+  CreateUsageRecord,
+  ListUsageRecordsQuery,
+  Usage,
+  UsageRecordObject,
+} from "../../subscriptions/usage.ts";
 import { defineRoute } from "../route.ts";
 
 const withPrices = Effect.service(Prices);
 const withCoupons = Effect.service(Coupons);
 const withSubscriptions = Effect.service(Subscriptions);
+const withUsage = Effect.service(Usage);
 
 export const subscriptionRoutes = [
   defineRoute({
@@ -143,6 +150,30 @@ export const subscriptionRoutes = [
       Effect.flatMap(withSubscriptions, (subscriptions) =>
         subscriptions.cancel(caller, params.id ?? "", body),
       ),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/subscriptions/{id}/usage_records",
+    operationId: "createUsageRecord",
+    tag: "Subscriptions",
+    summary: "Record usage of a metered subscription; billed with the next month's invoice.",
+    description:
+      "Usage that would take the next invoice above the mandate's cap is recorded with status `over_limit`, never charged, and raises `usage.limit_exceeded`. Idempotent through Idempotency-Key like every POST. A subscription without a metered price: 400 `subscription_not_metered`; incomplete or canceled: 400 `subscription_not_billing`.",
+    body: CreateUsageRecord,
+    response: UsageRecordObject,
+    handler: ({ caller, params, body }) =>
+      Effect.flatMap(withUsage, (usage) => usage.record(caller, params.id ?? "", body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/subscriptions/{id}/usage_records",
+    operationId: "listUsageRecords",
+    tag: "Subscriptions",
+    summary: "A subscription's usage records, newest first.",
+    body: ListUsageRecordsQuery,
+    response: listOf(UsageRecordObject, "UsageRecordList"),
+    handler: ({ caller, params, body }) =>
+      Effect.flatMap(withUsage, (usage) => usage.list(caller, params.id ?? "", body)),
   }),
   defineRoute({
     method: "GET",
