@@ -251,7 +251,6 @@ export const migrations = {
       discount_end_period integer,
       status text NOT NULL CHECK (status IN ('incomplete', 'active', 'past_due', 'canceled')),
       current_period integer,
-      next_period integer,
       next_billing_at bigint,
       cancel_at_period_end boolean NOT NULL DEFAULT false,
       canceled_at timestamptz,

@@ -169,21 +169,33 @@ export const billChain = (chain: ResolvedChain, now: number) =>
         yield* attemptCharge(id);
       });
 
-    const lockedSubscription = (id: string, condition: string) =>
+    /**
+     * Locks a row still matching `condition` (placeholders from $2, filled by `params`), skipping one
+     * another process holds: true when this transaction now holds it.
+     */
+    const lockRow = (
+      table: "subscriptions" | "invoices",
+      id: string,
+      condition: string,
+      params: unknown[] = [],
+    ) =>
+      sql
+        .unsafe<{ id: string }>(
+          `SELECT id FROM billing.${table} WHERE id = $1 AND ${condition} FOR UPDATE SKIP LOCKED`,
+          [id, ...params],
+        )
+        .pipe(Effect.map((rows) => rows.length > 0));
+    const lockedSubscription = (id: string, condition: string, params: unknown[] = []) =>
       Effect.gen(function* () {
-        const locked = yield* sql.unsafe<{ id: string }>(
-          `SELECT id FROM billing.subscriptions WHERE id = $1 AND ${condition} FOR UPDATE SKIP LOCKED`,
-          [id],
-        );
-        return locked.length === 0 ? undefined : yield* subscriptions.reload(id);
+        return (yield* lockRow("subscriptions", id, condition, params))
+          ? yield* subscriptions.reload(id)
+          : undefined;
       });
-    const lockedInvoice = (id: string, condition: string) =>
+    const lockedInvoice = (id: string, condition: string, params: unknown[] = []) =>
       Effect.gen(function* () {
-        const locked = yield* sql.unsafe<{ id: string }>(
-          `SELECT id FROM billing.invoices WHERE id = $1 AND ${condition} FOR UPDATE SKIP LOCKED`,
-          [id],
-        );
-        return locked.length === 0 ? undefined : yield* subscriptions.reloadInvoice(id);
+        return (yield* lockRow("invoices", id, condition, params))
+          ? yield* subscriptions.reloadInvoice(id)
+          : undefined;
       });
     /** Each item in its own transaction: one chain outage or bad row never holds back the rest. */
     const eachInTransaction = <A, E, R>(
@@ -253,7 +265,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
       lapsed.map((r) => r.id),
       (id) =>
         Effect.gen(function* () {
-          const invoice = yield* lockedInvoice(id, `status = 'open' AND period_end <= ${now}`);
+          const invoice = yield* lockedInvoice(id, "status = 'open' AND period_end <= $2", [now]);
           if (!invoice) return;
           if (invoice.charge_id !== null && (yield* charges.reload(invoice.charge_id)).status === "pending")
             return;
@@ -273,7 +285,8 @@ export const billChain = (chain: ResolvedChain, now: number) =>
         Effect.gen(function* () {
           const row = yield* lockedSubscription(
             id,
-            `status IN ('active', 'past_due') AND next_billing_at <= ${now}`,
+            "status IN ('active', 'past_due') AND next_billing_at <= $2",
+            [now],
           );
           if (row) yield* billPeriod(row);
         }),
@@ -287,7 +300,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
       retries.map((r) => r.id),
       (id) =>
         Effect.gen(function* () {
-          const invoice = yield* lockedInvoice(id, `status = 'open' AND next_attempt_at <= ${now}`);
+          const invoice = yield* lockedInvoice(id, "status = 'open' AND next_attempt_at <= $2", [now]);
           if (invoice) yield* attemptCharge(id);
         }),
     );

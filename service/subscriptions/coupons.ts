@@ -3,16 +3,17 @@
  * first invoice (Stripe's `duration: "repeating"`). An amount-off coupon names its token by symbol and
  * applies only to prices in that token.
  */
-import { Context, Effect, Layer, Schema } from "effect";
+import { Context, Effect, Layer, Result, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import type { Caller } from "../auth/api-keys.ts";
 import { decodeRows } from "../db/rows.ts";
 import { type InvalidRequest, invalidParam, NotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
+import { MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
 import { PageQuery, pageOf } from "../pagination.ts";
 
-const DECIMAL = /^\d{1,30}(\.\d{1,18})?$/;
-const POSITIVE = /[1-9]/;
+/** The token's decimals are known only when the coupon meets a price; 18 bounds any token's. */
+const MAX_TOKEN_DECIMALS = 18;
 
 export const CreateCoupon = Schema.Struct({
   name: Schema.optionalKey(Schema.String.check(Schema.isBetweenLength(1, 100))),
@@ -136,10 +137,11 @@ export class Coupons extends Context.Service<
               return yield* invalidParam("percent_off", "percent_off has at most two decimals, e.g. 12.5.");
           }
           if (amount !== undefined) {
-            if (!DECIMAL.test(amount) || !POSITIVE.test(amount))
+            const parsed = parseDecimal(amount, MAX_TOKEN_DECIMALS, MAX_CAP_UNITS * 10n ** 18n);
+            if (Result.isFailure(parsed))
               return yield* invalidParam(
                 "amount_off_decimal",
-                `amount_off_decimal must be a positive decimal like "5.00" (got ${JSON.stringify(amount.slice(0, 40))}).`,
+                `amount_off_decimal ${parsed.failure.message}.`,
               );
             if (input.token === undefined)
               return yield* invalidParam(

@@ -6,6 +6,7 @@ import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { inject } from "vitest";
+import { waitFor } from "../../scripts/stack/wait.ts";
 
 export const stack = () => inject("stack");
 
@@ -96,4 +97,41 @@ export const expectErrorShape = (body: unknown) => {
   if (!(error.param === null || typeof error.param === "string"))
     throw new Error("param must be string or null");
   return error as { type: string; code: string; message: string; param: string | null };
+};
+
+export interface EventOf {
+  readonly id: string;
+  readonly type: string;
+  readonly data: { readonly object: Record<string, unknown> };
+}
+
+/** A merchant of its own with chain 31337 configured, so events and lists are the calling test's alone. */
+export const merchantOnTestChain = async () => {
+  const { key } = await newMerchantWithKey("test");
+  const configured = await api("/v1/merchant/chains", {
+    key,
+    body: { chain: 31337, payout_address: newAddress() },
+  });
+  if (configured.status !== 200) throw new Error(`chain 31337 not configured: ${configured.text}`);
+  const call = (path: string, body?: unknown) => api(path, body === undefined ? { key } : { key, body });
+  const events = async (type: string) =>
+    (await call(`/v1/events?type=${type}&limit=100`)).json.data as EventOf[];
+  /** Waits until at least `count` events of `type` whose object matches have been raised. */
+  const waitForEvents = async (
+    type: string,
+    count: number,
+    match: (object: Record<string, unknown>) => boolean,
+  ) => {
+    let found: EventOf[] = [];
+    await waitFor(
+      async () => {
+        found = (await events(type)).filter((e) => match(e.data.object));
+        return found.length >= count;
+      },
+      { timeoutMs: 30_000, intervalMs: 100, what: `${count} ${type}` },
+    );
+    return found;
+  };
+  const advance = (seconds: number) => call("/v1/test/clock/advance", { seconds });
+  return { key, call, events, waitForEvents, advance };
 };

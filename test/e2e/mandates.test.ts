@@ -7,46 +7,31 @@ import { describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { periodStart } from "../../src/ledger/period.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
-import { api, expectErrorShape, newAddress, newMerchantWithKey } from "./helpers.ts";
+import {
+  api,
+  type EventOf,
+  expectErrorShape,
+  merchantOnTestChain,
+  newAddress,
+  newMerchantWithKey,
+} from "./helpers.ts";
 
 const MONTH = 31 * 86_400;
 
-/** A merchant of its own with chain 31337 configured, so events and lists are this test's alone. */
+/** A merchant of its own on chain 31337, with waits for one object's event and a charge's status. */
 const merchant = async () => {
-  const { key } = await newMerchantWithKey("test");
-  const configured = await api("/v1/merchant/chains", {
-    key,
-    body: { chain: 31337, payout_address: newAddress() },
-  });
-  expect(configured.status).toBe(200);
-  const call = (path: string, body?: unknown) => api(path, body === undefined ? { key } : { key, body });
-  const events = async (type: string) =>
-    (await call(`/v1/events?type=${type}&limit=100`)).json.data as Array<{
-      id: string;
-      type: string;
-      data: { object: Record<string, unknown> };
-    }>;
-  const waitForEvent = async (type: string, objectId: string) => {
-    let found: Awaited<ReturnType<typeof events>>[number] | undefined;
-    await waitFor(
-      async () => {
-        found = (await events(type)).find((e) => e.data.object.id === objectId);
-        return found !== undefined;
-      },
-      { timeoutMs: 20_000, intervalMs: 100, what: `${type} for ${objectId}` },
-    );
-    return found as NonNullable<typeof found>;
-  };
+  const m = await merchantOnTestChain();
+  const waitForEvent = async (type: string, objectId: string) =>
+    (await m.waitForEvents(type, 1, (object) => object.id === objectId))[0] as EventOf;
   const waitForCharge = async (id: string, status: string) => {
-    await waitFor(async () => (await call(`/v1/charges/${id}`)).json.status === status, {
+    await waitFor(async () => (await m.call(`/v1/charges/${id}`)).json.status === status, {
       timeoutMs: 20_000,
       intervalMs: 100,
       what: `charge ${id} to be ${status}`,
     });
-    return (await call(`/v1/charges/${id}`)).json;
+    return (await m.call(`/v1/charges/${id}`)).json;
   };
-  const advance = (seconds: number) => call("/v1/test/clock/advance", { seconds });
-  return { key, call, events, waitForEvent, waitForCharge, advance };
+  return { ...m, waitForEvent, waitForCharge };
 };
 
 const openMandate = async (m: Awaited<ReturnType<typeof merchant>>, extra: Record<string, unknown> = {}) => {

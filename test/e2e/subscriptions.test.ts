@@ -5,43 +5,12 @@
  */
 import { describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
-import { api, expectErrorShape, newAddress, newMerchantWithKey, query } from "./helpers.ts";
+import { api, expectErrorShape, merchantOnTestChain, newAddress, query } from "./helpers.ts";
 
 const DAY = 86_400;
 const MONTH = 31 * DAY;
 
-const merchant = async () => {
-  const { key } = await newMerchantWithKey("test");
-  const configured = await api("/v1/merchant/chains", {
-    key,
-    body: { chain: 31337, payout_address: newAddress() },
-  });
-  expect(configured.status).toBe(200);
-  const call = (path: string, body?: unknown) => api(path, body === undefined ? { key } : { key, body });
-  const events = async (type: string) =>
-    (await call(`/v1/events?type=${type}&limit=100`)).json.data as Array<{
-      id: string;
-      type: string;
-      data: { object: Record<string, unknown> };
-    }>;
-  const waitForEvents = async (
-    type: string,
-    count: number,
-    match: (object: Record<string, unknown>) => boolean,
-  ) => {
-    let found: Awaited<ReturnType<typeof events>> = [];
-    await waitFor(
-      async () => {
-        found = (await events(type)).filter((e) => match(e.data.object));
-        return found.length >= count;
-      },
-      { timeoutMs: 30_000, intervalMs: 100, what: `${count} ${type}` },
-    );
-    return found;
-  };
-  const advance = (seconds: number) => call("/v1/test/clock/advance", { seconds });
-  return { key, call, events, waitForEvents, advance };
-};
+const merchant = merchantOnTestChain;
 
 describe("catalogue", () => {
   it("creates, lists, reads and deactivates prices, and refuses bad ones with nothing created", async () => {
