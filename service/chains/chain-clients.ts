@@ -30,7 +30,13 @@ export class EscrowRevert extends Schema.TaggedError<EscrowRevert>()("EscrowReve
   message: Schema.String,
 }) {}
 
-export type EscrowFunction = "charge" | "release" | "returnCharge" | "authorize" | "authorizeWithPermit";
+export type EscrowFunction =
+  | "charge"
+  | "chargeMany"
+  | "release"
+  | "returnCharge"
+  | "authorize"
+  | "authorizeWithPermit";
 
 export const escrowCallData = (functionName: EscrowFunction, args: readonly unknown[]): Hex =>
   encodeFunctionData({ abi: MandateEscrowAbi, functionName, args } as Parameters<

@@ -5,7 +5,7 @@
  * succeeded, released or returned (events/fact-application.ts).
  */
 import { PgClient } from "@effect/sql-pg";
-import { Context, Effect, Layer, Result, Schema } from "effect";
+import { Array as Arr, Context, Effect, Layer, Result, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { encodeAbiParameters, type Hex, keccak256 } from "viem";
 import { periodIndexAt, periodStart } from "../../src/ledger/period.ts";
@@ -61,6 +61,26 @@ const unavailable = (error: ChainUnavailable | RelayerError) =>
 
 type Failure = InvalidRequest | NotFound | Unavailable | SqlError.SqlError;
 
+export interface ChargeRequest {
+  readonly caller: Caller;
+  readonly mandateId: string;
+  readonly input: CreateCharge;
+}
+
+/** A charge request that passed the service's checks, ready to simulate and send. */
+interface Prepared {
+  readonly mandate: MandateRow;
+  readonly chain: ResolvedChain;
+  readonly amount: bigint;
+  readonly period: number;
+  readonly onchainId: Hex;
+}
+
+const chargeManyArgs = (batch: readonly Prepared[]) => [
+  batch.map((p) => p.onchainId),
+  batch.map((p) => p.amount),
+];
+
 export class Charges extends Context.Service<
   Charges,
   {
@@ -69,6 +89,16 @@ export class Charges extends Context.Service<
       mandateId: string,
       input: CreateCharge,
     ) => Effect.Effect<ChargeObject, Failure>;
+    /**
+     * Several charges at once (billing's period boundary): each checked like `create`, then each chain's
+     * charges simulated and sent as one `chargeMany` transaction. One result per request, in order.
+     */
+    readonly createMany: (
+      requests: readonly ChargeRequest[],
+    ) => Effect.Effect<
+      readonly Result.Result<ChargeObject, InvalidRequest | NotFound>[],
+      Unavailable | SqlError.SqlError
+    >;
     readonly retrieve: (
       caller: Caller,
       id: string,
@@ -179,9 +209,13 @@ export class Charges extends Context.Service<
           }).pipe(Effect.provideService(PgClient.PgClient, pg));
         });
 
-      const create = (caller: Caller, mandateId: string, input: CreateCharge) =>
+      /** Checks a charge request against the mandate (locked: one mandate's charges are decided in turn). */
+      const prepare = (
+        request: ChargeRequest,
+        chainTime: (chain: ResolvedChain) => Effect.Effect<number, Unavailable>,
+      ) =>
         Effect.gen(function* () {
-          // Locked: concurrent charges of one mandate are decided one after the other.
+          const { caller, mandateId, input } = request;
           const mandate = yield* mandates.load(caller, mandateId, { forUpdate: true });
           const chain = chainOf(mandate.chain_id);
           const rendered = mandates.render(mandate);
@@ -225,7 +259,7 @@ export class Charges extends Context.Service<
                 "This mandate names another operator than this service, so the service cannot charge it.",
               param: null,
             });
-          const now = yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable));
+          const now = yield* chainTime(chain);
           const period = periodIndexAt(mandate.anchor, now);
           if (period === undefined)
             return yield* new InvalidRequest({
@@ -237,50 +271,176 @@ export class Charges extends Context.Service<
             WHERE mandate_id = ${mandate.id} AND period = ${period} AND status <> 'failed' LIMIT 1`;
           if (taken.length > 0 || (mandate.last_charged_period ?? -1) >= period)
             return yield* alreadyCharged(mandate, period, taken[0]?.id);
+          const prepared: Prepared = { mandate, chain, amount, period, onchainId: mandate.onchain_id as Hex };
+          return prepared;
+        });
 
-          const outcome = yield* simulate(chain, mandate, amount);
-          if (outcome !== undefined) {
+      /**
+       * Each charge's simulated outcome (undefined: it would succeed). A batch is simulated whole first:
+       * `chargeMany` is all-or-nothing, so a batch that would revert is split in halves until the charges
+       * that fail are found on their own.
+       */
+      const simulateBatch = (
+        chain: ResolvedChain,
+        batch: readonly Prepared[],
+      ): Effect.Effect<readonly (EscrowRevert | undefined)[], Unavailable> => {
+        const [only] = batch;
+        if (only === undefined) return Effect.succeed([]);
+        if (batch.length === 1) return Effect.map(simulate(chain, only.mandate, only.amount), (r) => [r]);
+        return clients
+          .simulateEscrow(chain, only.mandate.operator_address as Hex, "chargeMany", chargeManyArgs(batch))
+          .pipe(
+            Effect.as(batch.map(() => undefined)),
+            Effect.catchTag("EscrowRevert", () => {
+              const half = Math.ceil(batch.length / 2);
+              return Effect.map(
+                Effect.all([
+                  simulateBatch(chain, batch.slice(0, half)),
+                  simulateBatch(chain, batch.slice(half)),
+                ]),
+                ([a, b]) => [...a, ...b],
+              );
+            }),
+            Effect.mapError((error) => (error._tag === "ChainUnavailable" ? unavailable(error) : error)),
+          );
+      };
+
+      /** Records one chain's checked charges and sends those that would succeed in one transaction. */
+      const sendBatch = (chain: ResolvedChain, batch: readonly Prepared[]) =>
+        Effect.gen(function* () {
+          const outcomes = yield* simulateBatch(chain, batch);
+          const results: Result.Result<string, InvalidRequest>[] = [];
+          const sending: { prepared: Prepared; id: string }[] = [];
+          for (const [i, prepared] of batch.entries()) {
+            const outcome = outcomes[i];
+            if (outcome === undefined) {
+              const id = yield* newId("charge");
+              sending.push({ prepared, id });
+              results.push(Result.succeed(id));
+              continue;
+            }
             const classified = classifyChargeRevert(outcome.errorName);
             if (classified.kind === "refuse")
-              return yield* classified.code === "period_already_charged"
-                ? alreadyCharged(mandate, period, undefined)
-                : new InvalidRequest({ code: classified.code, message: classified.message, param: null });
-            const id = yield* recordFailure(
-              mandate,
-              amount,
-              period,
-              classified.failureCode,
-              classified.message,
-            );
-            return render(yield* reload(id));
+              results.push(
+                Result.fail(
+                  classified.code === "period_already_charged"
+                    ? alreadyCharged(prepared.mandate, prepared.period, undefined)
+                    : new InvalidRequest({ code: classified.code, message: classified.message, param: null }),
+                ),
+              );
+            else
+              results.push(
+                Result.succeed(
+                  yield* recordFailure(
+                    prepared.mandate,
+                    prepared.amount,
+                    prepared.period,
+                    classified.failureCode,
+                    classified.message,
+                  ),
+                ),
+              );
           }
-
-          const onchainId = onchainChargeId(mandate.onchain_id as Hex, period);
-          const id = yield* newId("charge");
-          const purpose = chargePurpose(chain.id, onchainId);
-          yield* sql`INSERT INTO billing.charges ${sql.insert({
-            id,
-            merchant_id: mandate.merchant_id,
-            livemode: mandate.livemode,
-            mandate_id: mandate.id,
-            chain_id: chain.id,
-            amount: amount.toString(),
-            period,
-            status: "pending",
-            onchain_id: onchainId,
-            relayer_purpose: purpose,
-          })}`;
-          yield* sql`UPDATE billing.mandates SET latest_charge = ${id}, updated_at = now() WHERE id = ${mandate.id}`;
+          if (!Arr.isReadonlyArrayNonEmpty(sending)) return results;
+          const single = sending[0];
+          const purpose =
+            sending.length === 1
+              ? chargePurpose(chain.id, onchainChargeId(single.prepared.onchainId, single.prepared.period))
+              : `charges:${chain.id}:${yield* newId("request")}`;
+          yield* sql`INSERT INTO billing.charges ${sql.insert(
+            Arr.map(sending, ({ prepared, id }) => ({
+              id,
+              merchant_id: prepared.mandate.merchant_id,
+              livemode: prepared.mandate.livemode,
+              mandate_id: prepared.mandate.id,
+              chain_id: chain.id,
+              amount: prepared.amount.toString(),
+              period: prepared.period,
+              status: "pending",
+              onchain_id: onchainChargeId(prepared.onchainId, prepared.period),
+              relayer_purpose: purpose,
+            })),
+          )}`;
+          yield* sql`UPDATE billing.mandates m SET latest_charge = c.id, updated_at = now()
+            FROM billing.charges c WHERE c.relayer_purpose = ${purpose} AND c.chain_id = ${chain.id}
+              AND m.id = c.mandate_id`;
           // Recorded in this transaction; broadcast once it commits (never for a rollback).
           yield* relayer
             .submit(chain.id, {
               to: chain.escrow.address,
-              data: escrowCallData("charge", [mandate.onchain_id, amount]),
+              data:
+                sending.length === 1
+                  ? escrowCallData("charge", [single.prepared.onchainId, single.prepared.amount])
+                  : escrowCallData("chargeMany", chargeManyArgs(sending.map((s) => s.prepared))),
               purpose,
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
-          return render(yield* reload(id));
+          return results;
         });
+
+      const createMany = (requests: readonly ChargeRequest[]) =>
+        Effect.gen(function* () {
+          const times = new Map<number, number>();
+          const chainTime = (chain: ResolvedChain) =>
+            times.has(chain.id)
+              ? Effect.succeed(times.get(chain.id) as number)
+              : clients.latestTime(chain).pipe(
+                  Effect.tap((now) => Effect.sync(() => times.set(chain.id, now))),
+                  Effect.mapError(unavailable),
+                );
+          const seen = new Set<string>();
+          const checked = yield* Effect.forEach(requests, (request) =>
+            (seen.has(request.mandateId)
+              ? Effect.fail(
+                  new InvalidRequest({
+                    code: "period_already_charged",
+                    message: "Another charge of this mandate is in the same batch.",
+                    param: null,
+                  }),
+                )
+              : Effect.andThen(
+                  Effect.sync(() => seen.add(request.mandateId)),
+                  prepare(request, chainTime),
+                )
+            ).pipe(
+              Effect.map((prepared) => ({ prepared })),
+              Effect.catchTags({
+                InvalidRequest: (refused) => Effect.succeed({ refused }),
+                NotFound: (refused) => Effect.succeed({ refused }),
+              }),
+            ),
+          );
+          const results: Result.Result<ChargeObject, InvalidRequest | NotFound>[] = [];
+          const byChain = new Map<number, { index: number; prepared: Prepared }[]>();
+          for (const [index, item] of checked.entries()) {
+            if ("refused" in item) results[index] = Result.fail(item.refused);
+            else {
+              const group = byChain.get(item.prepared.chain.id) ?? [];
+              group.push({ index, prepared: item.prepared });
+              byChain.set(item.prepared.chain.id, group);
+            }
+          }
+          for (const group of byChain.values()) {
+            const [first] = group;
+            if (!first) continue;
+            const sent = yield* sendBatch(
+              first.prepared.chain,
+              group.map((g) => g.prepared),
+            );
+            for (const [i, { index }] of group.entries()) {
+              const outcome = sent[i] as Result.Result<string, InvalidRequest>;
+              results[index] = Result.isSuccess(outcome)
+                ? Result.succeed(render(yield* reload(outcome.success)))
+                : Result.fail(outcome.failure);
+            }
+          }
+          return results;
+        });
+
+      const create = (caller: Caller, mandateId: string, input: CreateCharge) =>
+        Effect.flatMap(createMany([{ caller, mandateId, input }]), ([result]) =>
+          result === undefined ? Effect.die(new Error("no charge result")) : Effect.fromResult(result),
+        );
 
       const alreadyCharged = (mandate: MandateRow, period: number, chargeId: string | undefined) =>
         new InvalidRequest({
@@ -397,7 +557,7 @@ export class Charges extends Context.Service<
         return reverted;
       });
 
-      return { create, retrieve, listForMandate, returnCharge, reload, render, resolveReverted };
+      return { create, createMany, retrieve, listForMandate, returnCharge, reload, render, resolveReverted };
     }),
   );
 }

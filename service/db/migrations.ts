@@ -300,6 +300,14 @@ export const migrations = {
     )`,
     "CREATE INDEX usage_records_subscription ON billing.usage_records (subscription_id, period, id DESC)",
   ),
+  "0008_subscription_warnings": statements(
+    // Chain times at which the advance warnings of the coming period are checked; NULL once checked.
+    "ALTER TABLE billing.subscriptions ADD COLUMN at_risk_check_at bigint, ADD COLUMN discount_warning_at bigint",
+    `CREATE INDEX subscriptions_at_risk ON billing.subscriptions (chain_id, at_risk_check_at)
+      WHERE at_risk_check_at IS NOT NULL`,
+    `CREATE INDEX subscriptions_discount_warning ON billing.subscriptions (chain_id, discount_warning_at)
+      WHERE discount_warning_at IS NOT NULL`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

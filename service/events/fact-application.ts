@@ -108,7 +108,8 @@ export const applyFact = (fact: FactRow, context: FactContext) =>
           // Our transaction, mined after a period boundary: the chain charged the next period's id.
           const ours = yield* sql<{ id: string }>`SELECT c.id FROM billing.charges c
             JOIN billing.relayer_transactions r ON r.chain_id = c.chain_id AND r.purpose = c.relayer_purpose
-            WHERE c.chain_id = ${chain.id} AND c.status = 'pending' AND ${fact.tx_hash} = ANY(r.hashes)
+            WHERE c.chain_id = ${chain.id} AND c.mandate_id = ${mandateId} AND c.status = 'pending'
+              AND ${fact.tx_hash} = ANY(r.hashes)
             FOR UPDATE OF c`;
           chargeId = ours[0]?.id;
           if (chargeId !== undefined)

@@ -6,7 +6,7 @@
  * at once, or a restart mid-pass, never invoice a period twice.
  */
 import { PgClient } from "@effect/sql-pg";
-import { Effect, Option } from "effect";
+import { Effect, Option, Result } from "effect";
 import { SqlClient } from "effect/sql";
 import { periodIndexAt, periodStart } from "../../src/ledger/period.ts";
 import type { Caller } from "../auth/api-keys.ts";
@@ -17,6 +17,7 @@ import { Charges } from "../charges/charges.ts";
 import { EVENTS_CHANNEL, raiseEvent } from "../events/outbox.ts";
 import { newId } from "../ids.ts";
 import { tokenOf } from "../mandates/mandate-object.ts";
+import { Mandates } from "../mandates/mandates.ts";
 import { formatDecimal } from "../money/decimal.ts";
 import type { Worker } from "../workers/workers.ts";
 import { nextRetryAt } from "./dunning.ts";
@@ -24,8 +25,14 @@ import { draftInvoice } from "./invoice-draft.ts";
 import { Prices } from "./prices.ts";
 import type { SubscriptionRow } from "./subscription-object.ts";
 import { Subscriptions } from "./subscriptions.ts";
+import { draftUpcomingCharge, readOutlook } from "./upcoming-charge.ts";
+import { atRiskCheckAt, atRiskReasons, discountWarningAt } from "./warnings.ts";
 
 const BATCH = 200;
+const MAX_ROUNDS = 10;
+
+/** Refusals no retry can cure: the customer revoked, or the invoice exceeds what they signed for. */
+const FINAL_REFUSALS = new Set(["mandate_revoked", "mandate_cap_exceeded"]);
 
 const billingCaller = (row: { merchant_id: string; livemode: boolean }): Caller => ({
   merchantId: row.merchant_id,
@@ -44,11 +51,12 @@ export const billingPass = Effect.gen(function* () {
   for (const chain of registry.all) {
     const now = yield* clients.latestTime(chain).pipe(Effect.option);
     if (Option.isNone(now)) continue;
-    yield* billChain(chain, now.value);
+    // A boundary can make thousands due at once: keep going while steps come back full.
+    for (let round = 0; round < MAX_ROUNDS; round++) if (!(yield* billChain(chain, now.value))) break;
   }
 });
 
-/** One chain's billing at chain time `now`. */
+/** One chain's billing at chain time `now`; true when a step had more work than one batch. */
 export const billChain = (chain: ResolvedChain, now: number) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient;
@@ -56,6 +64,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
     const subscriptions = yield* Subscriptions;
     const prices = yield* Prices;
     const charges = yield* Charges;
+    const mandates = yield* Mandates;
     const withPg = notify(pg);
 
     const invoiceEvent = (invoiceId: string, type: "invoice.paid" | "invoice.payment_failed", key: string) =>
@@ -84,14 +93,13 @@ export const billChain = (chain: ResolvedChain, now: number) =>
       Effect.gen(function* () {
         const invoice = yield* subscriptions.reloadInvoice(invoiceId);
         const firstFailedAt = invoice.first_failed_at ?? now;
-        const retryAt =
-          code === "mandate_revoked"
-            ? undefined
-            : nextRetryAt({
-                firstFailureAt: firstFailedAt,
-                failures: invoice.attempt_count,
-                periodEnd: invoice.period_end,
-              });
+        const retryAt = FINAL_REFUSALS.has(code)
+          ? undefined
+          : nextRetryAt({
+              firstFailureAt: firstFailedAt,
+              failures: invoice.attempt_count,
+              periodEnd: invoice.period_end,
+            });
         yield* sql`UPDATE billing.invoices SET first_failed_at = ${firstFailedAt}, next_attempt_at = ${retryAt ?? null},
             status = ${retryAt === undefined ? "uncollectible" : "open"}, updated_at = now() WHERE id = ${invoiceId}`;
         if (retryAt !== undefined)
@@ -109,39 +117,53 @@ export const billChain = (chain: ResolvedChain, now: number) =>
           );
       });
 
-    /** Charges an open invoice once more (or for the first time). */
-    const attemptCharge = (invoiceId: string) =>
+    /**
+     * Charges open invoices (first attempts and retries) together: the escrow takes each chain's batch in
+     * one `chargeMany` transaction.
+     */
+    const chargeInvoices = (invoiceIds: readonly string[]) =>
       Effect.gen(function* () {
-        const invoice = yield* subscriptions.reloadInvoice(invoiceId);
-        const subscription = yield* subscriptions.reload(invoice.subscription_id);
-        const decimals = tokenOf(chain, invoice.token_address)?.decimals ?? 0;
+        if (invoiceIds.length === 0) return;
+        const requests = yield* Effect.forEach(invoiceIds, (id) =>
+          Effect.gen(function* () {
+            const invoice = yield* subscriptions.reloadInvoice(id);
+            const subscription = yield* subscriptions.reload(invoice.subscription_id);
+            const decimals = tokenOf(chain, invoice.token_address)?.decimals ?? 0;
+            return {
+              caller: billingCaller(invoice),
+              mandateId: subscription.mandate_id,
+              input: { amount_decimal: formatDecimal(BigInt(invoice.total), decimals) },
+            };
+          }),
+        );
         yield* sql`UPDATE billing.invoices SET attempt_count = attempt_count + 1, next_attempt_at = NULL,
-            updated_at = now() WHERE id = ${invoiceId}`;
-        const outcome = yield* charges
-          .create(billingCaller(invoice), subscription.mandate_id, {
-            amount_decimal: formatDecimal(BigInt(invoice.total), decimals),
-          })
-          .pipe(
-            Effect.map((charge) => ({ charge })),
-            Effect.catchTags({
-              InvalidRequest: (refused) => Effect.succeed({ refused }),
-              NotFound: (missing) => Effect.die(missing),
-            }),
-          );
-        if ("refused" in outcome) return yield* recordFailure(invoiceId, outcome.refused.code);
-        yield* sql`UPDATE billing.invoices SET charge_id = ${outcome.charge.id}, updated_at = now() WHERE id = ${invoiceId}`;
-        if (outcome.charge.status === "failed")
-          yield* recordFailure(invoiceId, outcome.charge.failure_code ?? "processing_error");
+            updated_at = now() WHERE id IN ${sql.in(invoiceIds)}`;
+        const results = yield* charges.createMany(requests);
+        yield* Effect.forEach(invoiceIds, (id, i) =>
+          Effect.gen(function* () {
+            const result = results[i];
+            if (result === undefined) return;
+            if (Result.isFailure(result)) return yield* recordFailure(id, result.failure.code);
+            const charge = result.success;
+            yield* sql`UPDATE billing.invoices SET charge_id = ${charge.id}, updated_at = now() WHERE id = ${id}`;
+            if (charge.status === "failed")
+              yield* recordFailure(id, charge.failure_code ?? "processing_error");
+          }),
+        );
       });
 
-    /** Invoices the period the chain is in and charges it. */
+    /** Invoices the period the chain is in; returns the invoice when it has to be charged. */
     const billPeriod = (row: SubscriptionRow) =>
       Effect.gen(function* () {
-        if (row.mandate_status === "revoked")
-          return yield* subscriptions.endSubscription(row.id, "mandate_revoked");
+        if (row.mandate_status === "revoked") {
+          yield* subscriptions.endSubscription(row.id, "mandate_revoked");
+          return undefined;
+        }
         const period = periodIndexAt(row.anchor, now) ?? 0;
-        if (row.cancel_at_period_end && row.current_period !== null && period > row.current_period)
-          return yield* subscriptions.endSubscription(row.id, "requested");
+        if (row.cancel_at_period_end && row.current_period !== null && period > row.current_period) {
+          yield* subscriptions.endSubscription(row.id, "requested");
+          return undefined;
+        }
         const price = yield* prices.byId(row.price_id);
         const { totals, window } = yield* draftInvoice({ chain, subscription: row, price, period });
         const id = yield* newId("invoice");
@@ -159,14 +181,19 @@ export const billChain = (chain: ResolvedChain, now: number) =>
           discount: totals.discount.toString(),
           total: totals.total.toString(),
         })} ON CONFLICT (subscription_id, period) DO NOTHING RETURNING id`;
-        yield* sql`UPDATE billing.subscriptions SET current_period = ${period},
-            next_billing_at = ${periodStart(row.anchor, period + 1)},
+        const nextStart = periodStart(row.anchor, period + 1);
+        const discountWarning =
+          window.end === period + 1 ? discountWarningAt(nextStart) : row.discount_warning_at;
+        yield* sql`UPDATE billing.subscriptions SET current_period = ${period}, next_billing_at = ${nextStart},
             latest_invoice = COALESCE(${inserted[0]?.id ?? null}, latest_invoice),
-            discount_start_period = ${window.start}, discount_end_period = ${window.end}, updated_at = now()
+            discount_start_period = ${window.start}, discount_end_period = ${window.end},
+            at_risk_check_at = ${atRiskCheckAt(nextStart)}, discount_warning_at = ${discountWarning},
+            updated_at = now()
           WHERE id = ${row.id}`;
-        if (inserted.length === 0) return;
-        if (totals.total === 0n) return yield* markPaid(id, row.id, now);
-        yield* attemptCharge(id);
+        if (inserted.length === 0) return undefined;
+        if (totals.total > 0n) return id;
+        yield* markPaid(id, row.id, now);
+        return undefined;
       });
 
     /**
@@ -197,25 +224,38 @@ export const billChain = (chain: ResolvedChain, now: number) =>
           ? yield* subscriptions.reloadInvoice(id)
           : undefined;
       });
-    /** Each item in its own transaction: one chain outage or bad row never holds back the rest. */
+    /**
+     * A batch in one transaction (one commit, one chargeMany); if it fails, each item in its own
+     * transaction, so one bad row or a chain outage never holds back the rest.
+     */
+    const inTransactions = <E, R>(
+      ids: readonly string[],
+      batch: (ids: readonly string[]) => Effect.Effect<void, E, R>,
+    ) => {
+      const one = (group: readonly string[]) => sql.withTransaction(batch(group));
+      return ids.length === 0
+        ? Effect.void
+        : one(ids).pipe(
+            Effect.catchCause(() =>
+              Effect.forEach(
+                ids,
+                (id) =>
+                  one([id]).pipe(
+                    Effect.catchCause((cause) =>
+                      Effect.logWarning("billing step failed; retried on the next pass", cause).pipe(
+                        Effect.annotateLogs({ id }),
+                      ),
+                    ),
+                  ),
+                { discard: true },
+              ),
+            ),
+          );
+    };
     const eachInTransaction = <A, E, R>(
       ids: readonly string[],
       step: (id: string) => Effect.Effect<A, E, R>,
-    ) =>
-      Effect.forEach(
-        ids,
-        (id) =>
-          sql
-            .withTransaction(step(id))
-            .pipe(
-              Effect.catchCause((cause) =>
-                Effect.logWarning("billing step failed; retried on the next pass", cause).pipe(
-                  Effect.annotateLogs({ id }),
-                ),
-              ),
-            ),
-        { discard: true },
-      );
+    ) => inTransactions(ids, (group) => Effect.forEach(group, step, { discard: true }));
 
     // 1. Charges that reached an outcome: paid, or a failure the charge worker found after a revert.
     const settled = yield* sql<{
@@ -275,20 +315,25 @@ export const billChain = (chain: ResolvedChain, now: number) =>
         }),
     );
 
-    // 4. Period boundaries.
+    // 4. Period boundaries: invoices written, then charged together.
     const due = yield* sql<{ id: string }>`SELECT id FROM billing.subscriptions
       WHERE chain_id = ${chain.id} AND status IN ('active', 'past_due') AND next_billing_at <= ${now}
       ORDER BY next_billing_at LIMIT ${BATCH}`;
-    yield* eachInTransaction(
+    yield* inTransactions(
       due.map((r) => r.id),
-      (id) =>
+      (ids) =>
         Effect.gen(function* () {
-          const row = yield* lockedSubscription(
-            id,
-            "status IN ('active', 'past_due') AND next_billing_at <= $2",
-            [now],
-          );
-          if (row) yield* billPeriod(row);
+          const toCharge: string[] = [];
+          for (const id of ids) {
+            const row = yield* lockedSubscription(
+              id,
+              "status IN ('active', 'past_due') AND next_billing_at <= $2",
+              [now],
+            );
+            const invoice = row ? yield* billPeriod(row) : undefined;
+            if (invoice !== undefined) toCharge.push(invoice);
+          }
+          yield* chargeInvoices(toCharge);
         }),
     );
 
@@ -296,18 +341,105 @@ export const billChain = (chain: ResolvedChain, now: number) =>
     const retries = yield* sql<{ id: string }>`SELECT i.id FROM billing.invoices i
       JOIN billing.subscriptions s ON s.id = i.subscription_id
       WHERE i.status = 'open' AND s.chain_id = ${chain.id} AND i.next_attempt_at <= ${now} LIMIT ${BATCH}`;
-    yield* eachInTransaction(
+    yield* inTransactions(
       retries.map((r) => r.id),
+      (ids) =>
+        Effect.gen(function* () {
+          const toCharge: string[] = [];
+          for (const id of ids)
+            if (yield* lockedInvoice(id, "status = 'open' AND next_attempt_at <= $2", [now]))
+              toCharge.push(id);
+          yield* chargeInvoices(toCharge);
+        }),
+    );
+
+    // 6. Advance warnings, each checked once per period (the column is cleared in the same transaction).
+    const warnable = "status IN ('active', 'past_due') AND NOT cancel_at_period_end";
+    const discountEnding = yield* sql<{ id: string }>`SELECT id FROM billing.subscriptions
+      WHERE chain_id = ${chain.id} AND discount_warning_at <= ${now} LIMIT ${BATCH}`;
+    yield* eachInTransaction(
+      discountEnding.map((r) => r.id),
       (id) =>
         Effect.gen(function* () {
-          const invoice = yield* lockedInvoice(id, "status = 'open' AND next_attempt_at <= $2", [now]);
-          if (invoice) yield* attemptCharge(id);
+          if (!(yield* lockRow("subscriptions", id, "discount_warning_at <= $2", [now]))) return;
+          yield* sql`UPDATE billing.subscriptions SET discount_warning_at = NULL WHERE id = ${id}`;
+          const row = yield* lockedSubscription(id, warnable);
+          if (!row || row.discount_end_period === null) return;
+          const upcoming = yield* draftUpcomingCharge({
+            chain,
+            subscription: row,
+            rendered: subscriptions.render(row),
+            price: yield* prices.byId(row.price_id),
+            period: row.discount_end_period,
+          });
+          if (upcoming.amount <= BigInt(row.cap)) return;
+          yield* raiseEvent({
+            merchantId: row.merchant_id,
+            livemode: row.livemode,
+            type: "discount.ending_above_cap",
+            object: {
+              ...upcoming.object,
+              reason: "mandate_cap_exceeded",
+              discount_ends_at: upcoming.object.charge_at,
+            },
+            key: `${id}:discount_ending_above_cap:${row.discount_end_period}`,
+          }).pipe(withPg);
         }),
+    );
+
+    const atRisk = yield* sql<{ id: string }>`SELECT id FROM billing.subscriptions
+      WHERE chain_id = ${chain.id} AND at_risk_check_at <= ${now} LIMIT ${BATCH}`;
+    yield* eachInTransaction(
+      atRisk.map((r) => r.id),
+      (id) =>
+        Effect.gen(function* () {
+          if (!(yield* lockRow("subscriptions", id, "at_risk_check_at <= $2", [now]))) return;
+          yield* sql`UPDATE billing.subscriptions SET at_risk_check_at = NULL WHERE id = ${id}`;
+          const row = yield* lockedSubscription(id, warnable);
+          if (!row || row.current_period === null) return;
+          const period = row.current_period + 1;
+          const upcoming = yield* draftUpcomingCharge({
+            chain,
+            subscription: row,
+            rendered: subscriptions.render(row),
+            price: yield* prices.byId(row.price_id),
+            period,
+          });
+          const outlook = yield* readOutlook(chain, yield* mandates.reload(row.mandate_id), upcoming.amount);
+          const reasons = atRiskReasons(outlook);
+          if (reasons.length === 0) return;
+          const decimal = (units: bigint) => formatDecimal(units, upcoming.decimals);
+          yield* Effect.forEach(reasons, (reason) =>
+            raiseEvent({
+              merchantId: row.merchant_id,
+              livemode: row.livemode,
+              type: "schedule.upcoming_charge_at_risk",
+              object: {
+                ...upcoming.object,
+                reason,
+                approval_left_decimal: decimal(outlook.approvalLeft),
+                balance_decimal: decimal(outlook.balance),
+                allowance_decimal: decimal(outlook.allowance),
+              },
+              key: `${id}:upcoming_charge_at_risk:${period}:${reason}`,
+            }).pipe(withPg),
+          );
+        }),
+    );
+    return [settled, authorised, lapsed, due, retries, discountEnding, atRisk].some(
+      (rows) => rows.length === BATCH,
     );
   });
 
 export const subscriptionBilling: Worker<
-  SqlClient.SqlClient | PgClient.PgClient | ChainRegistry | ChainClients | Subscriptions | Prices | Charges
+  | SqlClient.SqlClient
+  | PgClient.PgClient
+  | ChainRegistry
+  | ChainClients
+  | Subscriptions
+  | Prices
+  | Charges
+  | Mandates
 > = {
   name: "subscription-billing",
   pass: billingPass,

@@ -26,6 +26,8 @@ export const SubscriptionRow = Schema.Struct({
   canceled_at: Schema.NullOr(Schema.Date),
   cancellation_reason: Schema.NullOr(Schema.Literals(CANCELLATION_REASONS)),
   latest_invoice: Schema.NullOr(Schema.String),
+  at_risk_check_at: Schema.NullOr(Schema.Number),
+  discount_warning_at: Schema.NullOr(Schema.Number),
   created_at: Schema.Date,
   // From the mandate.
   mandate_status: Schema.String,
@@ -39,7 +41,8 @@ export type SubscriptionRow = typeof SubscriptionRow.Type;
 export const SUBSCRIPTION_COLUMNS = `s.id, s.merchant_id, s.livemode, s.customer, s.price_id, s.mandate_id, s.chain_id,
   s.coupon_id, s.discount_start_period, s.discount_end_period, s.status, s.current_period,
   s.next_billing_at::float8 AS next_billing_at, s.cancel_at_period_end, s.canceled_at, s.cancellation_reason,
-  s.latest_invoice, s.created_at, m.status AS mandate_status, m.anchor::float8 AS anchor, m.cap::text AS cap,
+  s.latest_invoice, s.at_risk_check_at::float8 AS at_risk_check_at,
+  s.discount_warning_at::float8 AS discount_warning_at, s.created_at, m.status AS mandate_status, m.anchor::float8 AS anchor, m.cap::text AS cap,
   m.token_address, m.authorization_token`;
 export const SUBSCRIPTION_FROM = "billing.subscriptions s JOIN billing.mandates m ON m.id = s.mandate_id";
 

@@ -22,6 +22,7 @@ import { Mandates } from "../mandates/mandates.ts";
 import { formatDecimal, MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
 import { PageQuery, pageOf } from "../pagination.ts";
 import { Coupons } from "./coupons.ts";
+import { discountOf } from "./invoice-math.ts";
 import {
   INVOICE_COLUMNS,
   INVOICE_FROM,
@@ -214,6 +215,7 @@ export class Subscriptions extends Context.Service<
             input.coupon === undefined
               ? undefined
               : yield* missingReference("coupon", coupons.load(caller, input.coupon));
+          let amountOff: bigint | null = null;
           if (coupon?.amount_off_decimal != null) {
             if (coupon.token_symbol?.toLowerCase() !== token.symbol.toLowerCase())
               return yield* invalidParam(
@@ -228,17 +230,24 @@ export class Subscriptions extends Context.Service<
                 `Coupon ${coupon.id}'s amount ${off.failure.message}.`,
                 "coupon_not_applicable",
               );
+            amountOff = off.success;
           }
           const amount = BigInt(price.amount);
+          // The first invoice's fixed part: the least a cap can be and still collect anything.
+          const firstInvoice =
+            coupon === undefined
+              ? amount
+              : amount -
+                discountOf({ coupon: coupon.id, percentOffBps: coupon.percent_off_bps, amountOff }, amount);
           let cap = amount;
           if (input.cap_decimal !== undefined) {
             const parsed = parseDecimal(input.cap_decimal, token.decimals, MAX_CAP_UNITS);
             if (Result.isFailure(parsed))
               return yield* invalidParam("cap_decimal", `cap_decimal ${parsed.failure.message}.`);
-            if (parsed.success < amount)
+            if (parsed.success < firstInvoice || parsed.success === 0n)
               return yield* invalidParam(
                 "cap_decimal",
-                `cap_decimal ${input.cap_decimal} is below the price's ${formatDecimal(amount, token.decimals)} ${token.symbol} a month: no invoice could be collected.`,
+                `cap_decimal ${input.cap_decimal} is below the first invoice's ${formatDecimal(firstInvoice, token.decimals)} ${token.symbol}: it could not be collected.`,
                 "cap_too_low",
               );
             cap = parsed.success;

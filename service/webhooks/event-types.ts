@@ -38,7 +38,8 @@ export const EVENT_CATALOGUE = [
   },
   {
     type: "discount.ending_above_cap",
-    description: "One week before a discount ends into a charge above the mandate's cap.",
+    description:
+      "One week before a discount ends into a charge above the mandate's cap; data.object is an upcoming_charge.",
   },
   {
     type: "usage.limit_exceeded",
@@ -46,7 +47,8 @@ export const EVENT_CATALOGUE = [
   },
   {
     type: "schedule.upcoming_charge_at_risk",
-    description: "The next scheduled charge will not fit (cap, approval left, or balance/allowance).",
+    description:
+      "Three days before a period's charge that will not fit; data.object is an upcoming_charge whose reason is mandate_cap_exceeded, approval_exhausted or insufficient_funds (one event per reason).",
   },
   { type: "payment.paid", description: "A one-time payment was paid in full (the gateway's payments)." },
   { type: "payment.reversed", description: "A one-time payment was reversed (the gateway's payments)." },

@@ -1,0 +1,115 @@
+/**
+ * The `upcoming_charge` object carried by the advance warnings: the invoice a subscription will be
+ * charged for a coming period, with what stands in its way. Drafted by the same code billing uses, and
+ * read against the chain (the customer's balance and the escrow's allowance) at the time of the warning.
+ */
+import { Effect } from "effect";
+import { erc20Abi, type Hex } from "viem";
+import { periodStart } from "../../src/ledger/period.ts";
+import { ChainClients } from "../chains/chain-clients.ts";
+import type { ResolvedChain } from "../chains/config.ts";
+import type { MandateRow } from "../mandates/mandate-object.ts";
+import { tokenOf } from "../mandates/mandate-object.ts";
+import { formatDecimal } from "../money/decimal.ts";
+import { draftInvoice } from "./invoice-draft.ts";
+import type { PriceRow } from "./prices.ts";
+import type { SubscriptionObject, SubscriptionRow } from "./subscription-object.ts";
+import type { AtRiskReason, ChargeOutlook } from "./warnings.ts";
+
+/** The warnings' `data.object` (docs/subscriptions.md, "Advance warnings"). */
+export interface UpcomingChargeObject {
+  readonly object: "upcoming_charge";
+  readonly livemode: boolean;
+  readonly subscription: string;
+  readonly customer: string;
+  readonly mandate: string;
+  /** The period the charge is for, and when it starts and is charged (chain time). */
+  readonly period: number;
+  readonly charge_at: number;
+  /** The drafted invoice's total. */
+  readonly amount_decimal: string;
+  readonly cap_decimal: string;
+  readonly token: string;
+  readonly chain: number;
+  readonly reason: AtRiskReason | null;
+  readonly approval_left_decimal: string | null;
+  readonly balance_decimal: string | null;
+  readonly allowance_decimal: string | null;
+  /** discount.ending_above_cap: when the first undiscounted period starts. */
+  readonly discount_ends_at: number | null;
+  readonly authorization_url: string;
+}
+
+/** The drafted charge for `period`, rendered without chain reads (reasons and balances filled later). */
+export const draftUpcomingCharge = (input: {
+  readonly chain: ResolvedChain;
+  readonly subscription: SubscriptionRow;
+  readonly rendered: SubscriptionObject;
+  readonly price: PriceRow;
+  readonly period: number;
+}) =>
+  Effect.gen(function* () {
+    const { subscription, period } = input;
+    const { totals } = yield* draftInvoice({ ...input });
+    const decimals = tokenOf(input.chain, subscription.token_address)?.decimals ?? 0;
+    const object: UpcomingChargeObject = {
+      object: "upcoming_charge",
+      livemode: subscription.livemode,
+      subscription: subscription.id,
+      customer: subscription.customer,
+      mandate: subscription.mandate_id,
+      period,
+      charge_at: periodStart(subscription.anchor, period),
+      amount_decimal: formatDecimal(totals.total, decimals),
+      cap_decimal: input.rendered.cap_decimal,
+      token: input.rendered.token,
+      chain: subscription.chain_id,
+      reason: null,
+      approval_left_decimal: null,
+      balance_decimal: null,
+      allowance_decimal: null,
+      discount_ends_at: null,
+      authorization_url: input.rendered.authorization_url,
+    };
+    return { amount: totals.total, decimals, object };
+  });
+
+/** The customer's side of the coming charge: approval left (indexed), balance and allowance (chain). */
+export const readOutlook = (chain: ResolvedChain, mandate: MandateRow, amount: bigint) =>
+  Effect.gen(function* () {
+    const clients = yield* ChainClients;
+    const client = clients.client(chain);
+    const customer = mandate.customer_address as Hex | null;
+    const [balance, allowance] =
+      customer === null
+        ? [0n, 0n]
+        : yield* Effect.all(
+            [
+              clients.rpc(chain, "balance", () =>
+                client.readContract({
+                  address: mandate.token_address as Hex,
+                  abi: erc20Abi,
+                  functionName: "balanceOf",
+                  args: [customer],
+                }),
+              ),
+              clients.rpc(chain, "allowance", () =>
+                client.readContract({
+                  address: mandate.token_address as Hex,
+                  abi: erc20Abi,
+                  functionName: "allowance",
+                  args: [customer, chain.escrow.address],
+                }),
+              ),
+            ],
+            { concurrency: 2 },
+          );
+    const outlook: ChargeOutlook = {
+      amount,
+      cap: BigInt(mandate.cap),
+      approvalLeft: BigInt(mandate.approval_left ?? "0"),
+      balance,
+      allowance,
+    };
+    return outlook;
+  });
