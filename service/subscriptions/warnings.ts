@@ -26,13 +26,18 @@ export interface ChargeOutlook {
   readonly allowance: bigint;
 }
 
-/** Every reason the coming charge would fail, in a fixed order; empty when it fits. */
+/**
+ * Every reason the coming charge would fail, in a fixed order; empty when it fits. An allowance too low
+ * counts as `insufficient_funds` only while the approval suffices: a new signature renews both (its
+ * permit sets the allowance to the new approval), so the approval's reason alone names the fix.
+ */
 export const atRiskReasons = (outlook: ChargeOutlook): AtRiskReason[] => {
   if (outlook.amount === 0n) return [];
   const reasons: AtRiskReason[] = [];
+  const approvalShort = outlook.approvalLeft < outlook.amount;
   if (outlook.amount > outlook.cap) reasons.push("mandate_cap_exceeded");
-  if (outlook.approvalLeft < outlook.amount) reasons.push("approval_exhausted");
-  if (outlook.balance < outlook.amount || outlook.allowance < outlook.amount)
+  if (approvalShort) reasons.push("approval_exhausted");
+  if (outlook.balance < outlook.amount || (outlook.allowance < outlook.amount && !approvalShort))
     reasons.push("insufficient_funds");
   return reasons;
 };
