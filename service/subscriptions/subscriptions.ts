@@ -3,9 +3,9 @@
  * opens its mandate (the customer's on-chain authorisation) in the same transaction; billing then
  * follows the mandate's periods (subscriptions/billing.ts).
  *
- * The mandate's cap is sized by one rule: `cap_decimal` when given (at least the price's amount),
- * otherwise the price's monthly amount, undiscounted, so that a discount ending never pushes a charge
- * above it. A price with a metered part needs an explicit `cap_decimal` (the usage it allows).
+ * The mandate's cap is sized by one rule: `cap_decimal` when given (at least the first invoice, the
+ * price after its coupon), otherwise the price's monthly amount, undiscounted, so that a discount ending
+ * never pushes a charge above it. A price with a metered part needs an explicit `cap_decimal` (the usage it allows).
  */
 import { PgClient } from "@effect/sql-pg";
 import { Context, Effect, Layer, Result, Schema } from "effect";
@@ -51,7 +51,7 @@ export const CreateSubscription = Schema.Struct({
   cap_decimal: Schema.optionalKey(
     Schema.String.annotate({
       description:
-        "The mandate's cap per month; default: the price's amount. Required for a price with a metered part.",
+        "The mandate's cap per month, at least the first invoice (the price after the coupon); default: the price's undiscounted amount. Required for a price with a metered part. Below the undiscounted price, discount.ending_above_cap warns a week before the discount ends.",
     }),
   ),
   approval_periods: Schema.optionalKey(
