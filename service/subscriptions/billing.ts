@@ -6,7 +6,7 @@
  * at once, or a restart mid-pass, never invoice a period twice.
  */
 import { PgClient } from "@effect/sql-pg";
-import { Effect, Option, Result } from "effect";
+import { Array as Arr, Effect, Option, Result } from "effect";
 import { SqlClient } from "effect/sql";
 import { periodIndexAt, periodStart } from "../../src/ledger/period.ts";
 import type { Caller } from "../auth/api-keys.ts";
@@ -28,7 +28,11 @@ import { Subscriptions } from "./subscriptions.ts";
 import { draftUpcomingCharge, readOutlook } from "./upcoming-charge.ts";
 import { atRiskCheckAt, atRiskReasons, discountWarningAt } from "./warnings.ts";
 
-const BATCH = 200;
+/** Items per transaction (and charges per chargeMany), and transactions at once. */
+const CHUNK = 200;
+const PARALLEL = 4;
+/** Rows one step takes per round. */
+const BATCH = CHUNK * PARALLEL;
 const MAX_ROUNDS = 10;
 
 /** Refusals no retry can cure: the customer revoked, or the invoice exceeds what they signed for. */
@@ -225,32 +229,33 @@ export const billChain = (chain: ResolvedChain, now: number) =>
           : undefined;
       });
     /**
-     * A batch in one transaction (one commit, one chargeMany); if it fails, each item in its own
-     * transaction, so one bad row or a chain outage never holds back the rest.
+     * Batches of CHUNK items, PARALLEL at a time, each in one transaction (one commit, one chargeMany);
+     * if a batch fails, each of its items in its own transaction, so one bad row or a chain outage never
+     * holds back the rest.
      */
     const inTransactions = <E, R>(
       ids: readonly string[],
       batch: (ids: readonly string[]) => Effect.Effect<void, E, R>,
     ) => {
       const one = (group: readonly string[]) => sql.withTransaction(batch(group));
-      return ids.length === 0
-        ? Effect.void
-        : one(ids).pipe(
-            Effect.catchCause(() =>
-              Effect.forEach(
-                ids,
-                (id) =>
-                  one([id]).pipe(
-                    Effect.catchCause((cause) =>
-                      Effect.logWarning("billing step failed; retried on the next pass", cause).pipe(
-                        Effect.annotateLogs({ id }),
-                      ),
-                    ),
-                  ),
-                { discard: true },
+      const itemByItem = (group: readonly string[]) =>
+        Effect.forEach(
+          group,
+          (id) =>
+            one([id]).pipe(
+              Effect.catchCause((cause) =>
+                Effect.logWarning("billing step failed; retried on the next pass", cause).pipe(
+                  Effect.annotateLogs({ id }),
+                ),
               ),
             ),
-          );
+          { discard: true },
+        );
+      return Effect.forEach(
+        Arr.chunksOf(ids, CHUNK),
+        (group) => one(group).pipe(Effect.catchCause(() => itemByItem(group))),
+        { concurrency: PARALLEL, discard: true },
+      );
     };
     const eachInTransaction = <A, E, R>(
       ids: readonly string[],
