@@ -94,6 +94,10 @@ const stack = await startStack({
   logLevel: "Warn",
   onOutput: () => {},
 });
+for (const signal of ["SIGINT", "SIGTERM"] as const)
+  process.once(signal, () => {
+    void stack.stop().finally(() => process.exit(1));
+  });
 try {
   const resolved = stack.chains[0];
   if (!resolved?.rpc || !resolved.escrow.address) throw new Error("no resolved chain");

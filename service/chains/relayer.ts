@@ -252,6 +252,11 @@ export class Relayer extends Context.Service<
             const chain = registry.byId(row.chain_id);
             if (!chain || !account) return;
             const client = clientFor(chain);
+            // The nonce is read before the receipts: a transaction of ours mined in between then shows
+            // its receipt below instead of passing for one that another transaction superseded.
+            const mined = yield* rpc("nonce", () =>
+              client.getTransactionCount({ address: account.address }),
+            ).pipe(Effect.option);
             for (const hash of row.hashes) {
               const receipt = yield* rpc("receipt", () =>
                 client.getTransactionReceipt({ hash: hash as Hex }),
@@ -264,9 +269,6 @@ export class Relayer extends Context.Service<
                 return;
               }
             }
-            const mined = yield* rpc("nonce", () =>
-              client.getTransactionCount({ address: account.address }),
-            ).pipe(Effect.option);
             if (Option.isSome(mined) && mined.value > Number(row.nonce)) {
               // Our nonce was used by a transaction we never broadcast: this one can no longer be mined.
               yield* sql`UPDATE billing.relayer_transactions SET status = 'superseded' WHERE id = ${row.id}`;

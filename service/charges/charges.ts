@@ -427,10 +427,17 @@ export class Charges extends Context.Service<
               first.prepared.chain,
               group.map((g) => g.prepared),
             );
+            const ids = sent.flatMap((outcome) => (Result.isSuccess(outcome) ? [outcome.success] : []));
+            const rows = new Map(
+              (yield* select("c.id = ANY($1)", [ids])).map((row) => [row.id, render(row)] as const),
+            );
             for (const [i, { index }] of group.entries()) {
               const outcome = sent[i] as Result.Result<string, InvalidRequest>;
+              const charge = Result.isSuccess(outcome) ? rows.get(outcome.success) : undefined;
               results[index] = Result.isSuccess(outcome)
-                ? Result.succeed(render(yield* reload(outcome.success)))
+                ? charge
+                  ? Result.succeed(charge)
+                  : yield* Effect.die(new Error(`charge ${outcome.success} vanished`))
                 : Result.fail(outcome.failure);
             }
           }

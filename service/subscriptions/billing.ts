@@ -22,7 +22,7 @@ import { formatDecimal } from "../money/decimal.ts";
 import type { Worker } from "../workers/workers.ts";
 import { nextRetryAt } from "./dunning.ts";
 import { draftInvoice } from "./invoice-draft.ts";
-import { Prices } from "./prices.ts";
+import { type PriceRow, Prices } from "./prices.ts";
 import type { SubscriptionRow } from "./subscription-object.ts";
 import { Subscriptions } from "./subscriptions.ts";
 import { draftUpcomingCharge, readOutlook } from "./upcoming-charge.ts";
@@ -37,6 +37,16 @@ const MAX_ROUNDS = 10;
 
 /** Refusals no retry can cure: the customer revoked, or the invoice exceeds what they signed for. */
 const FINAL_REFUSALS = new Set(["mandate_revoked", "mandate_cap_exceeded"]);
+
+/** An open invoice with what charging it needs. */
+interface InvoiceToCharge {
+  readonly id: string;
+  readonly merchant_id: string;
+  readonly livemode: boolean;
+  readonly total: string;
+  readonly token_address: string;
+  readonly mandate_id: string;
+}
 
 const billingCaller = (row: { merchant_id: string; livemode: boolean }): Caller => ({
   merchantId: row.merchant_id,
@@ -70,6 +80,11 @@ export const billChain = (chain: ResolvedChain, now: number) =>
     const charges = yield* Charges;
     const mandates = yield* Mandates;
     const withPg = notify(pg);
+    const priceRows = new Map<string, PriceRow>();
+    const priceOf = (id: string) =>
+      priceRows.has(id)
+        ? Effect.succeed(priceRows.get(id) as PriceRow)
+        : Effect.tap(prices.byId(id), (row) => Effect.sync(() => priceRows.set(id, row)));
 
     const invoiceEvent = (invoiceId: string, type: "invoice.paid" | "invoice.payment_failed", key: string) =>
       Effect.gen(function* () {
@@ -121,40 +136,62 @@ export const billChain = (chain: ResolvedChain, now: number) =>
           );
       });
 
+    /** The charge of the invoice's period that did not fail, whichever row recorded it. */
+    const chargeTaking = (mandateId: string, invoiceId: string) =>
+      sql<{ id: string }>`SELECT c.id FROM billing.charges c JOIN billing.invoices i ON i.id = ${invoiceId}
+        WHERE c.mandate_id = ${mandateId} AND c.period = i.period AND c.status <> 'failed'
+        ORDER BY c.created_at LIMIT 1`.pipe(Effect.map((rows) => rows[0]?.id));
+
     /**
      * Charges open invoices (first attempts and retries) together: the escrow takes each chain's batch in
      * one `chargeMany` transaction.
      */
-    const chargeInvoices = (invoiceIds: readonly string[]) =>
+    const chargeInvoices = (invoices: readonly InvoiceToCharge[]) =>
       Effect.gen(function* () {
-        if (invoiceIds.length === 0) return;
-        const requests = yield* Effect.forEach(invoiceIds, (id) =>
-          Effect.gen(function* () {
-            const invoice = yield* subscriptions.reloadInvoice(id);
-            const subscription = yield* subscriptions.reload(invoice.subscription_id);
-            const decimals = tokenOf(chain, invoice.token_address)?.decimals ?? 0;
-            return {
-              caller: billingCaller(invoice),
-              mandateId: subscription.mandate_id,
-              input: { amount_decimal: formatDecimal(BigInt(invoice.total), decimals) },
-            };
-          }),
-        );
+        if (invoices.length === 0) return;
+        const decimals = (token: string) => tokenOf(chain, token)?.decimals ?? 0;
+        const requests = invoices.map((invoice) => ({
+          caller: billingCaller(invoice),
+          mandateId: invoice.mandate_id,
+          input: { amount_decimal: formatDecimal(BigInt(invoice.total), decimals(invoice.token_address)) },
+        }));
+        const ids = invoices.map((invoice) => invoice.id);
         yield* sql`UPDATE billing.invoices SET attempt_count = attempt_count + 1, next_attempt_at = NULL,
-            updated_at = now() WHERE id IN ${sql.in(invoiceIds)}`;
+            updated_at = now() WHERE id IN ${sql.in(ids)}`;
         const results = yield* charges.createMany(requests);
-        yield* Effect.forEach(invoiceIds, (id, i) =>
-          Effect.gen(function* () {
-            const result = results[i];
-            if (result === undefined) return;
-            if (Result.isFailure(result)) return yield* recordFailure(id, result.failure.code);
-            const charge = result.success;
-            yield* sql`UPDATE billing.invoices SET charge_id = ${charge.id}, updated_at = now() WHERE id = ${id}`;
-            if (charge.status === "failed")
-              yield* recordFailure(id, charge.failure_code ?? "processing_error");
-          }),
-        );
+        const linked: { id: string; charge: string }[] = [];
+        const failed: { id: string; code: string }[] = [];
+        for (const [i, invoice] of invoices.entries()) {
+          const result = results[i];
+          if (result === undefined) continue;
+          if (Result.isSuccess(result)) {
+            linked.push({ id: invoice.id, charge: result.success.id });
+            if (result.success.status === "failed")
+              failed.push({ id: invoice.id, code: result.success.failure_code ?? "processing_error" });
+            continue;
+          }
+          const taken =
+            result.failure.code === "period_already_charged"
+              ? yield* chargeTaking(invoice.mandate_id, invoice.id)
+              : undefined;
+          // Already charged for this period (a retry after an outcome was misread): settle with it.
+          if (taken !== undefined) linked.push({ id: invoice.id, charge: taken });
+          else failed.push({ id: invoice.id, code: result.failure.code });
+        }
+        if (linked.length > 0)
+          yield* sql`UPDATE billing.invoices i SET charge_id = v.charge, updated_at = now()
+            FROM unnest(${linked.map((l) => l.id)}::text[], ${linked.map((l) => l.charge)}::text[]) AS v(id, charge)
+            WHERE i.id = v.id`;
+        yield* Effect.forEach(failed, ({ id, code }) => recordFailure(id, code), { discard: true });
       });
+
+    /** Open invoices with what charging them needs (one query for a batch). */
+    const invoicesToCharge = (ids: readonly string[]) =>
+      ids.length === 0
+        ? Effect.succeed([] as readonly InvoiceToCharge[])
+        : sql<InvoiceToCharge>`SELECT i.id, i.merchant_id, i.livemode, i.total::text AS total, p.token_address,
+              s.mandate_id FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
+              JOIN billing.prices p ON p.id = s.price_id WHERE i.id IN ${sql.in(ids)}`;
 
     /** Invoices the period the chain is in; returns the invoice when it has to be charged. */
     const billPeriod = (row: SubscriptionRow) =>
@@ -168,7 +205,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
           yield* subscriptions.endSubscription(row.id, "requested");
           return undefined;
         }
-        const price = yield* prices.byId(row.price_id);
+        const price = yield* priceOf(row.price_id);
         const { totals, window } = yield* draftInvoice({ chain, subscription: row, price, period });
         const id = yield* newId("invoice");
         const inserted = yield* sql<{ id: string }>`INSERT INTO billing.invoices ${sql.insert({
@@ -195,7 +232,17 @@ export const billChain = (chain: ResolvedChain, now: number) =>
             updated_at = now()
           WHERE id = ${row.id}`;
         if (inserted.length === 0) return undefined;
-        if (totals.total > 0n) return id;
+        if (totals.total > 0n) {
+          const toCharge: InvoiceToCharge = {
+            id,
+            merchant_id: row.merchant_id,
+            livemode: row.livemode,
+            total: totals.total.toString(),
+            token_address: row.token_address,
+            mandate_id: row.mandate_id,
+          };
+          return toCharge;
+        }
         yield* markPaid(id, row.id, now);
         return undefined;
       });
@@ -267,7 +314,9 @@ export const billChain = (chain: ResolvedChain, now: number) =>
       id: string;
     }>`SELECT i.id FROM billing.invoices i JOIN billing.charges c ON c.id = i.charge_id
       WHERE i.status = 'open' AND c.chain_id = ${chain.id}
-        AND (c.status IN ('succeeded', 'released', 'returned') OR (c.status = 'failed' AND i.next_attempt_at IS NULL))
+        AND (c.status IN ('succeeded', 'released', 'returned')
+          OR (c.status = 'failed' AND (i.next_attempt_at IS NULL OR EXISTS (SELECT 1 FROM billing.charges o
+                WHERE o.mandate_id = c.mandate_id AND o.period = i.period AND o.status <> 'failed'))))
       ORDER BY i.id LIMIT ${BATCH}`;
     yield* eachInTransaction(
       settled.map((r) => r.id),
@@ -277,7 +326,10 @@ export const billChain = (chain: ResolvedChain, now: number) =>
           if (!invoice || invoice.charge_id === null) return;
           const charge = yield* charges.reload(invoice.charge_id);
           if (charge.status === "failed") {
-            if (invoice.next_attempt_at === null)
+            const taken = yield* chargeTaking(charge.mandate_id, id);
+            if (taken !== undefined)
+              yield* sql`UPDATE billing.invoices SET charge_id = ${taken}, updated_at = now() WHERE id = ${id}`;
+            else if (invoice.next_attempt_at === null)
               yield* recordFailure(id, charge.failure_code ?? "processing_error");
           } else if (charge.status !== "pending")
             yield* markPaid(id, invoice.subscription_id, charge.charged_at ?? now);
@@ -328,7 +380,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
       due.map((r) => r.id),
       (ids) =>
         Effect.gen(function* () {
-          const toCharge: string[] = [];
+          const toCharge: InvoiceToCharge[] = [];
           for (const id of ids) {
             const row = yield* lockedSubscription(
               id,
@@ -350,11 +402,11 @@ export const billChain = (chain: ResolvedChain, now: number) =>
       retries.map((r) => r.id),
       (ids) =>
         Effect.gen(function* () {
-          const toCharge: string[] = [];
+          const locked: string[] = [];
           for (const id of ids)
-            if (yield* lockedInvoice(id, "status = 'open' AND next_attempt_at <= $2", [now]))
-              toCharge.push(id);
-          yield* chargeInvoices(toCharge);
+            if (yield* lockRow("invoices", id, "status = 'open' AND next_attempt_at <= $2", [now]))
+              locked.push(id);
+          yield* chargeInvoices(yield* invoicesToCharge(locked));
         }),
     );
 
