@@ -6,7 +6,7 @@
  * at once, or a restart mid-pass, never invoice a period twice.
  */
 import { PgClient } from "@effect/sql-pg";
-import { Array as Arr, Effect, Option, Result } from "effect";
+import { Array as Arr, Clock, Effect, Option, Result } from "effect";
 import { SqlClient } from "effect/sql";
 import { periodIndexAt, periodStart } from "../../src/ledger/period.ts";
 import type { Caller } from "../auth/api-keys.ts";
@@ -14,7 +14,7 @@ import { ChainClients } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Charges } from "../charges/charges.ts";
-import { EVENTS_CHANNEL, raiseEvent } from "../events/outbox.ts";
+import { EVENTS_CHANNEL, insertEvents, raiseEvent } from "../events/outbox.ts";
 import { newId } from "../ids.ts";
 import { tokenOf } from "../mandates/mandate-object.ts";
 import { Mandates } from "../mandates/mandates.ts";
@@ -98,13 +98,30 @@ export const billChain = (chain: ResolvedChain, now: number) =>
         }).pipe(withPg);
       });
 
-    const markPaid = (invoiceId: string, subscriptionId: string, paidAt: number) =>
+    /** Invoices paid (at chain time `paidAt`): one statement each for the batch, and their invoice.paid. */
+    const markPaid = (paid: readonly { invoice: string; subscription: string; paidAt: number }[]) =>
       Effect.gen(function* () {
-        yield* sql`UPDATE billing.invoices SET status = 'paid', paid_at = ${paidAt}, next_attempt_at = NULL,
-            updated_at = now() WHERE id = ${invoiceId}`;
+        if (paid.length === 0) return;
+        yield* sql`UPDATE billing.invoices i SET status = 'paid', paid_at = v.paid_at, next_attempt_at = NULL,
+            updated_at = now()
+          FROM unnest(${paid.map((p) => p.invoice)}::text[], ${paid.map((p) => p.paidAt)}::bigint[]) AS v(id, paid_at)
+          WHERE i.id = v.id`;
         yield* sql`UPDATE billing.subscriptions SET status = 'active', updated_at = now()
-          WHERE id = ${subscriptionId} AND status = 'past_due'`;
-        yield* invoiceEvent(invoiceId, "invoice.paid", `${invoiceId}:paid`);
+          WHERE id IN ${sql.in(paid.map((p) => p.subscription))} AND status = 'past_due'`;
+        const invoices = yield* subscriptions.reloadInvoices(paid.map((p) => p.invoice));
+        const created = Math.floor((yield* Clock.currentTimeMillis) / 1000);
+        const events = yield* Effect.forEach(invoices, (invoice) =>
+          Effect.map(newId("event"), (id) => ({
+            id,
+            created,
+            merchantId: invoice.merchant_id,
+            livemode: invoice.livemode,
+            type: "invoice.paid",
+            object: subscriptions.renderInvoice(invoice),
+            key: `${invoice.id}:paid`,
+          })),
+        );
+        yield* insertEvents(events).pipe(withPg);
       });
 
     /** A failed attempt: retry on the dunning schedule, or end the subscription when none is left. */
@@ -243,7 +260,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
           };
           return toCharge;
         }
-        yield* markPaid(id, row.id, now);
+        yield* markPaid([{ invoice: id, subscription: row.id, paidAt: now }]);
         return undefined;
       });
 
@@ -318,21 +335,38 @@ export const billChain = (chain: ResolvedChain, now: number) =>
           OR (c.status = 'failed' AND (i.next_attempt_at IS NULL OR EXISTS (SELECT 1 FROM billing.charges o
                 WHERE o.mandate_id = c.mandate_id AND o.period = i.period AND o.status <> 'failed'))))
       ORDER BY i.id LIMIT ${BATCH}`;
-    yield* eachInTransaction(
+    yield* inTransactions(
       settled.map((r) => r.id),
-      (id) =>
+      (ids) =>
         Effect.gen(function* () {
-          const invoice = yield* lockedInvoice(id, "status = 'open'");
-          if (!invoice || invoice.charge_id === null) return;
-          const charge = yield* charges.reload(invoice.charge_id);
-          if (charge.status === "failed") {
-            const taken = yield* chargeTaking(charge.mandate_id, id);
+          const rows = yield* sql<{
+            id: string;
+            subscription_id: string;
+            charge_id: string;
+            mandate_id: string;
+            charge_status: string;
+            failure_code: string | null;
+            charged_at: number | null;
+            next_attempt_at: number | null;
+          }>`SELECT i.id, i.subscription_id, c.id AS charge_id, c.mandate_id, c.status AS charge_status,
+              c.failure_code, c.charged_at::float8 AS charged_at, i.next_attempt_at::float8 AS next_attempt_at
+            FROM billing.invoices i JOIN billing.charges c ON c.id = i.charge_id
+            WHERE i.id IN ${sql.in(ids)} AND i.status = 'open' FOR UPDATE OF i SKIP LOCKED`;
+          const paid = rows.filter((r) => ["succeeded", "released", "returned"].includes(r.charge_status));
+          yield* markPaid(
+            paid.map((r) => ({
+              invoice: r.id,
+              subscription: r.subscription_id,
+              paidAt: r.charged_at ?? now,
+            })),
+          );
+          for (const row of rows.filter((r) => r.charge_status === "failed")) {
+            const taken = yield* chargeTaking(row.mandate_id, row.id);
             if (taken !== undefined)
-              yield* sql`UPDATE billing.invoices SET charge_id = ${taken}, updated_at = now() WHERE id = ${id}`;
-            else if (invoice.next_attempt_at === null)
-              yield* recordFailure(id, charge.failure_code ?? "processing_error");
-          } else if (charge.status !== "pending")
-            yield* markPaid(id, invoice.subscription_id, charge.charged_at ?? now);
+              yield* sql`UPDATE billing.invoices SET charge_id = ${taken}, updated_at = now() WHERE id = ${row.id}`;
+            else if (row.next_attempt_at === null)
+              yield* recordFailure(row.id, row.failure_code ?? "processing_error");
+          }
         }),
     );
 
@@ -410,10 +444,11 @@ export const billChain = (chain: ResolvedChain, now: number) =>
         }),
     );
 
-    // 6. Advance warnings, each checked once per period (the column is cleared in the same transaction).
+    // 6. Advance warnings, each checked once per period (the column is cleared in the same transaction);
+    //    none for a charge already due: billing it sets the next period's checks.
     const warnable = "status IN ('active', 'past_due') AND NOT cancel_at_period_end";
     const discountEnding = yield* sql<{ id: string }>`SELECT id FROM billing.subscriptions
-      WHERE chain_id = ${chain.id} AND discount_warning_at <= ${now} LIMIT ${BATCH}`;
+      WHERE chain_id = ${chain.id} AND discount_warning_at <= ${now} AND next_billing_at > ${now} LIMIT ${BATCH}`;
     yield* eachInTransaction(
       discountEnding.map((r) => r.id),
       (id) =>
@@ -445,7 +480,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
     );
 
     const atRisk = yield* sql<{ id: string }>`SELECT id FROM billing.subscriptions
-      WHERE chain_id = ${chain.id} AND at_risk_check_at <= ${now} LIMIT ${BATCH}`;
+      WHERE chain_id = ${chain.id} AND at_risk_check_at <= ${now} AND next_billing_at > ${now} LIMIT ${BATCH}`;
     yield* eachInTransaction(
       atRisk.map((r) => r.id),
       (id) =>

@@ -133,6 +133,9 @@ export class Subscriptions extends Context.Service<
     ) => Effect.Effect<SubscriptionRow, NotFound | SqlError.SqlError>;
     readonly reload: (id: string) => Effect.Effect<SubscriptionRow, SqlError.SqlError>;
     readonly reloadInvoice: (id: string) => Effect.Effect<InvoiceRow, SqlError.SqlError>;
+    readonly reloadInvoices: (
+      ids: readonly string[],
+    ) => Effect.Effect<readonly InvoiceRow[], SqlError.SqlError>;
     readonly render: (row: SubscriptionRow) => SubscriptionObject;
     /** Ends a subscription for good: open invoices are voided and `subscription.canceled` is raised. */
     readonly endSubscription: (
@@ -181,6 +184,8 @@ export class Subscriptions extends Context.Service<
             rows[0] ? Effect.succeed(rows[0]) : Effect.die(new Error(`subscription ${id} vanished`)),
           ),
         );
+      const reloadInvoices = (ids: readonly string[]) => selectInvoices("i.id = ANY($1)", [ids]);
+
       const reloadInvoice = (id: string) =>
         selectInvoices("i.id = $1", [id]).pipe(
           Effect.flatMap((rows) =>
@@ -379,6 +384,7 @@ export class Subscriptions extends Context.Service<
         listInvoices,
         reload,
         reloadInvoice,
+        reloadInvoices,
         render,
         renderInvoice,
         endSubscription,
