@@ -11,9 +11,8 @@
  * measured phase starts: from the boundary to the last `invoice.paid`. N = BILLING_SUBSCRIPTIONS
  * (default 10,000). Writes bench/results/billing.json.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, tmpdir } from "node:os";
-import { join } from "node:path";
+import { rmSync, writeFileSync } from "node:fs";
+import { cpus } from "node:os";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, ManagedRuntime, Redacted } from "effect";
 import {
@@ -32,33 +31,14 @@ import { TestUSDCAbi } from "../abis/TestUSDC.ts";
 import { LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
 import { startStack } from "../scripts/stack/stack.ts";
 import { PERMIT_TYPES, TERMS_TYPES } from "../service/mandates/terms.ts";
+import { benchChainsConfig } from "./local-chain-config.ts";
 
 const N = Number(process.env.BILLING_SUBSCRIPTIONS ?? 10_000);
 const CONCURRENCY = 32;
 const MONTH = 31 * 86_400;
 const PHASE_TIMEOUT_MS = Number(process.env.BILLING_PHASE_TIMEOUT_S ?? 1_800) * 1000;
 
-const dataDir = mkdtempSync(join(tmpdir(), "billing-bench-"));
-const chainsConfig = join(dataDir, "chains.json");
-writeFileSync(
-  chainsConfig,
-  JSON.stringify({
-    chains: [
-      {
-        id: 31337,
-        name: "Local (billing bench)",
-        livemode: false,
-        local: { port: 0 },
-        escrow: {},
-        tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" }],
-        subscriptions_available: true,
-        escrow_available: false,
-        hold_seconds: 0,
-        confirmations: 0,
-      },
-    ],
-  }),
-);
+const { dataDir, chainsConfig } = benchChainsConfig("billing");
 
 const seconds = (since: number) => Math.round((performance.now() - since) / 10) / 100;
 

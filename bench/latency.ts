@@ -4,9 +4,7 @@
  * with confirmations = 0, makes N charges one after another (N = LATENCY_CHARGES, default 200), and
  * waits for each event through Postgres LISTEN. Writes bench/results/latency.json.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rmSync, writeFileSync } from "node:fs";
 import { PgClient } from "@effect/sql-pg";
 import { Duration, Effect, Option, Queue, Redacted } from "effect";
 import {
@@ -26,6 +24,7 @@ import { LOCAL_PAYOUT_ADDRESS } from "../scripts/stack/seed.ts";
 import { startStack } from "../scripts/stack/stack.ts";
 import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { mandateIdFor, TERMS_TYPES } from "../test/contract/harness.ts";
+import { benchChainsConfig } from "./local-chain-config.ts";
 
 const N = Number(process.env.LATENCY_CHARGES ?? 200);
 /**
@@ -35,27 +34,7 @@ const N = Number(process.env.LATENCY_CHARGES ?? 200);
  * exceed that and measure Ponder's rate limiter, not the pipeline.
  */
 const INTERVAL_MS = Number(process.env.LATENCY_INTERVAL_MS ?? 100);
-const dataDir = mkdtempSync(join(tmpdir(), "billing-latency-"));
-const chainsConfig = join(dataDir, "chains.json");
-writeFileSync(
-  chainsConfig,
-  JSON.stringify({
-    chains: [
-      {
-        id: 31337,
-        name: "Local (latency bench)",
-        livemode: false,
-        local: { port: 0 },
-        escrow: {},
-        tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" }],
-        subscriptions_available: true,
-        escrow_available: false,
-        hold_seconds: 0,
-        confirmations: 0,
-      },
-    ],
-  }),
-);
+const { dataDir, chainsConfig } = benchChainsConfig("latency");
 
 console.log("starting the stack ...");
 const stack = await startStack({
