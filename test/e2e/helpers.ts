@@ -27,6 +27,8 @@ export const api = async (
     readonly rawBody?: string;
     readonly idempotencyKey?: string | null;
     readonly headers?: Record<string, string>;
+    /** Another service process on the stack's database; default: the stack's own. */
+    readonly baseUrl?: string;
   } = {},
 ): Promise<ApiResponse> => {
   const method =
@@ -37,7 +39,7 @@ export const api = async (
   if (method === "POST" && options.idempotencyKey !== null)
     headers["idempotency-key"] = options.idempotencyKey ?? randomUUID();
   if (options.body !== undefined) headers["content-type"] ??= "application/json";
-  const response = await fetch(`${stack().apiUrl}${path}`, {
+  const response = await fetch(`${options.baseUrl ?? stack().apiUrl}${path}`, {
     method,
     headers,
     ...(options.rawBody !== undefined

@@ -40,26 +40,8 @@ afterAll(() => {
 });
 
 /** The same calls as `api`, against another process's base URL. */
-const apiAt = async (baseUrl: string, key: string, path: string, body?: unknown): Promise<ApiResponse> => {
-  const response = await fetch(`${baseUrl}${path}`, {
-    method: body === undefined ? "GET" : "POST",
-    headers: {
-      authorization: `Bearer ${key}`,
-      ...(body === undefined
-        ? {}
-        : { "content-type": "application/json", "idempotency-key": crypto.randomUUID() }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: response.status, headers: response.headers, text, json };
-};
+const apiAt = (baseUrl: string, key: string, path: string, body?: unknown): Promise<ApiResponse> =>
+  api(path, body === undefined ? { key, baseUrl } : { key, baseUrl, body });
 
 /** A second `service/main.ts` on the stack's database, with chain 31339 open to subscriptions. */
 const startProcessWithChainOpen = async () => {
