@@ -19,7 +19,7 @@ import {
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer, type RelayerError } from "../chains/relayer.ts";
-import { decodeRows } from "../db/rows.ts";
+import { decodeRows, firstOr, theRow } from "../db/rows.ts";
 import { InvalidRequest, invalidParam, NotFound, Unavailable } from "../errors.ts";
 import { raiseEvent } from "../events/outbox.ts";
 import { newId } from "../ids.ts";
@@ -139,21 +139,14 @@ export class Charges extends Context.Service<
           )
           .pipe(Effect.flatMap(decodeCharges));
 
-      const reload = (id: string) =>
-        select("c.id = $1", [id]).pipe(
-          Effect.flatMap((rows) =>
-            rows[0] ? Effect.succeed(rows[0]) : Effect.die(new Error(`charge ${id} vanished`)),
-          ),
-        );
+      const reload = (id: string) => select("c.id = $1", [id]).pipe(Effect.flatMap(theRow(`charge ${id}`)));
 
       const load = (caller: Caller, id: string, forUpdate = false) =>
         select(
           "c.id = $1 AND c.merchant_id = $2 AND c.livemode = $3",
           [id, caller.merchantId, caller.livemode],
           forUpdate ? "FOR UPDATE OF c" : "",
-        ).pipe(
-          Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFoundCharge(id)))),
-        );
+        ).pipe(Effect.flatMap(firstOr(() => notFoundCharge(id))));
 
       /** Records a charge the customer's situation prevents, and tells the merchant by event. */
       const recordFailure = (

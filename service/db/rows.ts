@@ -10,3 +10,15 @@ export const decodeRows =
     Schema.decodeUnknownEffect(Schema.Array(schema))(rows).pipe(Effect.orDie) as Effect.Effect<
       ReadonlyArray<S["Type"]>
     >;
+
+/** The first row, or the caller's not-found error when there is none. */
+export const firstOr =
+  <E>(missing: () => E) =>
+  <A>(rows: ReadonlyArray<A>): Effect.Effect<A, E> =>
+    rows[0] !== undefined ? Effect.succeed(rows[0]) : Effect.fail(missing());
+
+/** A row our own code knows exists (reloading what it just wrote or locked): its absence is a defect. */
+export const theRow =
+  (what: string) =>
+  <A>(rows: ReadonlyArray<A>): Effect.Effect<A> =>
+    rows[0] !== undefined ? Effect.succeed(rows[0]) : Effect.die(new Error(`${what} vanished`));

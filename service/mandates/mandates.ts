@@ -15,7 +15,7 @@ import type { MerchantChainObject } from "../chains/objects.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { PublicUrl } from "../config/public-url.ts";
-import { decodeRows } from "../db/rows.ts";
+import { decodeRows, firstOr, theRow } from "../db/rows.ts";
 import { type InvalidRequest, invalidParam, NotFound, Unavailable } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
@@ -206,16 +206,9 @@ export class Mandates extends Context.Service<
           "id = $1 AND merchant_id = $2 AND livemode = $3",
           [id, caller.merchantId, caller.livemode],
           options.forUpdate ? "FOR UPDATE" : "",
-        ).pipe(
-          Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFoundMandate(id)))),
-        );
+        ).pipe(Effect.flatMap(firstOr(() => notFoundMandate(id))));
 
-      const reload = (id: string) =>
-        select("id = $1", [id]).pipe(
-          Effect.flatMap((rows) =>
-            rows[0] ? Effect.succeed(rows[0]) : Effect.die(new Error(`mandate ${id} vanished`)),
-          ),
-        );
+      const reload = (id: string) => select("id = $1", [id]).pipe(Effect.flatMap(theRow(`mandate ${id}`)));
 
       const create = (caller: Caller, input: CreateMandate) =>
         Effect.gen(function* () {

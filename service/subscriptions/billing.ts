@@ -446,22 +446,28 @@ export const billChain = (chain: ResolvedChain, now: number) =>
 
     // 6. Advance warnings, each checked once per period (the column is cleared in the same transaction);
     //    none for a charge already due: billing it sets the next period's checks.
-    const warnable = "status IN ('active', 'past_due') AND NOT cancel_at_period_end";
+    /** Locks a subscription whose check `column` is due, clears it, and returns it when a warning may apply. */
+    const dueForCheck = (id: string, column: "discount_warning_at" | "at_risk_check_at") =>
+      Effect.gen(function* () {
+        if (!(yield* lockRow("subscriptions", id, `${column} <= $2`, [now]))) return undefined;
+        yield* sql.unsafe(`UPDATE billing.subscriptions SET ${column} = NULL WHERE id = $1`, [id]);
+        const row = yield* subscriptions.reload(id);
+        const billing = row.status === "active" || row.status === "past_due";
+        return billing && !row.cancel_at_period_end ? row : undefined;
+      });
     const discountEnding = yield* sql<{ id: string }>`SELECT id FROM billing.subscriptions
       WHERE chain_id = ${chain.id} AND discount_warning_at <= ${now} AND next_billing_at > ${now} LIMIT ${BATCH}`;
     yield* eachInTransaction(
       discountEnding.map((r) => r.id),
       (id) =>
         Effect.gen(function* () {
-          if (!(yield* lockRow("subscriptions", id, "discount_warning_at <= $2", [now]))) return;
-          yield* sql`UPDATE billing.subscriptions SET discount_warning_at = NULL WHERE id = ${id}`;
-          const row = yield* lockedSubscription(id, warnable);
+          const row = yield* dueForCheck(id, "discount_warning_at");
           if (!row || row.discount_end_period === null) return;
           const upcoming = yield* draftUpcomingCharge({
             chain,
             subscription: row,
             rendered: subscriptions.render(row),
-            price: yield* prices.byId(row.price_id),
+            price: yield* priceOf(row.price_id),
             period: row.discount_end_period,
           });
           if (upcoming.amount <= BigInt(row.cap)) return;
@@ -485,16 +491,14 @@ export const billChain = (chain: ResolvedChain, now: number) =>
       atRisk.map((r) => r.id),
       (id) =>
         Effect.gen(function* () {
-          if (!(yield* lockRow("subscriptions", id, "at_risk_check_at <= $2", [now]))) return;
-          yield* sql`UPDATE billing.subscriptions SET at_risk_check_at = NULL WHERE id = ${id}`;
-          const row = yield* lockedSubscription(id, warnable);
+          const row = yield* dueForCheck(id, "at_risk_check_at");
           if (!row || row.current_period === null) return;
           const period = row.current_period + 1;
           const upcoming = yield* draftUpcomingCharge({
             chain,
             subscription: row,
             rendered: subscriptions.render(row),
-            price: yield* prices.byId(row.price_id),
+            price: yield* priceOf(row.price_id),
             period,
           });
           const outlook = yield* readOutlook(chain, yield* mandates.reload(row.mandate_id), upcoming.amount);

@@ -6,7 +6,7 @@
 import { Context, Effect, Layer, Result, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import type { Caller } from "../auth/api-keys.ts";
-import { decodeRows } from "../db/rows.ts";
+import { decodeRows, firstOr } from "../db/rows.ts";
 import { type InvalidRequest, invalidParam, NotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
@@ -116,9 +116,7 @@ export class Coupons extends Context.Service<
           id,
           caller.merchantId,
           caller.livemode,
-        ]).pipe(
-          Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFoundCoupon(id)))),
-        );
+        ]).pipe(Effect.flatMap(firstOr(() => notFoundCoupon(id))));
 
       const create = (caller: Caller, input: CreateCoupon) =>
         Effect.gen(function* () {

@@ -10,7 +10,7 @@ import type { Caller } from "../auth/api-keys.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
-import { decodeRows } from "../db/rows.ts";
+import { decodeRows, firstOr, theRow } from "../db/rows.ts";
 import { type InvalidRequest, invalidParam, NotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { tokenOf } from "../mandates/mandate-object.ts";
@@ -165,16 +165,9 @@ export class Prices extends Context.Service<
           id,
           caller.merchantId,
           caller.livemode,
-        ]).pipe(
-          Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFoundPrice(id)))),
-        );
+        ]).pipe(Effect.flatMap(firstOr(() => notFoundPrice(id))));
 
-      const byId = (id: string) =>
-        select("id = $1", [id]).pipe(
-          Effect.flatMap((rows) =>
-            rows[0] ? Effect.succeed(rows[0]) : Effect.die(new Error(`price ${id} vanished`)),
-          ),
-        );
+      const byId = (id: string) => select("id = $1", [id]).pipe(Effect.flatMap(theRow(`price ${id}`)));
 
       const create = (caller: Caller, input: CreatePrice) =>
         Effect.gen(function* () {

@@ -13,7 +13,7 @@ import { SqlClient, type SqlError } from "effect/sql";
 import type { Caller } from "../auth/api-keys.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { PublicUrl } from "../config/public-url.ts";
-import { decodeRows } from "../db/rows.ts";
+import { decodeRows, firstOr, theRow } from "../db/rows.ts";
 import { InvalidRequest, invalidParam, NotFound, type Unavailable } from "../errors.ts";
 import { raiseEvent } from "../events/outbox.ts";
 import { newId } from "../ids.ts";
@@ -173,25 +173,13 @@ export class Subscriptions extends Context.Service<
           "s.id = $1 AND s.merchant_id = $2 AND s.livemode = $3",
           [id, caller.merchantId, caller.livemode],
           forUpdate ? "FOR UPDATE OF s" : "",
-        ).pipe(
-          Effect.flatMap((rows) =>
-            rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound("subscription", id)),
-          ),
-        );
+        ).pipe(Effect.flatMap(firstOr(() => notFound("subscription", id))));
       const reload = (id: string) =>
-        select("s.id = $1", [id]).pipe(
-          Effect.flatMap((rows) =>
-            rows[0] ? Effect.succeed(rows[0]) : Effect.die(new Error(`subscription ${id} vanished`)),
-          ),
-        );
+        select("s.id = $1", [id]).pipe(Effect.flatMap(theRow(`subscription ${id}`)));
       const reloadInvoices = (ids: readonly string[]) => selectInvoices("i.id = ANY($1)", [ids]);
 
       const reloadInvoice = (id: string) =>
-        selectInvoices("i.id = $1", [id]).pipe(
-          Effect.flatMap((rows) =>
-            rows[0] ? Effect.succeed(rows[0]) : Effect.die(new Error(`invoice ${id} vanished`)),
-          ),
-        );
+        selectInvoices("i.id = $1", [id]).pipe(Effect.flatMap(theRow(`invoice ${id}`)));
 
       const create = (caller: Caller, input: CreateSubscription) =>
         Effect.gen(function* () {

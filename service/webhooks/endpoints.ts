@@ -6,7 +6,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import type { Caller } from "../auth/api-keys.ts";
-import { decodeRows } from "../db/rows.ts";
+import { decodeRows, firstOr } from "../db/rows.ts";
 import { type InvalidRequest, invalidParam, NotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { PageQuery, pageOf } from "../pagination.ts";
@@ -164,7 +164,7 @@ export class WebhookEndpoints extends Context.Service<
               WHERE id = ${id} AND merchant_id = ${caller.merchantId} AND livemode = ${caller.livemode}
                 AND deleted_at IS NULL`.pipe(
             Effect.flatMap(decodeEndpoints),
-            Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFoundEndpoint(id)))),
+            Effect.flatMap(firstOr(() => notFoundEndpoint(id))),
           );
 
         const create = (caller: Caller, input: CreateWebhookEndpoint) =>
