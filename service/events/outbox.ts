@@ -62,9 +62,9 @@ export const insertEvents = (events: readonly NewEvent[]) =>
       RETURNING id`;
     if (inserted.length === 0) return [] as string[];
     yield* sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${String(inserted.length)})`;
-    const ids = inserted.map((row) => row.id);
-    yield* fanOut(ids);
-    return ids;
+    const ids = new Set(inserted.map((row) => row.id));
+    yield* fanOut(events.filter((event) => ids.has(event.id)));
+    return [...ids];
   });
 
 /** An outcome the service itself observed (not a chain fact), e.g. a charge refused for funds. */

@@ -147,8 +147,9 @@ const recordOutcomes = (outcomes: readonly RecordedOutcome[], random: () => numb
         SELECT id, number, attempted_at, status_code, duration_ms, error, response_body FROM input
         ON CONFLICT DO NOTHING
       )
-      -- Guarded per column rather than in WHERE, so that the row is found by its primary key whatever
-      -- the planner believes about how many deliveries are pending.
+      -- Guarded per column rather than in WHERE, and the ids given as an array too, so that the rows are
+      -- found by their primary key whatever the planner believes about the table (a join on the
+      -- recordset alone was planned as a sequential scan of every delivery).
       UPDATE billing.webhook_deliveries d
       SET status = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1 THEN v.status ELSE d.status END,
           next_attempt_at = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
@@ -158,7 +159,7 @@ const recordOutcomes = (outcomes: readonly RecordedOutcome[], random: () => numb
           attempt_count = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
                                THEN v.number ELSE d.attempt_count END
       FROM input v
-      WHERE d.id = v.id`;
+      WHERE d.id = ANY (${rows.map((row) => row.id)}::text[]) AND d.id = v.id`;
   });
 
 /** The exact bytes sent, and the signature header over them (both secrets during a rotation overlap). */
@@ -213,6 +214,11 @@ const attemptDelivery = (claimed: ClaimedDelivery, options: DispatcherOptions) =
 
 const leaseMs = (options: DispatcherOptions) => options.timeoutMs + 10_000;
 
+/** How many sends' worth of deliveries the running dispatcher claims ahead for one endpoint. */
+const CLAIM_AHEAD = 4;
+/** A claimed delivery may wait behind the sends claimed before it, each up to the time limit. */
+const runningLeaseMs = (options: DispatcherOptions) => CLAIM_AHEAD * options.timeoutMs + 20_000;
+
 /**
  * One complete pass: claim what is due, send it all, record it all. The running dispatcher pipelines
  * these steps; this form is for tests that drive time themselves.
@@ -246,8 +252,8 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
       const wake = yield* Queue.unbounded<void>();
       const results = yield* Queue.unbounded<RecordedOutcome>();
       // Deliveries claimed and not yet finished, per endpoint, in this process; and each endpoint's
-      // semaphore of in-flight sends. Claims run ahead of sends (up to twice the per-endpoint bound), so a
-      // freed slot starts its next send without waiting for a round trip to Postgres.
+      // semaphore of in-flight sends. Claims run ahead of sends (up to CLAIM_AHEAD times the per-endpoint
+      // bound), so a freed slot starts its next send without waiting for a round trip to Postgres.
       const busy = new Map<string, number>();
       const slots = new Map<string, Semaphore.Semaphore>();
       let inFlight = 0;
@@ -282,14 +288,14 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
           const claimed = yield* claimDue({
             now: yield* Clock.currentTimeMillis,
             limit: free,
-            perEndpoint: 2 * options.maxInFlightPerEndpoint,
-            leaseMs: 2 * leaseMs(options),
+            perEndpoint: CLAIM_AHEAD * options.maxInFlightPerEndpoint,
+            leaseMs: runningLeaseMs(options),
             busy,
           });
           for (const row of claimed) {
             yield* adjust(row.endpoint_id, 1);
             // The endpoint's slot is free once it has answered; recording is batched behind it (the
-            // lease, two attempts long, keeps the delivery from being claimed again meanwhile).
+            // lease, longer than every send queued before it, keeps it from being claimed again).
             yield* FiberSet.run(
               fibers,
               slotsOf(row.endpoint_id)

@@ -52,21 +52,32 @@ const Subscriber = Schema.Struct({
 });
 const decodeSubscribers = decodeRows(Subscriber);
 
+/** What fan-out needs to know of an event just written. */
+export interface FannedEvent {
+  readonly id: string;
+  readonly merchantId: string;
+  readonly livemode: boolean;
+  readonly type: string;
+}
+
 /**
  * One delivery per enabled endpoint of the event's merchant and mode that subscribed to its type.
- * `webhook.test` goes only to the endpoint it tests, never by subscription.
+ * `webhook.test` goes only to the endpoint it tests, never by subscription. The events are matched as
+ * given rather than read back, so the endpoints table is the only one this reads.
  */
-export const fanOut = (eventIds: readonly string[]) =>
+export const fanOut = (events: readonly FannedEvent[]) =>
   Effect.gen(function* () {
-    if (eventIds.length === 0) return [] as string[];
+    if (events.length === 0) return [] as string[];
     const sql = yield* PgClient.PgClient;
     const subscribers = yield* sql`
       SELECT w.id AS endpoint_id, e.id AS event_id, e.type
-      FROM billing.events e
+      FROM unnest(${events.map((e) => e.id)}::text[], ${events.map((e) => e.merchantId)}::text[],
+                  ${events.map((e) => e.livemode)}::boolean[], ${events.map((e) => e.type)}::text[])
+           AS e(id, merchant_id, livemode, type)
       JOIN billing.webhook_endpoints w
         ON w.merchant_id = e.merchant_id AND w.livemode = e.livemode
        AND w.status = 'enabled' AND w.deleted_at IS NULL AND e.type = ANY (w.events)
-      WHERE e.id IN ${sql.in(eventIds)} AND e.type <> 'webhook.test'`.pipe(Effect.flatMap(decodeSubscribers));
+      WHERE e.type <> 'webhook.test'`.pipe(Effect.flatMap(decodeSubscribers));
     return yield* insertDeliveries(
       subscribers.map((row) => ({
         endpointId: row.endpoint_id,
