@@ -37,9 +37,13 @@ for (const name of EVENTS) {
     const log = decoded.success;
     const chainId = context.chain.id;
 
+    // Each find is a database read in live indexing (Ponder predicts rows only while backfilling), so
+    // only rows the ledger reads are loaded: a Charged log is checked against its mandate alone.
     const mandateRow = await context.db.find(mandate, { chainId, mandateId: log.mandateId as Hex });
     const chargeRow =
-      "chargeId" in log ? await context.db.find(charge, { chainId, chargeId: log.chargeId as Hex }) : null;
+      "chargeId" in log && log.kind !== "Charged"
+        ? await context.db.find(charge, { chainId, chargeId: log.chargeId as Hex })
+        : null;
     const state: LedgerState = {
       mandates: new Map(
         mandateRow ? [[mandateKey(chainId, log.mandateId), rowToMandate(mandateRow as MandateRow)]] : [],
@@ -63,10 +67,12 @@ for (const name of EVENTS) {
       const nextCharge = applied.success.state.charges.get(chargeKey(chainId, log.chargeId));
       if (nextCharge) {
         const row = chargeToRow(nextCharge);
-        await context.db.insert(charge).values(row).onConflictDoUpdate(row);
+        // A new charge, and facts, are inserted without a read: the ledger allows one charge per id and
+        // one fact per key, so a conflict would contradict the contract and fails the block's write.
+        if (log.kind === "Charged") await context.db.insert(charge).values(row);
+        else await context.db.insert(charge).values(row).onConflictDoUpdate(row);
       }
     }
-    for (const f of applied.success.facts)
-      await context.db.insert(fact).values(factToRow(f)).onConflictDoNothing();
+    for (const f of applied.success.facts) await context.db.insert(fact).values(factToRow(f));
   });
 }
