@@ -24,7 +24,7 @@ import { InvalidRequest, invalidParam, NotFound, Unavailable } from "../errors.t
 import { raiseEvent } from "../events/outbox.ts";
 import { newId } from "../ids.ts";
 import type { MandateRow } from "../mandates/mandate-object.ts";
-import { Mandates } from "../mandates/mandates.ts";
+import { Mandates, notFoundMandate } from "../mandates/mandates.ts";
 import { parseDecimal } from "../money/decimal.ts";
 import { PageQuery, pageOf } from "../pagination.ts";
 import { classifyChargeRevert } from "./charge-failures.ts";
@@ -113,6 +113,7 @@ export class Charges extends Context.Service<
     >;
     readonly returnCharge: (caller: Caller, id: string) => Effect.Effect<ChargeObject, Failure>;
     readonly reload: (id: string) => Effect.Effect<ChargeRow, SqlError.SqlError>;
+    readonly reloadMany: (ids: readonly string[]) => Effect.Effect<readonly ChargeRow[], SqlError.SqlError>;
     readonly render: (row: ChargeRow) => ChargeObject;
     /** One pass of the outcome worker; returns how many charges failed. */
     readonly resolveReverted: Effect.Effect<number, SqlError.SqlError>;
@@ -140,6 +141,8 @@ export class Charges extends Context.Service<
           .pipe(Effect.flatMap(decodeCharges));
 
       const reload = (id: string) => select("c.id = $1", [id]).pipe(Effect.flatMap(theRow(`charge ${id}`)));
+      const reloadMany = (ids: readonly string[]) =>
+        ids.length === 0 ? Effect.succeed([] as readonly ChargeRow[]) : select("c.id = ANY($1)", [ids]);
 
       const load = (caller: Caller, id: string, forUpdate = false) =>
         select(
@@ -202,14 +205,18 @@ export class Charges extends Context.Service<
           }).pipe(Effect.provideService(PgClient.PgClient, pg));
         });
 
-      /** Checks a charge request against the mandate (locked: one mandate's charges are decided in turn). */
+      /**
+       * Checks a charge request against its mandate, locked by the caller (one mandate's charges are
+       * decided in turn); whether the period is already charged is checked for the batch afterwards.
+       */
       const prepare = (
         request: ChargeRequest,
+        mandate: MandateRow | undefined,
         chainTime: (chain: ResolvedChain) => Effect.Effect<number, Unavailable>,
       ) =>
         Effect.gen(function* () {
-          const { caller, mandateId, input } = request;
-          const mandate = yield* mandates.load(caller, mandateId, { forUpdate: true });
+          const { mandateId, input } = request;
+          if (mandate === undefined) return yield* notFoundMandate(mandateId);
           const chain = chainOf(mandate.chain_id);
           const rendered = mandates.render(mandate);
           if (!chain) return yield* Effect.die(new Error(`mandate ${mandate.id} is on an unknown chain`));
@@ -260,13 +267,23 @@ export class Charges extends Context.Service<
               message: `The mandate's first period starts at ${mandate.anchor} (unix seconds).`,
               param: null,
             });
-          const taken = yield* sql<{ id: string }>`SELECT id FROM billing.charges
-            WHERE mandate_id = ${mandate.id} AND period = ${period} AND status <> 'failed' LIMIT 1`;
-          if (taken.length > 0 || (mandate.last_charged_period ?? -1) >= period)
-            return yield* alreadyCharged(mandate, period, taken[0]?.id);
           const prepared: Prepared = { mandate, chain, amount, period, onchainId: mandate.onchain_id as Hex };
           return prepared;
         });
+
+      /** The charge (not failed) already recorded for each mandate and period, keyed `mandate:period`. */
+      const chargesOfPeriods = (batch: readonly Prepared[]) =>
+        batch.length === 0
+          ? Effect.succeed(new Map<string, string>())
+          : sql<{ mandate_id: string; period: number; id: string }>`
+              SELECT c.mandate_id, c.period, min(c.id) AS id
+              FROM unnest(${batch.map((p) => p.mandate.id)}::text[], ${batch.map((p) => p.period)}::int[])
+                AS v(mandate_id, period)
+              JOIN billing.charges c ON c.mandate_id = v.mandate_id AND c.period = v.period
+              WHERE c.mandate_id = ANY (${batch.map((p) => p.mandate.id)}::text[]) AND c.status <> 'failed'
+              GROUP BY c.mandate_id, c.period`.pipe(
+              Effect.map((rows) => new Map(rows.map((row) => [`${row.mandate_id}:${row.period}`, row.id]))),
+            );
 
       /**
        * Each charge's simulated outcome (undefined: it would succeed). A batch is simulated whole first:
@@ -354,9 +371,10 @@ export class Charges extends Context.Service<
               relayer_purpose: purpose,
             })),
           )}`;
-          yield* sql`UPDATE billing.mandates m SET latest_charge = c.id, updated_at = now()
-            FROM billing.charges c WHERE c.relayer_purpose = ${purpose} AND c.chain_id = ${chain.id}
-              AND m.id = c.mandate_id`;
+          const mandateIds = sending.map(({ prepared }) => prepared.mandate.id);
+          yield* sql`UPDATE billing.mandates m SET latest_charge = v.charge, updated_at = now()
+            FROM unnest(${mandateIds}::text[], ${sending.map(({ id }) => id)}::text[]) AS v(mandate_id, charge)
+            WHERE m.id = ANY (${mandateIds}::text[]) AND m.id = v.mandate_id`;
           // Recorded in this transaction; broadcast once it commits (never for a rollback).
           yield* relayer
             .submit(chain.id, {
@@ -381,8 +399,9 @@ export class Charges extends Context.Service<
                   Effect.tap((now) => Effect.sync(() => times.set(chain.id, now))),
                   Effect.mapError(unavailable),
                 );
+          const locked = new Map((yield* mandates.lockMany(requests)).map((row) => [row.id, row] as const));
           const seen = new Set<string>();
-          const checked = yield* Effect.forEach(requests, (request) =>
+          const screened = yield* Effect.forEach(requests, (request) =>
             (seen.has(request.mandateId)
               ? Effect.fail(
                   new InvalidRequest({
@@ -393,7 +412,7 @@ export class Charges extends Context.Service<
                 )
               : Effect.andThen(
                   Effect.sync(() => seen.add(request.mandateId)),
-                  prepare(request, chainTime),
+                  prepare(request, locked.get(request.mandateId), chainTime),
                 )
             ).pipe(
               Effect.map((prepared) => ({ prepared })),
@@ -403,6 +422,17 @@ export class Charges extends Context.Service<
               }),
             ),
           );
+          const taken = yield* chargesOfPeriods(
+            screened.flatMap((item) => ("prepared" in item ? [item.prepared] : [])),
+          );
+          const checked = screened.map((item) => {
+            if ("refused" in item) return item;
+            const { mandate, period } = item.prepared;
+            const takenBy = taken.get(`${mandate.id}:${period}`);
+            return takenBy !== undefined || (mandate.last_charged_period ?? -1) >= period
+              ? { refused: alreadyCharged(mandate, period, takenBy) }
+              : item;
+          });
           const results: Result.Result<ChargeObject, InvalidRequest | NotFound>[] = [];
           const byChain = new Map<number, { index: number; prepared: Prepared }[]>();
           for (const [index, item] of checked.entries()) {
@@ -421,9 +451,7 @@ export class Charges extends Context.Service<
               group.map((g) => g.prepared),
             );
             const ids = sent.flatMap((outcome) => (Result.isSuccess(outcome) ? [outcome.success] : []));
-            const rows = new Map(
-              (yield* select("c.id = ANY($1)", [ids])).map((row) => [row.id, render(row)] as const),
-            );
+            const rows = new Map((yield* reloadMany(ids)).map((row) => [row.id, render(row)] as const));
             for (const [i, { index }] of group.entries()) {
               const outcome = sent[i] as Result.Result<string, InvalidRequest>;
               const charge = Result.isSuccess(outcome) ? rows.get(outcome.success) : undefined;
@@ -557,7 +585,17 @@ export class Charges extends Context.Service<
         return reverted;
       });
 
-      return { create, createMany, retrieve, listForMandate, returnCharge, reload, render, resolveReverted };
+      return {
+        create,
+        createMany,
+        retrieve,
+        listForMandate,
+        returnCharge,
+        reload,
+        reloadMany,
+        render,
+        resolveReverted,
+      };
     }),
   );
 }

@@ -308,6 +308,14 @@ export const migrations = {
     `CREATE INDEX subscriptions_discount_warning ON billing.subscriptions (chain_id, discount_warning_at)
       WHERE discount_warning_at IS NOT NULL`,
   ),
+  "0009_outcome_worker_indexes": statements(
+    // The charge outcome worker looks for pending charges whose transaction failed, and for pending
+    // releases and returns, every pass: both from small sets, whatever the size of the history.
+    `CREATE INDEX relayer_transactions_failed ON billing.relayer_transactions (chain_id, purpose)
+      WHERE status IN ('reverted', 'superseded')`,
+    `CREATE INDEX charges_pending_action ON billing.charges (chain_id, pending_action_purpose)
+      WHERE pending_action IS NOT NULL`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

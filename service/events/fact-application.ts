@@ -30,6 +30,26 @@ export interface FactContext {
 const detailNumber = (fact: FactRow, name: string) => Number(fact.details[name] ?? 0);
 const detailText = (fact: FactRow, name: string) => String(fact.details[name] ?? "0");
 
+/** The event that reports a fact, carrying `object` (the record as it stands after the fact). */
+const factEvent = (fact: FactRow, context: FactContext, object: unknown): NewEvent => {
+  const created = Number(fact.timestamp);
+  return {
+    id: eventIdForFact(fact.key, created),
+    merchantId: context.merchantId,
+    livemode: context.chain.livemode,
+    type: fact.kind,
+    created,
+    object,
+    key: fact.key,
+    onchain: {
+      chainId: context.chain.id,
+      blockNumber: BigInt(fact.block_number),
+      txHash: fact.tx_hash,
+      logIndex: fact.log_index,
+    },
+  };
+};
+
 export const applyFact = (fact: FactRow, context: FactContext) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient;
@@ -38,24 +58,7 @@ export const applyFact = (fact: FactRow, context: FactContext) =>
       WHERE chain_id = ${chain.id} AND onchain_id = ${fact.mandate_id} FOR UPDATE`;
     let mandateId = mandateRow[0]?.id;
 
-    const event = (object: unknown): NewEvent => {
-      const created = Number(fact.timestamp);
-      return {
-        id: eventIdForFact(fact.key, created),
-        merchantId: context.merchantId,
-        livemode: chain.livemode,
-        type: fact.kind,
-        created,
-        object,
-        key: fact.key,
-        onchain: {
-          chainId: chain.id,
-          blockNumber: BigInt(fact.block_number),
-          txHash: fact.tx_hash,
-          logIndex: fact.log_index,
-        },
-      };
-    };
+    const event = (object: unknown): NewEvent => factEvent(fact, context, object);
 
     switch (fact.kind) {
       case "mandate.authorized": {
@@ -156,4 +159,81 @@ export const applyFact = (fact: FactRow, context: FactContext) =>
         return event(charges.render(yield* charges.reload(chargeId)));
       }
     }
+  });
+
+/**
+ * Applies consecutive `charge.succeeded` facts of one chain together, with a few statements instead of
+ * five per fact: the common case, the service's own charges mined under the ids it recorded. When any
+ * charge is not recorded under its chain id (mined after a period boundary, or charged by another
+ * operator), the facts are applied one by one instead, in order.
+ */
+export const applyChargesSucceeded = (facts: readonly FactRow[], context: FactContext) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient;
+    const { chain, charges } = context;
+    if (facts.length === 0) return [] as NewEvent[];
+    const mandateIds = new Map(
+      (yield* sql<{ id: string; onchain_id: string }>`SELECT id, onchain_id FROM billing.mandates
+        WHERE chain_id = ${chain.id} AND onchain_id = ANY (${facts.map((f) => f.mandate_id)}::text[])
+        ORDER BY id FOR UPDATE`).map((row) => [row.onchain_id, row.id] as const),
+    );
+    const ours = facts.filter(
+      (f) => mandateIds.has(f.mandate_id) && f.charge_id !== null && f.amount !== null,
+    );
+    const chargeIds = new Map(
+      (yield* sql<{ id: string; onchain_id: string }>`SELECT id, onchain_id FROM billing.charges
+        WHERE chain_id = ${chain.id} AND onchain_id = ANY (${ours.map((f) => f.charge_id)}::text[])
+        ORDER BY id FOR UPDATE`).map((row) => [row.onchain_id, row.id] as const),
+    );
+    if (ours.some((f) => !chargeIds.has(f.charge_id ?? ""))) {
+      const events: NewEvent[] = [];
+      for (const fact of facts) {
+        const event = yield* applyFact(fact, context);
+        if (event) events.push(event);
+      }
+      return events;
+    }
+    const applied = ours.map((fact) => ({
+      fact,
+      mandate: mandateIds.get(fact.mandate_id) as string,
+      charge: chargeIds.get(fact.charge_id ?? "") as string,
+    }));
+    const chargeRows = applied.map(({ fact, charge }) => ({
+      id: charge,
+      amount: fact.amount,
+      period: detailNumber(fact, "period"),
+      release_at: detailNumber(fact, "release_at"),
+      block_number: fact.block_number,
+      block_hash: fact.block_hash,
+      tx_hash: fact.tx_hash,
+      log_index: fact.log_index,
+      charged_at: fact.timestamp,
+    }));
+    yield* sql`UPDATE billing.charges c SET status = 'succeeded', amount = v.amount, period = v.period,
+        release_at = v.release_at, block_number = v.block_number, block_hash = v.block_hash, tx_hash = v.tx_hash,
+        log_index = v.log_index, charged_at = v.charged_at, updated_at = now()
+      FROM jsonb_to_recordset(${JSON.stringify(chargeRows)}::jsonb) AS v(id text, amount numeric, period int,
+        release_at bigint, block_number bigint, block_hash text, tx_hash text, log_index int, charged_at bigint)
+      WHERE c.id = ANY (${chargeRows.map((r) => r.id)}::text[]) AND c.id = v.id`;
+    // A mandate charged twice in the run ends as its last charge left it.
+    const latest = new Map(applied.map(({ fact, mandate, charge }) => [mandate, { fact, charge }] as const));
+    const mandateRows = [...latest].map(([id, { fact, charge }]) => ({
+      id,
+      approval_left: detailText(fact, "approval_left"),
+      period: detailNumber(fact, "period"),
+      charge,
+    }));
+    yield* sql`UPDATE billing.mandates m SET approval_left = v.approval_left, last_charged_period = v.period,
+        latest_charge = v.charge, updated_at = now(),
+        status = CASE WHEN v.approval_left = 0 AND m.status = 'active' THEN 'requires_authorization' ELSE m.status END
+      FROM jsonb_to_recordset(${JSON.stringify(mandateRows)}::jsonb) AS v(id text, approval_left numeric,
+        period int, charge text)
+      WHERE m.id = ANY (${mandateRows.map((r) => r.id)}::text[]) AND m.id = v.id`;
+    const rows = new Map(
+      (yield* charges.reloadMany(chargeRows.map((r) => r.id))).map((row) => [row.id, row]),
+    );
+    return applied.flatMap(({ fact, charge }) => {
+      const row = rows.get(charge);
+      return row ? [factEvent(fact, context, charges.render(row))] : [];
+    });
   });

@@ -17,7 +17,7 @@ import { ONCHAIN_SCHEMA } from "../db/client.ts";
 import { decodeRows } from "../db/rows.ts";
 import { Mandates } from "../mandates/mandates.ts";
 import type { Worker } from "../workers/workers.ts";
-import { applyFact } from "./fact-application.ts";
+import { applyChargesSucceeded, applyFact, type FactContext } from "./fact-application.ts";
 import { FactRow } from "./fact-events.ts";
 import { insertEvents, type NewEvent } from "./outbox.ts";
 
@@ -61,13 +61,36 @@ export const relayFacts: Effect.Effect<number, SqlError.SqlError, RelayRequireme
         if (facts.length === 0) return 0;
         const owners = yield* payoutOwners(facts.map((f) => ({ chainId: f.chain_id, payee: f.payee })));
         const events: NewEvent[] = [];
+        // Consecutive charge.succeeded facts of one chain and merchant are applied together; any other
+        // fact first applies the run before it, so records change in chain order.
+        let run: { facts: FactRow[]; context: FactContext } | undefined;
+        const applyRun = Effect.suspend(() => {
+          const pending = run;
+          run = undefined;
+          return pending
+            ? Effect.map(applyChargesSucceeded(pending.facts, pending.context), (applied) => {
+                events.push(...applied);
+              })
+            : Effect.void;
+        });
         for (const fact of facts) {
           const merchantId = owners.get(`${fact.chain_id}:${fact.payee}`);
           const chain = registry.byId(fact.chain_id);
           if (merchantId === undefined || chain === undefined) continue;
+          if (fact.kind === "charge.succeeded") {
+            if (run?.context.chain.id === chain.id && run.context.merchantId === merchantId) {
+              run.facts.push(fact);
+              continue;
+            }
+            yield* applyRun;
+            run = { facts: [fact], context: { merchantId, chain, mandates, charges } };
+            continue;
+          }
+          yield* applyRun;
           const event = yield* applyFact(fact, { merchantId, chain, mandates, charges });
           if (event) events.push(event);
         }
+        yield* applyRun;
         return (yield* insertEvents(events)).length;
       }),
     );

@@ -177,6 +177,13 @@ export class Mandates extends Context.Service<
       id: string,
       options?: { readonly forUpdate?: boolean },
     ) => Effect.Effect<MandateRow, NotFound | SqlError.SqlError>;
+    /**
+     * The mandates named, each only for its own caller's merchant and mode, locked for update in id
+     * order (so two batches naming the same mandates cannot deadlock). Inside a transaction.
+     */
+    readonly lockMany: (
+      refs: readonly { readonly caller: Caller; readonly mandateId: string }[],
+    ) => Effect.Effect<readonly MandateRow[], SqlError.SqlError>;
     readonly byAuthorizationToken: (
       token: string,
     ) => Effect.Effect<MandateRow | undefined, SqlError.SqlError>;
@@ -209,6 +216,19 @@ export class Mandates extends Context.Service<
         ).pipe(Effect.flatMap(firstOr(() => notFoundMandate(id))));
 
       const reload = (id: string) => select("id = $1", [id]).pipe(Effect.flatMap(theRow(`mandate ${id}`)));
+
+      const lockMany = (refs: readonly { readonly caller: Caller; readonly mandateId: string }[]) =>
+        refs.length === 0
+          ? Effect.succeed([] as readonly MandateRow[])
+          : select(
+              "id = ANY($1) AND (id, merchant_id, livemode) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[]))",
+              [
+                refs.map((r) => r.mandateId),
+                refs.map((r) => r.caller.merchantId),
+                refs.map((r) => r.caller.livemode),
+              ],
+              "ORDER BY id FOR UPDATE",
+            );
 
       const create = (caller: Caller, input: CreateMandate) =>
         Effect.gen(function* () {
@@ -296,7 +316,7 @@ export class Mandates extends Context.Service<
       const byAuthorizationToken = (token: string) =>
         select("authorization_token = $1", [token]).pipe(Effect.map((rows) => rows[0]));
 
-      return { create, retrieve, list, load, byAuthorizationToken, reload, render };
+      return { create, retrieve, list, load, lockMany, byAuthorizationToken, reload, render };
     }),
   );
 }

@@ -21,7 +21,8 @@ import { Mandates } from "../mandates/mandates.ts";
 import { formatDecimal } from "../money/decimal.ts";
 import type { Worker } from "../workers/workers.ts";
 import { nextRetryAt } from "./dunning.ts";
-import { draftInvoice } from "./invoice-draft.ts";
+import { type DiscountWindow, draftInvoice } from "./invoice-draft.ts";
+import type { InvoiceTotals } from "./invoice-math.ts";
 import { type PriceRow, Prices } from "./prices.ts";
 import type { SubscriptionRow } from "./subscription-object.ts";
 import { Subscriptions } from "./subscriptions.ts";
@@ -105,7 +106,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
         yield* sql`UPDATE billing.invoices i SET status = 'paid', paid_at = v.paid_at, next_attempt_at = NULL,
             updated_at = now()
           FROM unnest(${paid.map((p) => p.invoice)}::text[], ${paid.map((p) => p.paidAt)}::bigint[]) AS v(id, paid_at)
-          WHERE i.id = v.id`;
+          WHERE i.id = ANY (${paid.map((p) => p.invoice)}::text[]) AND i.id = v.id`;
         yield* sql`UPDATE billing.subscriptions SET status = 'active', updated_at = now()
           WHERE id IN ${sql.in(paid.map((p) => p.subscription))} AND status = 'past_due'`;
         const invoices = yield* subscriptions.reloadInvoices(paid.map((p) => p.invoice));
@@ -198,7 +199,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
         if (linked.length > 0)
           yield* sql`UPDATE billing.invoices i SET charge_id = v.charge, updated_at = now()
             FROM unnest(${linked.map((l) => l.id)}::text[], ${linked.map((l) => l.charge)}::text[]) AS v(id, charge)
-            WHERE i.id = v.id`;
+            WHERE i.id = ANY (${linked.map((l) => l.id)}::text[]) AND i.id = v.id`;
         yield* Effect.forEach(failed, ({ id, code }) => recordFailure(id, code), { discard: true });
       });
 
@@ -210,85 +211,105 @@ export const billChain = (chain: ResolvedChain, now: number) =>
               s.mandate_id FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
               JOIN billing.prices p ON p.id = s.price_id WHERE i.id IN ${sql.in(ids)}`;
 
-    /** Invoices the period the chain is in; returns the invoice when it has to be charged. */
-    const billPeriod = (row: SubscriptionRow) =>
+    /** Invoices each (locked) subscription for the period the chain is in; returns the invoices to charge. */
+    const billPeriods = (rows: readonly SubscriptionRow[]) =>
       Effect.gen(function* () {
-        if (row.mandate_status === "revoked") {
-          yield* subscriptions.endSubscription(row.id, "mandate_revoked");
-          return undefined;
+        const drafts: {
+          readonly row: SubscriptionRow;
+          readonly id: string;
+          readonly period: number;
+          readonly totals: InvoiceTotals;
+          readonly window: DiscountWindow;
+        }[] = [];
+        for (const row of rows) {
+          if (row.mandate_status === "revoked") {
+            yield* subscriptions.endSubscription(row.id, "mandate_revoked");
+            continue;
+          }
+          const period = periodIndexAt(row.anchor, now) ?? 0;
+          if (row.cancel_at_period_end && row.current_period !== null && period > row.current_period) {
+            yield* subscriptions.endSubscription(row.id, "requested");
+            continue;
+          }
+          const price = yield* priceOf(row.price_id);
+          const { totals, window } = yield* draftInvoice({ chain, subscription: row, price, period });
+          drafts.push({ row, id: yield* newId("invoice"), period, totals, window });
         }
-        const period = periodIndexAt(row.anchor, now) ?? 0;
-        if (row.cancel_at_period_end && row.current_period !== null && period > row.current_period) {
-          yield* subscriptions.endSubscription(row.id, "requested");
-          return undefined;
-        }
-        const price = yield* priceOf(row.price_id);
-        const { totals, window } = yield* draftInvoice({ chain, subscription: row, price, period });
-        const id = yield* newId("invoice");
-        const inserted = yield* sql<{ id: string }>`INSERT INTO billing.invoices ${sql.insert({
-          id,
-          merchant_id: row.merchant_id,
-          livemode: row.livemode,
-          subscription_id: row.id,
-          period,
-          period_start: periodStart(row.anchor, period),
-          period_end: periodStart(row.anchor, period + 1),
-          status: "open",
-          lines: pg.json(totals.lines),
-          subtotal: totals.subtotal.toString(),
-          discount: totals.discount.toString(),
-          total: totals.total.toString(),
-        })} ON CONFLICT (subscription_id, period) DO NOTHING RETURNING id`;
-        const nextStart = periodStart(row.anchor, period + 1);
-        const discountWarning =
-          window.end === period + 1 ? discountWarningAt(nextStart) : row.discount_warning_at;
-        yield* sql`UPDATE billing.subscriptions SET current_period = ${period}, next_billing_at = ${nextStart},
-            latest_invoice = COALESCE(${inserted[0]?.id ?? null}, latest_invoice),
-            discount_start_period = ${window.start}, discount_end_period = ${window.end},
-            at_risk_check_at = ${atRiskCheckAt(nextStart)}, discount_warning_at = ${discountWarning},
-            updated_at = now()
-          WHERE id = ${row.id}`;
-        if (inserted.length === 0) return undefined;
-        if (totals.total > 0n) {
-          const toCharge: InvoiceToCharge = {
+        if (!Arr.isReadonlyArrayNonEmpty(drafts)) return [];
+        const inserted = yield* sql<{ id: string }>`INSERT INTO billing.invoices ${sql.insert(
+          Arr.map(drafts, ({ row, id, period, totals }) => ({
             id,
             merchant_id: row.merchant_id,
             livemode: row.livemode,
+            subscription_id: row.id,
+            period,
+            period_start: periodStart(row.anchor, period),
+            period_end: periodStart(row.anchor, period + 1),
+            status: "open",
+            lines: pg.json(totals.lines),
+            subtotal: totals.subtotal.toString(),
+            discount: totals.discount.toString(),
             total: totals.total.toString(),
-            token_address: row.token_address,
-            mandate_id: row.mandate_id,
+          })),
+        )} ON CONFLICT (subscription_id, period) DO NOTHING RETURNING id`;
+        const fresh = new Set(inserted.map((r) => r.id));
+        const advanced = drafts.map(({ row, id, period, window }) => {
+          const nextStart = periodStart(row.anchor, period + 1);
+          return {
+            id: row.id,
+            period,
+            next_billing_at: nextStart,
+            invoice: fresh.has(id) ? id : null,
+            discount_start: window.start,
+            discount_end: window.end,
+            at_risk_check_at: atRiskCheckAt(nextStart),
+            discount_warning_at:
+              window.end === period + 1 ? discountWarningAt(nextStart) : row.discount_warning_at,
           };
-          return toCharge;
-        }
-        yield* markPaid([{ invoice: id, subscription: row.id, paidAt: now }]);
-        return undefined;
+        });
+        yield* sql`UPDATE billing.subscriptions s SET current_period = v.period, next_billing_at = v.next_billing_at,
+            latest_invoice = COALESCE(v.invoice, s.latest_invoice), discount_start_period = v.discount_start,
+            discount_end_period = v.discount_end, at_risk_check_at = v.at_risk_check_at,
+            discount_warning_at = v.discount_warning_at, updated_at = now()
+          FROM jsonb_to_recordset(${JSON.stringify(advanced)}::jsonb) AS v(id text, period int, next_billing_at bigint,
+            invoice text, discount_start int, discount_end int, at_risk_check_at bigint, discount_warning_at bigint)
+          WHERE s.id = ANY (${advanced.map((a) => a.id)}::text[]) AND s.id = v.id`;
+        const billed = drafts.filter((d) => fresh.has(d.id));
+        yield* markPaid(
+          billed
+            .filter((d) => d.totals.total === 0n)
+            .map((d) => ({ invoice: d.id, subscription: d.row.id, paidAt: now })),
+        );
+        return billed
+          .filter((d) => d.totals.total > 0n)
+          .map(
+            ({ row, id, totals }): InvoiceToCharge => ({
+              id,
+              merchant_id: row.merchant_id,
+              livemode: row.livemode,
+              total: totals.total.toString(),
+              token_address: row.token_address,
+              mandate_id: row.mandate_id,
+            }),
+          );
       });
 
-    /**
-     * Locks a row still matching `condition` (placeholders from $2, filled by `params`), skipping one
-     * another process holds: true when this transaction now holds it.
-     */
-    const lockRow = (
-      table: "subscriptions" | "invoices",
-      id: string,
-      condition: string,
-      params: unknown[] = [],
-    ) =>
-      sql
-        .unsafe<{ id: string }>(
-          `SELECT id FROM billing.${table} WHERE id = $1 AND ${condition} FOR UPDATE SKIP LOCKED`,
-          [id, ...params],
-        )
-        .pipe(Effect.map((rows) => rows.length > 0));
-    const lockedSubscription = (id: string, condition: string, params: unknown[] = []) =>
+    /** The invoices among `ids` still matching `condition` ($2 on, from `params`), locked in id order. */
+    const lockInvoices = (ids: readonly string[], condition: string, params: readonly unknown[] = []) =>
+      ids.length === 0
+        ? Effect.succeed([] as string[])
+        : sql
+            .unsafe<{ id: string }>(
+              `SELECT id FROM billing.invoices WHERE id = ANY($1) AND ${condition}
+               ORDER BY id FOR UPDATE SKIP LOCKED`,
+              [ids, ...params],
+            )
+            .pipe(Effect.map((rows) => rows.map((row) => row.id)));
+    const lockedSubscription = (id: string, condition: string, params: readonly unknown[] = []) =>
+      Effect.map(subscriptions.lockWhere([id], condition, params), (rows) => rows[0]);
+    const lockedInvoice = (id: string, condition: string, params: readonly unknown[] = []) =>
       Effect.gen(function* () {
-        return (yield* lockRow("subscriptions", id, condition, params))
-          ? yield* subscriptions.reload(id)
-          : undefined;
-      });
-    const lockedInvoice = (id: string, condition: string, params: unknown[] = []) =>
-      Effect.gen(function* () {
-        return (yield* lockRow("invoices", id, condition, params))
+        return (yield* lockInvoices([id], condition, params)).length > 0
           ? yield* subscriptions.reloadInvoice(id)
           : undefined;
       });
@@ -378,7 +399,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
       authorised.map((r) => r.id),
       (id) =>
         Effect.gen(function* () {
-          const row = yield* lockedSubscription(id, "status = 'incomplete'");
+          const row = yield* lockedSubscription(id, "s.status = 'incomplete'");
           if (!row) return;
           if (row.mandate_status === "revoked")
             return yield* subscriptions.endSubscription(id, "mandate_revoked");
@@ -414,17 +435,12 @@ export const billChain = (chain: ResolvedChain, now: number) =>
       due.map((r) => r.id),
       (ids) =>
         Effect.gen(function* () {
-          const toCharge: InvoiceToCharge[] = [];
-          for (const id of ids) {
-            const row = yield* lockedSubscription(
-              id,
-              "status IN ('active', 'past_due') AND next_billing_at <= $2",
-              [now],
-            );
-            const invoice = row ? yield* billPeriod(row) : undefined;
-            if (invoice !== undefined) toCharge.push(invoice);
-          }
-          yield* chargeInvoices(toCharge);
+          const rows = yield* subscriptions.lockWhere(
+            ids,
+            "s.status IN ('active', 'past_due') AND s.next_billing_at <= $2",
+            [now],
+          );
+          yield* chargeInvoices(yield* billPeriods(rows));
         }),
     );
 
@@ -436,10 +452,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
       retries.map((r) => r.id),
       (ids) =>
         Effect.gen(function* () {
-          const locked: string[] = [];
-          for (const id of ids)
-            if (yield* lockRow("invoices", id, "status = 'open' AND next_attempt_at <= $2", [now]))
-              locked.push(id);
+          const locked = yield* lockInvoices(ids, "status = 'open' AND next_attempt_at <= $2", [now]);
           yield* chargeInvoices(yield* invoicesToCharge(locked));
         }),
     );
@@ -449,9 +462,9 @@ export const billChain = (chain: ResolvedChain, now: number) =>
     /** Locks a subscription whose check `column` is due, clears it, and returns it when a warning may apply. */
     const dueForCheck = (id: string, column: "discount_warning_at" | "at_risk_check_at") =>
       Effect.gen(function* () {
-        if (!(yield* lockRow("subscriptions", id, `${column} <= $2`, [now]))) return undefined;
+        const row = yield* lockedSubscription(id, `s.${column} <= $2`, [now]);
+        if (!row) return undefined;
         yield* sql.unsafe(`UPDATE billing.subscriptions SET ${column} = NULL WHERE id = $1`, [id]);
-        const row = yield* subscriptions.reload(id);
         const billing = row.status === "active" || row.status === "past_due";
         return billing && !row.cancel_at_period_end ? row : undefined;
       });

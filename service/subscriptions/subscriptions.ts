@@ -132,6 +132,15 @@ export class Subscriptions extends Context.Service<
       forUpdate?: boolean,
     ) => Effect.Effect<SubscriptionRow, NotFound | SqlError.SqlError>;
     readonly reload: (id: string) => Effect.Effect<SubscriptionRow, SqlError.SqlError>;
+    /**
+     * The rows among `ids` still matching `condition` (on `s`; placeholders from $2, filled by
+     * `params`), locked in id order; rows another transaction holds are skipped. Inside a transaction.
+     */
+    readonly lockWhere: (
+      ids: readonly string[],
+      condition: string,
+      params?: readonly unknown[],
+    ) => Effect.Effect<readonly SubscriptionRow[], SqlError.SqlError>;
     readonly reloadInvoice: (id: string) => Effect.Effect<InvoiceRow, SqlError.SqlError>;
     readonly reloadInvoices: (
       ids: readonly string[],
@@ -177,6 +186,14 @@ export class Subscriptions extends Context.Service<
       const reload = (id: string) =>
         select("s.id = $1", [id]).pipe(Effect.flatMap(theRow(`subscription ${id}`)));
       const reloadInvoices = (ids: readonly string[]) => selectInvoices("i.id = ANY($1)", [ids]);
+      const lockWhere = (ids: readonly string[], condition: string, params: readonly unknown[] = []) =>
+        ids.length === 0
+          ? Effect.succeed([] as readonly SubscriptionRow[])
+          : select(
+              `s.id = ANY($1) AND ${condition}`,
+              [ids, ...params],
+              "ORDER BY s.id FOR UPDATE OF s SKIP LOCKED",
+            );
 
       const reloadInvoice = (id: string) =>
         selectInvoices("i.id = $1", [id]).pipe(Effect.flatMap(theRow(`invoice ${id}`)));
@@ -371,6 +388,7 @@ export class Subscriptions extends Context.Service<
         retrieveInvoice,
         listInvoices,
         reload,
+        lockWhere,
         reloadInvoice,
         reloadInvoices,
         render,
