@@ -1,9 +1,9 @@
 /**
  * The billing worker: invoices each subscription at each period boundary of its mandate (chain time,
  * so the test clock moves it), charges the invoice, and follows the charge to `invoice.paid` or into
- * dunning. Every step handles one subscription or invoice in its own transaction under a row lock taken
- * with SKIP LOCKED, and an invoice is unique per subscription and period, so several processes billing
- * at once, or a restart mid-pass, never invoice a period twice.
+ * dunning. Every step handles its rows in batches, each in one transaction under row locks taken in id
+ * order with SKIP LOCKED, and an invoice is unique per subscription and period, so several processes
+ * billing at once, or a restart mid-pass, never invoice a period twice.
  */
 import { PgClient } from "@effect/sql-pg";
 import { Array as Arr, Clock, Effect, Option, Result } from "effect";
