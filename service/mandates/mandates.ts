@@ -171,12 +171,8 @@ export class Mandates extends Context.Service<
       { object: "list"; data: MandateObject[]; has_more: boolean },
       InvalidRequest | SqlError.SqlError
     >;
-    /** The record itself, locked for update when inside a transaction. */
-    readonly load: (
-      caller: Caller,
-      id: string,
-      options?: { readonly forUpdate?: boolean },
-    ) => Effect.Effect<MandateRow, NotFound | SqlError.SqlError>;
+    /** The caller's own mandate (charging locks mandates with `lockMany`). */
+    readonly load: (caller: Caller, id: string) => Effect.Effect<MandateRow, NotFound | SqlError.SqlError>;
     /**
      * The mandates named, each only for its own caller's merchant and mode, locked for update in id
      * order (so two batches naming the same mandates cannot deadlock). Inside a transaction.
@@ -208,12 +204,12 @@ export class Mandates extends Context.Service<
           .unsafe(`SELECT ${MANDATE_COLUMNS} FROM billing.mandates WHERE ${where} ${suffix}`, params)
           .pipe(Effect.flatMap(decodeMandates));
 
-      const load = (caller: Caller, id: string, options: { readonly forUpdate?: boolean } = {}) =>
-        select(
-          "id = $1 AND merchant_id = $2 AND livemode = $3",
-          [id, caller.merchantId, caller.livemode],
-          options.forUpdate ? "FOR UPDATE" : "",
-        ).pipe(Effect.flatMap(firstOr(() => notFoundMandate(id))));
+      const load = (caller: Caller, id: string) =>
+        select("id = $1 AND merchant_id = $2 AND livemode = $3", [
+          id,
+          caller.merchantId,
+          caller.livemode,
+        ]).pipe(Effect.flatMap(firstOr(() => notFoundMandate(id))));
 
       const reload = (id: string) => select("id = $1", [id]).pipe(Effect.flatMap(theRow(`mandate ${id}`)));
 
