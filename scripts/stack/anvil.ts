@@ -3,6 +3,7 @@
  * (not through npx, whose parent process would leave anvil orphaned) and stopped by its own pid.
  */
 import { spawn } from "node:child_process";
+import { copyFileSync, existsSync, readFileSync, renameSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { stopChild, supervise } from "./processes.ts";
@@ -38,6 +39,35 @@ const rpcAnswers = (url: string): Promise<boolean> =>
     () => false,
   );
 
+const parses = (file: string): boolean => {
+  try {
+    JSON.parse(readFileSync(file, "utf8"));
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * anvil rewrites its state file in place, so a SIGKILL in the middle of a save leaves half a file that
+ * it then refuses to load. Keep a copy of the last file that parsed, and fall back to it (the chain is
+ * then older than what was recorded from it, which chain-recovery.ts detects and repairs).
+ */
+const usableStateFile = (file: string): void => {
+  if (!existsSync(file)) return;
+  const backup = `${file}.last-good`;
+  if (parses(file)) {
+    copyFileSync(file, `${backup}.tmp`);
+    renameSync(`${backup}.tmp`, backup);
+    return;
+  }
+  renameSync(file, `${file}.unreadable-${Date.now()}`);
+  if (existsSync(backup)) copyFileSync(backup, file);
+  console.log(
+    `state file ${file} was cut short; ${existsSync(file) ? "using the last good copy" : "starting a new chain"}`,
+  );
+};
+
 export const startAnvil = async (options: {
   readonly port: number;
   readonly chainId: number;
@@ -49,8 +79,10 @@ export const startAnvil = async (options: {
 }): Promise<RunningAnvil> => {
   const args = ["--host", "127.0.0.1", "--port", String(options.port), "--chain-id", String(options.chainId)];
   if (options.blockTime) args.push("--block-time", String(options.blockTime));
-  if (options.stateFile)
+  if (options.stateFile) {
+    usableStateFile(options.stateFile);
     args.push("--state", options.stateFile, "--state-interval", "5", "--preserve-historical-states");
+  }
   const url = `http://127.0.0.1:${options.port}`;
   if (await rpcAnswers(url))
     throw new Error(`port ${options.port} already has a node on it (another stack still running?)`);

@@ -11,6 +11,7 @@ import { type RunningService, startService } from "../../service/main.ts";
 import { generateSecretsKey } from "../../service/webhooks/secret-box.ts";
 import { abisUpToDate, writeAbis } from "../contracts/compile.ts";
 import { type RunningAnvil, startAnvil } from "./anvil.ts";
+import { type LocalChainRpc, recoverLocalChains } from "./chain-recovery.ts";
 import { ponderSchemaName, type RunningPonder, releaseStaleLock, startPonder } from "./ponder.ts";
 import { type RunningPostgres, startEmbeddedPostgres } from "./postgres.ts";
 import { type DevMerchant, seedDevMerchant } from "./seed.ts";
@@ -31,6 +32,8 @@ export interface StackOptions {
   readonly logFormat: "json" | "pretty";
   readonly logLevel: LogLevel.LogLevel;
   readonly onOutput: (source: string, line: string) => void;
+  /** One line per local chain rebuilt because it lost blocks (see chain-recovery.ts). */
+  readonly onRecovery?: (line: string) => void;
 }
 
 export interface RunningStack {
@@ -101,6 +104,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     const { resolveLocalChain, LOCAL_RELAYER_KEY } = await import("./local-chain.ts");
     const chains: ChainConfig[] = [];
     const anvils: RunningAnvil[] = [];
+    const localChains: LocalChainRpc[] = [];
     for (const chain of source.success.chains) {
       if (!chain.local) {
         chains.push(chain);
@@ -114,6 +118,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       });
       stops.push(anvil.stop);
       anvils.push(anvil);
+      localChains.push({ id: chain.id, http: anvil.http });
       chains.push(await resolveLocalChain(chain, anvil, join(options.dataDir, "deployments.json")));
     }
     mark("chains");
@@ -151,6 +156,11 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     mark("database_seeded");
 
     const ponderSchema = ponderSchemaName(resolvedJson);
+    if (options.persistent && anvils.length > 0) {
+      const rebuilt = await recoverLocalChains(databaseUrl, ponderSchema, localChains);
+      for (const line of rebuilt) (options.onRecovery ?? console.log)(line);
+    }
+    mark("chains_checked");
     if (postgres) await releaseStaleLock(databaseUrl, ponderSchema);
     const ponder: RunningPonder = await startPonder({
       databaseUrl,
