@@ -4,16 +4,20 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { PgClient } from "@effect/sql-pg";
 import { Effect, type LogLevel, Redacted } from "effect";
+import { SqlClient } from "effect/sql";
 import { type ChainConfig, loadChainsFile } from "../../service/chains/config.ts";
 import type { ServiceConfig } from "../../service/config/env.ts";
+import { ONCHAIN_SCHEMA } from "../../service/db/client.ts";
 import { type RunningService, startService } from "../../service/main.ts";
 import { generateSecretsKey } from "../../service/webhooks/secret-box.ts";
 import { abisUpToDate, writeAbis } from "../contracts/compile.ts";
-import { type RunningAnvil, startAnvil } from "./anvil.ts";
+import { type RunningAnvil, rpc, startAnvil } from "./anvil.ts";
 import { type LocalChainRpc, recoverLocalChains } from "./chain-recovery.ts";
 import { ponderSchemaName, type RunningPonder, releaseStaleLock, startPonder } from "./ponder.ts";
 import { type RunningPostgres, startEmbeddedPostgres } from "./postgres.ts";
+import { removePostgresData } from "./postgres-paths.ts";
 import { type DevMerchant, seedDevMerchant } from "./seed.ts";
 import { freePort, waitFor } from "./wait.ts";
 
@@ -46,6 +50,13 @@ export interface RunningStack {
   /** Every service process on this database needs it to sign webhook deliveries. */
   readonly webhookSecretsKey: string;
   readonly timings: Readonly<Record<string, number>>;
+  /** For fault-injection tests: the processes, and restarts of the database and the indexer. */
+  readonly anvilPids: ReadonlyMap<number, number>;
+  ponderPid(): number;
+  /** Stops embedded Postgres (fast shutdown) and starts it again on the same port and data. */
+  restartPostgres(): Promise<void>;
+  /** Stops the indexer (or finds it dead) and starts it again on its schema; resolves once it is ready. */
+  restartPonder(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -69,6 +80,52 @@ const stopLeftovers = async (stackFile: string): Promise<void> => {
   await new Promise((resolve) => setTimeout(resolve, 500));
 };
 
+/**
+ * Waits until the indexer has caught up with every local chain. anvil mines only on demand, and Ponder
+ * indexes the blocks above its finalized one only when a new block arrives (after a crash it also reverts
+ * them): without a new block it would sit behind for good, only logging "No new block received within
+ * expected time". So each local chain gets a block, and another every 2 s until its head is indexed.
+ */
+const indexerCaughtUp = async (
+  databaseUrl: string,
+  chains: readonly LocalChainRpc[],
+  anvils: readonly RunningAnvil[],
+): Promise<void> => {
+  for (const anvil of anvils) await anvil.mine();
+  const targets = new Map<number, bigint>();
+  for (const chain of chains)
+    targets.set(chain.id, BigInt((await rpc(chain.http, "eth_blockNumber")) as string));
+  const caughtUp = () =>
+    Effect.runPromise(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient;
+        const rows = yield* sql<{ chain_id: number; block_number: string }>`
+          SELECT chain_id, block_number::text FROM ${sql(ONCHAIN_SCHEMA)}.chain_head`;
+        return chains.every((chain) =>
+          rows.some(
+            (row) =>
+              Number(row.chain_id) === chain.id && BigInt(row.block_number) >= (targets.get(chain.id) ?? 0n),
+          ),
+        );
+      }).pipe(
+        Effect.orElseSucceed(() => false),
+        Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })),
+      ),
+    );
+  let minedAt = performance.now();
+  await waitFor(
+    async () => {
+      if (await caughtUp()) return true;
+      if (performance.now() - minedAt > 2_000) {
+        for (const anvil of anvils) await anvil.mine();
+        minedAt = performance.now();
+      }
+      return false;
+    },
+    { timeoutMs: 60_000, intervalMs: 100, what: "the indexer to catch up with every local chain" },
+  );
+};
+
 export const startStack = async (options: StackOptions): Promise<RunningStack> => {
   const timings: Record<string, number> = {};
   const started = performance.now();
@@ -88,13 +145,16 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
 
     let postgres: RunningPostgres | undefined;
     let databaseUrl = options.databaseUrl;
+    const postgresOptions = {
+      dataDir: join(options.dataDir, "postgres"),
+      port: options.postgresPort ?? (await freePort()),
+      database: "billing",
+    };
     if (databaseUrl === undefined) {
-      postgres = await startEmbeddedPostgres({
-        dataDir: join(options.dataDir, "postgres"),
-        port: options.postgresPort ?? (await freePort()),
-        database: "billing",
-      });
-      stops.push(postgres.stop);
+      // Run after Postgres stops: as root its data lives outside dataDir (see postgres-paths.ts).
+      if (!options.persistent) stops.push(async () => void removePostgresData(postgresOptions.dataDir));
+      postgres = await startEmbeddedPostgres(postgresOptions);
+      stops.push(() => postgres?.stop() ?? Promise.resolve());
       databaseUrl = postgres.url;
     }
     mark("postgres");
@@ -162,17 +222,17 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     }
     mark("chains_checked");
     if (postgres) await releaseStaleLock(databaseUrl, ponderSchema);
-    const ponder: RunningPonder = await startPonder({
+    const ponderOptions = {
       databaseUrl,
       chainsFile,
       schema: ponderSchema,
       port: ponderPort,
       logFormat: options.logFormat,
-      onOutput: (line) => options.onOutput("indexer", line),
-    });
-    stops.push(ponder.stop);
-    // Ponder indexes from the next block on (anvil mines only on demand): give it one.
-    for (const anvil of anvils) await anvil.mine();
+      onOutput: (line: string) => options.onOutput("indexer", line),
+    };
+    let ponder: RunningPonder = await startPonder(ponderOptions);
+    stops.push(() => ponder.stop());
+    await indexerCaughtUp(databaseUrl, localChains, anvils);
     mark("indexer_started");
 
     const service: RunningService = await startService(serviceConfig);
@@ -201,6 +261,19 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       devMerchant,
       webhookSecretsKey: secretsKey,
       timings,
+      anvilPids: new Map(localChains.map((chain, i) => [chain.id, anvils[i]?.pid ?? -1])),
+      ponderPid: () => ponder.pid,
+      restartPostgres: async () => {
+        if (postgres === undefined) throw new Error("the stack does not run this database");
+        await postgres.stop();
+        postgres = await startEmbeddedPostgres(postgresOptions);
+      },
+      restartPonder: async () => {
+        await ponder.stop();
+        if (postgres) await releaseStaleLock(ponderOptions.databaseUrl, ponderSchema);
+        ponder = await startPonder(ponderOptions);
+        await indexerCaughtUp(ponderOptions.databaseUrl, localChains, anvils);
+      },
       stop: stopAll,
     };
   } catch (error) {

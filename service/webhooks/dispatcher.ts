@@ -8,9 +8,9 @@
  * Concurrency is bounded per process and per endpoint, and each send is its own fiber, so a slow or
  * dead endpoint holds only its own slots and never delays another endpoint's deliveries.
  */
-import { PgClient } from "@effect/sql-pg";
 import { Clock, Effect, FiberSet, Layer, Queue, Schedule, Schema, Semaphore } from "effect";
 import { SqlClient } from "effect/sql";
+import { wakeUps } from "../db/notifications.ts";
 import { decodeRows } from "../db/rows.ts";
 import { EventObject } from "../events/events.ts";
 import { DELIVERIES_CHANNEL } from "./fan-out.ts";
@@ -247,7 +247,6 @@ const RECORD_BATCH = 500;
 export const dispatcherLayer = (options: DispatcherOptions) =>
   Layer.effectDiscard(
     Effect.gen(function* () {
-      const pg = yield* PgClient.PgClient;
       const random = options.random ?? Math.random;
       const wake = yield* Queue.unbounded<void>();
       const results = yield* Queue.unbounded<RecordedOutcome>();
@@ -277,7 +276,7 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
         return created;
       };
 
-      const notifications = yield* pg.listen(DELIVERIES_CHANNEL);
+      const notifications = yield* wakeUps(DELIVERIES_CHANNEL);
       yield* Effect.forkScoped(
         Queue.take(notifications).pipe(Effect.andThen(Queue.offer(wake, undefined)), Effect.forever),
       );

@@ -3,9 +3,10 @@
  * layer is built and interrupted when it is disposed, so a process runs each worker exactly once.
  * Workers coordinate across processes only through Postgres (unique keys, row claims, advisory locks).
  */
-import { PgClient } from "@effect/sql-pg";
+import type { PgClient } from "@effect/sql-pg";
 import { Context, type Duration, Effect, Layer, Queue, Ref } from "effect";
 import type { SqlError } from "effect/sql";
+import { wakeUps } from "../db/notifications.ts";
 import { Idempotency } from "../idempotency/idempotency.ts";
 
 export interface Worker<R> {
@@ -24,9 +25,7 @@ export class Workers extends Context.Service<Workers, { readonly ready: Effect.E
 
 const runWorker = <R>(worker: Worker<R>) =>
   Effect.gen(function* () {
-    const wake = worker.wakeOn
-      ? yield* Effect.flatMap(Effect.service(PgClient.PgClient), (pg) => pg.listen(worker.wakeOn as string))
-      : undefined;
+    const wake = worker.wakeOn ? yield* wakeUps(worker.wakeOn) : undefined;
     const pause = wake
       ? Queue.take(wake).pipe(
           // One pass serves every notification that arrived meanwhile.

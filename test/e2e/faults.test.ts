@@ -1,0 +1,283 @@
+/**
+ * Fault injection at a billing boundary, on a stack of its own (the faults would disturb the shared one):
+ * Postgres restarted, a service process SIGKILLed while another takes over, the RPC frozen for 30 s, the
+ * indexer SIGKILLed and restarted while it catches up. After each: no lost event, no double charge, no
+ * second invoice for a period, and `/ready` back to 200.
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PgClient } from "@effect/sql-pg";
+import { Effect, Redacted } from "effect";
+import { SqlClient } from "effect/sql";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rpc } from "../../scripts/stack/anvil.ts";
+import { type RunningStack, startStack } from "../../scripts/stack/stack.ts";
+import { freePort, waitFor } from "../../scripts/stack/wait.ts";
+import { newAddress } from "./helpers.ts";
+
+const MONTH = 31 * 86_400;
+const SUBSCRIPTIONS = 10;
+const KEY = `sk_test_faults${"1357924680".repeat(3)}`;
+
+const dataDir = mkdtempSync(join(tmpdir(), "billing-faults-"));
+let stack: RunningStack;
+const children: ChildProcess[] = [];
+const ids: string[] = [];
+let periods = 0;
+
+const query = <A extends object>(text: string, params: unknown[] = []) =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      return yield* sql.unsafe<A>(text, params);
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack.databaseUrl), maxConnections: 1 }))),
+  );
+
+const call = async (path: string, body?: unknown, base = stack.apiUrl) => {
+  const response = await fetch(`${base}${path}`, {
+    method: body === undefined ? "GET" : "POST",
+    headers: {
+      authorization: `Bearer ${KEY}`,
+      ...(body === undefined ? {} : { "content-type": "application/json", "idempotency-key": randomUUID() }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    signal: AbortSignal.timeout(90_000),
+  });
+  const text = await response.text();
+  return { status: response.status, text, json: text ? JSON.parse(text) : undefined };
+};
+
+const ready = async (base = stack.apiUrl) =>
+  (await fetch(`${base}/ready`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined))?.status ===
+  200;
+
+const paidInvoices = async () =>
+  Number(
+    (
+      await query<{ n: string }>(
+        "SELECT count(*)::text AS n FROM billing.invoices WHERE subscription_id = ANY($1) AND status = 'paid'",
+        [ids],
+      )
+    )[0]?.n,
+  );
+
+/** The invariants after every fault, for every period billed so far. */
+const expectConsistent = async () => {
+  await waitFor(async () => (await paidInvoices()) === SUBSCRIPTIONS * periods && (await ready()), {
+    timeoutMs: 120_000,
+    intervalMs: 250,
+    what: `${SUBSCRIPTIONS * periods} paid invoices and /ready 200`,
+  }).catch(async (error: unknown) => {
+    const readiness = await fetch(`${stack.apiUrl}/ready`).then((r) => r.text(), String);
+    const states = await query(
+      `SELECT 'invoice' AS what, period, status, count(*) FROM billing.invoices WHERE subscription_id = ANY($1) GROUP BY 1, 2, 3
+       UNION ALL SELECT 'charge', c.period, c.status || coalesce(':' || c.failure_code, ''), count(*) FROM billing.charges c
+         JOIN billing.subscriptions s ON s.mandate_id = c.mandate_id WHERE s.id = ANY($1) GROUP BY 1, 2, 3
+       UNION ALL SELECT 'tx', block_number, status, count(*) FROM billing.relayer_transactions GROUP BY 1, 2, 3
+       UNION ALL SELECT 'onchain', period, status, count(*) FROM onchain.charge GROUP BY 1, 2, 3
+       UNION ALL SELECT 'head', block_number, block_hash, 1 FROM onchain.chain_head
+       UNION ALL SELECT 'sub', next_billing_at, status, count(*) FROM billing.subscriptions WHERE id = ANY($1) GROUP BY 1, 2, 3`,
+      [ids],
+    );
+    throw new Error(
+      `${error}; /ready: ${readiness}; ${JSON.stringify(states, (_, v) => (typeof v === "bigint" ? String(v) : v))}`,
+    );
+  });
+  const invoices = await query<{ n: string }>(
+    `SELECT count(*)::text AS n FROM billing.invoices WHERE subscription_id = ANY($1)
+     GROUP BY subscription_id, period`,
+    [ids],
+  );
+  expect(invoices).toHaveLength(SUBSCRIPTIONS * periods);
+  expect(invoices.every((row) => row.n === "1")).toBe(true);
+  const charges = await query<{ onchain_id: string; n: string }>(
+    `SELECT min(c.onchain_id) AS onchain_id, count(*)::text AS n FROM billing.charges c
+     JOIN billing.subscriptions s ON s.mandate_id = c.mandate_id
+     WHERE s.id = ANY($1) AND c.status <> 'failed' GROUP BY c.mandate_id, c.period`,
+    [ids],
+  );
+  expect(charges).toHaveLength(SUBSCRIPTIONS * periods);
+  expect(charges.every((row) => row.n === "1")).toBe(true);
+  // The chain made exactly these charges, one per mandate and period.
+  const mandates = await query<{ onchain_id: string }>(
+    `SELECT m.onchain_id FROM billing.mandates m JOIN billing.subscriptions s ON s.mandate_id = m.id
+     WHERE s.id = ANY($1)`,
+    [ids],
+  );
+  const onchain = await query<{ n: string; periods: string }>(
+    `SELECT count(*)::text AS n, count(DISTINCT (mandate_id, period))::text AS periods FROM onchain.charge
+     WHERE chain_id = 31337 AND mandate_id = ANY($1)`,
+    [mandates.map((m) => m.onchain_id)],
+  );
+  expect(onchain[0]).toEqual({
+    n: String(SUBSCRIPTIONS * periods),
+    periods: String(SUBSCRIPTIONS * periods),
+  });
+  // Every outcome reported once: one invoice.paid per invoice, one charge.succeeded per charge.
+  const reported = await query<{ type: string; n: string; objects: string }>(
+    `SELECT type, count(*)::text AS n, count(DISTINCT payload #>> '{data,object,id}')::text AS objects
+     FROM billing.events WHERE type IN ('invoice.paid', 'charge.succeeded') GROUP BY type ORDER BY type`,
+  );
+  expect(reported).toEqual([
+    {
+      type: "charge.succeeded",
+      n: String(SUBSCRIPTIONS * periods),
+      objects: String(SUBSCRIPTIONS * periods),
+    },
+    { type: "invoice.paid", n: String(SUBSCRIPTIONS * periods), objects: String(SUBSCRIPTIONS * periods) },
+  ]);
+};
+
+const nextBoundary = async () => {
+  const advanced = await call("/v1/test/clock/advance", { seconds: MONTH });
+  expect(advanced.status, advanced.text).toBe(200);
+  periods++;
+};
+
+const startServiceProcess = async () => {
+  const port = await freePort();
+  const child = spawn(process.execPath, ["service/main.ts"], {
+    env: {
+      ...process.env,
+      DATABASE_URL: stack.databaseUrl,
+      CHAINS_CONFIG: stack.chainsFile,
+      WEBHOOK_SECRETS_KEY: stack.webhookSecretsKey,
+      PONDER_URL: stack.ponderUrl,
+      PORT: String(port),
+      LOG_LEVEL: "Error",
+    },
+    stdio: "ignore",
+  });
+  children.push(child);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(() => ready(url), { timeoutMs: 30_000, what: "a second service process" });
+  return { child, url };
+};
+
+beforeAll(async () => {
+  const chainsConfig = join(dataDir, "chains.json");
+  writeFileSync(
+    chainsConfig,
+    JSON.stringify({
+      chains: [
+        {
+          id: 31337,
+          name: "Faults chain",
+          livemode: false,
+          local: { port: 0 },
+          escrow: {},
+          tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" }],
+          subscriptions_available: true,
+          escrow_available: true,
+          hold_seconds: 3600,
+          confirmations: 0,
+        },
+      ],
+    }),
+  );
+  stack = await startStack({
+    dataDir,
+    chainsConfig,
+    port: 0,
+    persistent: false,
+    devApiKey: KEY,
+    logFormat: "json",
+    logLevel: "Error",
+    onOutput: () => {},
+  });
+  expect((await call("/v1/merchant/chains", { chain: 31337, payout_address: newAddress() })).status).toBe(
+    200,
+  );
+  const price = await call("/v1/prices", { product_name: "Seat", amount_decimal: "3.5", chain: 31337 });
+  for (let i = 0; i < SUBSCRIPTIONS; i++) {
+    const subscription = await call("/v1/subscriptions", { customer: `cus_${i}`, price: price.json.id });
+    expect(subscription.status, subscription.text).toBe(200);
+    ids.push(subscription.json.id);
+    await call(`/v1/test/mandates/${subscription.json.mandate}/fund`, { amount_decimal: "100" });
+    await call(`/v1/test/mandates/${subscription.json.mandate}/authorize`, {});
+  }
+  periods = 1;
+  await expectConsistent();
+}, 240_000);
+
+afterAll(async () => {
+  for (const child of children) child.kill("SIGKILL");
+  await stack?.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe("faults at a billing boundary", () => {
+  it("Postgres restarted during the boundary", async () => {
+    await nextBoundary();
+    await stack.restartPostgres();
+    await expectConsistent();
+  });
+
+  it("a service process SIGKILLed mid-boundary while another takes over", async () => {
+    const doomed = await startServiceProcess();
+    const survivor = await startServiceProcess();
+    await nextBoundary();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    doomed.child.kill("SIGKILL");
+    await expectConsistent();
+    expect(await ready(survivor.url)).toBe(true);
+  });
+
+  it("the RPC frozen for 30 s during charges and billing: 503 chain_unavailable, never 500, then recovery", async () => {
+    const extra = await call("/v1/mandates", { cap_decimal: "5", period: "month", customer: "cus_extra" });
+    await call(`/v1/test/mandates/${extra.json.id}/fund`, { amount_decimal: "10" });
+    await call(`/v1/test/mandates/${extra.json.id}/authorize`, {});
+    await nextBoundary();
+    const anvil = stack.anvilPids.get(31337) ?? -1;
+    process.kill(anvil, "SIGSTOP");
+    const frozenUntil = Date.now() + 30_000;
+    const statuses: number[] = [];
+    try {
+      while (Date.now() < frozenUntil - 5_000) {
+        const charge = await call(`/v1/mandates/${extra.json.id}/charges`, { amount_decimal: "1" });
+        statuses.push(charge.status);
+        if (charge.status !== 200) expect(charge.json.error.code, charge.text).toBe("chain_unavailable");
+        statuses.push((await call(`/v1/subscriptions/${ids[0]}`)).status);
+      }
+    } finally {
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, frozenUntil - Date.now())));
+      process.kill(anvil, "SIGCONT");
+    }
+    expect(statuses).toContain(503);
+    expect(statuses.every((status) => status === 200 || status === 503)).toBe(true);
+    await expectConsistent();
+  }, 240_000);
+
+  it("the indexer SIGKILLed while billing goes on, and again while it catches up", async () => {
+    process.kill(stack.ponderPid(), "SIGKILL");
+    await nextBoundary();
+    // A history to catch up on: the boundary's charges and some hundreds of blocks after them.
+    await rpc(stack.chains[0]?.rpc?.http[0] ?? "", "anvil_mine", ["0x1f4"]);
+    const restarting = stack.restartPonder();
+    const ponderPort = new URL(stack.ponderUrl).port;
+    const catchingUp = () => {
+      try {
+        const found = execFileSync("pgrep", ["-f", `ponder.js.*--port ${ponderPort}`]).toString();
+        return Number.parseInt(found.trim().split("\n")[0] ?? "", 10);
+      } catch {
+        return Number.NaN; // pgrep exits 1 when nothing matches
+      }
+    };
+    await waitFor(async () => Number.isInteger(catchingUp()), { timeoutMs: 30_000, what: "the new indexer" });
+    await waitFor(
+      async () => (await fetch(`${stack.ponderUrl}/health`).catch(() => undefined))?.ok === true,
+      {
+        timeoutMs: 60_000,
+        intervalMs: 50,
+        what: "the new indexer's server",
+      },
+    );
+    process.kill(catchingUp(), "SIGKILL");
+    await expect(restarting).rejects.toThrow();
+    await stack.restartPonder();
+    await expectConsistent();
+  }, 240_000);
+});
