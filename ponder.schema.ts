@@ -95,8 +95,10 @@ export const fact = onchainTable(
     token: t.hex().notNull(),
     details: t.json().notNull(),
   }),
+  // In the fact relay's order (chain, block, log index, key): its cursor and a new payout address's
+  // history are read by a range scan that stops after a batch, however many facts share a block.
   (table) => ({
-    chainBlockIdx: index().on(table.chainId, table.blockNumber),
-    payeeIdx: index().on(table.payee, table.chainId, table.blockNumber),
+    chainBlockIdx: index().on(table.chainId, table.blockNumber, table.logIndex, table.key),
+    payeeIdx: index().on(table.payee, table.chainId, table.blockNumber, table.logIndex, table.key),
   }),
 );

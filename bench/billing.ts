@@ -73,6 +73,13 @@ const stack = await startStack({
   logFormat: "json",
   logLevel: "Warn",
   onOutput: () => {},
+  // Every customer signs from this one address, through the page's API.
+  page: {
+    perAddressPerMinute: 0,
+    perTokenPerMinute: 0,
+    trustProxy: false,
+    authorizationsPerMandatePerDay: 5,
+  },
 });
 for (const signal of ["SIGINT", "SIGTERM"] as const)
   process.once(signal, () => {

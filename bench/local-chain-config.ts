@@ -21,6 +21,8 @@ export const benchChainsConfig = (bench: string) => {
     escrow_available: false,
     hold_seconds: 0,
     confirmations: 0,
+    // 10,000 authorizations and their charges in minutes: far above the default hourly relayer budget.
+    relayer_budget_wei_per_hour: (10n ** 21n).toString(),
   };
   writeFileSync(chainsConfig, JSON.stringify({ chains: [chain] }));
   return { dataDir, chainsConfig };

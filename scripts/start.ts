@@ -3,33 +3,35 @@
  * Postgres is embedded (or DATABASE_URL), data lives in .data/ and survives restarts (`npm run reset`
  * wipes it). Ctrl-C stops everything in reverse order.
  */
-import { startStack } from "./stack/stack.ts";
+import { Effect } from "effect";
+import { stackEnvFromEnv } from "../service/config/env.ts";
 
-const env = process.env;
-const logFormat = env.LOG_FORMAT === "json" || env.NODE_ENV === "production" ? "json" : "pretty";
-const levels = ["All", "Fatal", "Error", "Warn", "Info", "Debug", "Trace", "None"] as const;
-const logLevel = levels.find((l) => l.toLowerCase() === (env.LOG_LEVEL ?? "info").toLowerCase()) ?? "Info";
-
-const port = Number.parseInt(env.PORT ?? "4242", 10);
-if (!Number.isInteger(port) || port < 0 || port > 65535) {
-  console.error(`PORT must be a port number, got ${JSON.stringify(env.PORT)}`);
+// Every variable is checked before anything starts (rules: service/config/env.ts).
+const decoded = Effect.runSync(Effect.result(stackEnvFromEnv));
+if (decoded._tag === "Failure") {
+  console.error(`Refusing to start, bad configuration:\n${decoded.failure.message}`);
   process.exit(2);
 }
+const env = decoded.success;
+// Loaded only now: a refused configuration answers at once, without loading the whole stack.
+const { startStack } = await import("./stack/stack.ts");
 
-const verbose = env.STACK_VERBOSE === "1";
 console.log("Starting: postgres -> local chain -> contracts -> indexer -> API and workers ...");
 const stack = await startStack({
-  dataDir: env.DATA_DIR ?? ".data",
-  chainsConfig: env.CHAINS_CONFIG ?? "config/chains.json",
-  port,
-  ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
-  ...(env.DEV_API_KEY ? { devApiKey: env.DEV_API_KEY } : {}),
-  postgresPort: Number.parseInt(env.PG_PORT ?? "54329", 10),
+  dataDir: env.dataDir,
+  chainsConfig: env.chainsConfig,
+  port: env.port,
+  ...(env.databaseUrl ? { databaseUrl: env.databaseUrl } : {}),
+  ...(env.devApiKey ? { devApiKey: env.devApiKey } : {}),
+  postgresPort: env.postgresPort,
   persistent: true,
-  logFormat,
-  logLevel,
+  restartStalledIndexer: true,
+  ...(env.metricsToken ? { metricsToken: env.metricsToken } : {}),
+  ...(env.indexerStallSeconds ? { indexerStallSeconds: env.indexerStallSeconds } : {}),
+  logFormat: env.logFormat,
+  logLevel: env.logLevel,
   onOutput: (source, line) => {
-    if (verbose || /error|fatal/i.test(line)) console.log(`[${source}] ${line}`);
+    if (env.verbose || /error|fatal/i.test(line)) console.log(`[${source}] ${line}`);
   },
 }).catch((error: unknown) => {
   console.error(`\nStart failed: ${error instanceof Error ? error.message : String(error)}`);
@@ -47,6 +49,7 @@ Ready in ${(stack.timings.service_ready ?? 0) / 1000} s  (${Object.entries(stack
   Test API key ${key}
   Chains       ${stack.chains.map((c) => `${c.id} ${c.name} (${c.livemode ? "live" : "test"}) ${c.rpc?.http[0] ?? ""}`).join("\n               ")}
   Database     ${stack.databaseUrl.replace(/:[^:@/]+@/, ":***@")}
+  Metrics      curl -s ${stack.apiUrl}/metrics -H "Authorization: Bearer ${stack.metricsToken}"
 
 Try it:
   curl -s ${stack.apiUrl}/v1/chains -H "Authorization: Bearer ${key}"

@@ -38,13 +38,21 @@ export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable"
   message: Schema.String,
 }) {}
 
+/** 429: too many requests (the public authorization page's limits); retry after `retryAfterSeconds`. */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
+  code: Schema.String,
+  message: Schema.String,
+  retryAfterSeconds: Schema.Int,
+}) {}
+
 export type ApiFailure =
   | InvalidRequest
   | Unauthenticated
   | NotFound
   | IdempotencyError
   | HttpRefusal
-  | Unavailable;
+  | Unavailable
+  | RateLimited;
 
 export const invalidParam = (param: string, message: string, code = "parameter_invalid") =>
   new InvalidRequest({ code, message, param });
@@ -56,6 +64,7 @@ const API_FAILURE_TAGS: ReadonlySet<string> = new Set([
   "IdempotencyError",
   "HttpRefusal",
   "Unavailable",
+  "RateLimited",
 ]);
 
 export const isApiFailure = (error: { readonly _tag: string }): error is ApiFailure =>

@@ -6,10 +6,11 @@
 import type { AddressInfo } from "node:net";
 import type { PgClient } from "@effect/sql-pg";
 import { createAdaptorServer } from "@hono/node-server";
-import { Duration, Effect, Layer, Logger, ManagedRuntime, References } from "effect";
+import { Duration, Effect, Layer, Logger, ManagedRuntime, Redacted, References } from "effect";
 import { SqlClient } from "effect/sql";
 import { ApiKeys } from "./auth/api-keys.ts";
 import { ChainClients } from "./chains/chain-clients.ts";
+import { ChainWatch, describeStalled, indexerWatchdog } from "./chains/indexer-watchdog.ts";
 import { MerchantChains } from "./chains/merchant-chains.ts";
 import { chainHeads } from "./chains/onchain.ts";
 import { ChainRegistry } from "./chains/registry.ts";
@@ -24,8 +25,10 @@ import { Events } from "./events/events.ts";
 import { factRelay } from "./events/fact-relay.ts";
 import { makeApp, type Readiness } from "./http/app.ts";
 import { registerAuthorizationPage } from "./http/authorization-page/routes.ts";
+import { answerClientError } from "./http/client-error.ts";
 import { renderDocsPage } from "./http/docs-page.ts";
 import { buildOpenApi } from "./http/openapi.ts";
+import { pageLimiter } from "./http/page-rate-limit.ts";
 import type { AnyRoute } from "./http/route.ts";
 import { authorizationRoutes } from "./http/routes/authorization.ts";
 import { chainRoutes } from "./http/routes/chains.ts";
@@ -36,9 +39,11 @@ import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
 import { testHelperRoutes } from "./http/routes/test-helpers.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { Idempotency } from "./idempotency/idempotency.ts";
-import { Authorizations } from "./mandates/authorization.ts";
+import { AuthorizationLimits, Authorizations } from "./mandates/authorization.ts";
 import { Mandates } from "./mandates/mandates.ts";
 import { Merchants } from "./merchants/merchants.ts";
+import { Metrics, observeRequest } from "./metrics/metrics.ts";
+import { operatorGaugesLayer } from "./metrics/operator-gauges.ts";
 import { Reconciliation } from "./reconciliation/reconciliation.ts";
 import { subscriptionBilling } from "./subscriptions/billing.ts";
 import { Coupons } from "./subscriptions/coupons.ts";
@@ -98,6 +103,8 @@ export const domainLayer = (config: ServiceConfig) => {
     ChainClients.layer,
     PublicUrl.layer(config.publicUrl ?? `http://${config.host}:${config.port}`),
     SecretBox.layer(config.webhooks.secretsKey),
+    Metrics.layer,
+    ChainWatch.layer,
   );
   const migrated = Layer.effectDiscard(runMigrations).pipe(Layer.provide(infrastructure));
   const foundation = Layer.mergeAll(
@@ -110,7 +117,13 @@ export const domainLayer = (config: ServiceConfig) => {
     Idempotency.layer(Duration.hours(config.idempotencyRetentionHours)),
   ).pipe(Layer.provideMerge(infrastructure));
   const mandates = Mandates.layer.pipe(Layer.provideMerge(foundation));
-  const billing = Layer.mergeAll(Charges.layer, Authorizations.layer).pipe(Layer.provideMerge(mandates));
+  const authorizationLimits = Layer.succeed(AuthorizationLimits, {
+    transactionsPerMandatePerDay: config.page?.authorizationsPerMandatePerDay ?? 5,
+  });
+  const billing = Layer.mergeAll(
+    Charges.layer,
+    Authorizations.layer.pipe(Layer.provide(authorizationLimits)),
+  ).pipe(Layer.provideMerge(mandates));
   const endpoints = WebhookEndpoints.layer({ allowPrivateInTest: config.webhooks.allowPrivateInTest }).pipe(
     Layer.provideMerge(billing),
   );
@@ -137,9 +150,17 @@ export const serviceLayer = (config: ServiceConfig) => {
     | Charges
     | Subscriptions
     | Prices
-  >([idempotencyPurge, factRelay, relayerTracker, holdReleaser, chargeOutcomes, subscriptionBilling]).pipe(
-    Layer.provide(domain),
-  );
+    | ChainWatch
+  >([
+    idempotencyPurge,
+    factRelay,
+    relayerTracker,
+    holdReleaser,
+    chargeOutcomes,
+    subscriptionBilling,
+    indexerWatchdog({ stallSeconds: config.indexerStallSeconds ?? 60, ponderUrl: config.ponderUrl }),
+  ]).pipe(Layer.provide(domain));
+  const gauges = operatorGaugesLayer.pipe(Layer.provide(domain));
   const dispatcher = dispatcherLayer({
     maxInFlight: config.webhooks.maxInFlight,
     maxInFlightPerEndpoint: config.webhooks.maxInFlightPerEndpoint,
@@ -154,7 +175,7 @@ export const serviceLayer = (config: ServiceConfig) => {
     ),
     Layer.provide(domain),
   );
-  return Layer.mergeAll(domain, workers, dispatcher).pipe(
+  return Layer.mergeAll(domain, workers, dispatcher, gauges).pipe(
     Layer.provide(loggingLayer(config)),
     Layer.merge(loggingLayer(config)),
   );
@@ -176,7 +197,8 @@ export interface RunningService {
 
 export const startService = async (config: ServiceConfig): Promise<RunningService> => {
   // Listen first (answering 503) so that the public URL is known when the port is chosen by the OS.
-  let handle: (request: Request) => Response | Promise<Response> = () =>
+  // The node bindings (`env`) carry the socket: the page's rate limits key on its remote address.
+  let handle: (request: Request, env: unknown) => Response | Promise<Response> = () =>
     new Response(
       JSON.stringify({
         status: "starting",
@@ -186,10 +208,11 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
       { status: 503, headers: { "content-type": "application/json; charset=utf-8", "retry-after": "1" } },
     );
   const server = createAdaptorServer({
-    fetch: (request) => handle(request),
+    fetch: (request, env) => handle(request, env),
     hostname: config.host,
     port: config.port,
   });
+  server.on("clientError", answerClientError);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(config.port, config.host, () => resolve());
@@ -209,6 +232,22 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
     throw error;
   });
 
+  const stalledChains = () =>
+    runtime.runPromise(Effect.flatMap(Effect.service(ChainWatch), (watch) => watch.stalled));
+  const indexerCheck = async (): Promise<string> => {
+    // A stall (the watchdog's verdict) outranks what Ponder says of itself: a stalled Ponder says it is ready.
+    const stalled = await stalledChains();
+    if (stalled.length > 0) return describeStalled(stalled);
+    if (config.ponderUrl === undefined) return "not_configured";
+    if (!(await ponderAnswersReady(config.ponderUrl))) return "unreachable";
+    // Ready once Ponder says so and every configured chain has an indexed head block.
+    const indexed = await runtime.runPromise(
+      Effect.orElseSucceed(chainHeads, () => new Map<number, bigint>()),
+    );
+    const chains = await runtime.runPromise(Effect.map(Effect.service(ChainRegistry), (r) => r.all));
+    return chains.every((chain) => indexed.has(chain.id)) ? "ready" : "indexing";
+  };
+
   const readiness = async (): Promise<Readiness> => {
     const [database, workers, indexer] = await Promise.all([
       runtime
@@ -223,20 +262,11 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
           ),
         )
         .catch(() => "unreachable"),
+      // A worker whose last successful pass is too old (see staleAfter in workers.ts) is named.
       runtime
-        .runPromise(Effect.flatMap(Effect.service(Workers), (w) => w.ready))
-        .then((ok) => (ok ? "ready" : "starting")),
-      config.ponderUrl === undefined
-        ? Promise.resolve("not_configured")
-        : ponderAnswersReady(config.ponderUrl).then(async (up) => {
-            if (!up) return "unreachable";
-            // Ready once Ponder says so and every configured chain has an indexed head block.
-            const indexed = await runtime.runPromise(
-              Effect.orElseSucceed(chainHeads, () => new Map<number, bigint>()),
-            );
-            const chains = await runtime.runPromise(Effect.map(Effect.service(ChainRegistry), (r) => r.all));
-            return chains.every((chain) => indexed.has(chain.id)) ? "ready" : "indexing";
-          }),
+        .runPromise(Effect.flatMap(Effect.service(Workers), (w) => w.status))
+        .then((status) => (status.ready ? "ready" : `stale: ${status.stale.join(", ")}`)),
+      indexerCheck(),
     ]);
     const checks = { database, indexer, workers };
     return {
@@ -246,6 +276,7 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
     };
   };
 
+  const metrics = await runtime.runPromise(Effect.service(Metrics));
   const openapi = buildOpenApi(routes, { version: VERSION });
   const app = makeApp({
     routes,
@@ -261,7 +292,24 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
           ),
       }),
     run: (effect) => runtime.runPromiseExit(effect),
+    limitPage: pageLimiter(
+      {
+        perAddressPerMinute: config.page?.perAddressPerMinute ?? 600,
+        perTokenPerMinute: config.page?.perTokenPerMinute ?? 240,
+        trustProxy: config.page?.trustProxy ?? false,
+      },
+      (effect) => runtime.runPromise(effect),
+    ),
     readiness,
+    indexerLiveness: async () => ({ stalled: await stalledChains() }),
+    metrics: {
+      token: config.metricsToken === undefined ? undefined : Redacted.value(config.metricsToken),
+      observeRequest: (request) => observeRequest(metrics, request),
+      scrape: async () => ({
+        contentType: metrics.registry.contentType,
+        body: await metrics.registry.metrics(),
+      }),
+    },
     openapi,
     docsPage: renderDocsPage(openapi),
   });
@@ -279,7 +327,12 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
 };
 
 if (import.meta.main) {
-  const config = Effect.runSync(serviceConfigFromEnv);
+  const decoded = Effect.runSync(Effect.result(serviceConfigFromEnv));
+  if (decoded._tag === "Failure") {
+    console.error(`Refusing to start, bad configuration:\n${decoded.failure.message}`);
+    process.exit(2);
+  }
+  const config = decoded.success;
   const service = await startService(config);
   const shutdown = () => {
     service.stop().then(() => process.exit(0));

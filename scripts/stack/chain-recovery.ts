@@ -139,6 +139,9 @@ const clearServiceRecords = (chainId: number) =>
         const transactions = count(
           yield* sql`DELETE FROM billing.relayer_transactions WHERE chain_id = ${chainId} RETURNING id`,
         );
+        // The chain's facts are relayed afresh from the start: the cursor could name a block that is gone.
+        yield* sql`DELETE FROM billing.fact_relay_cursors WHERE chain_id = ${chainId}`;
+        yield* sql`DELETE FROM billing.skipped_facts WHERE chain_id = ${chainId}`;
         // A stored reply could name a record that no longer exists: replaying it would be a lie.
         yield* sql`DELETE FROM billing.idempotency_keys`;
         return {

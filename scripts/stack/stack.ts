@@ -2,6 +2,7 @@
  * The whole local stack, in order: Postgres -> local chains (anvil) -> contracts -> indexer (Ponder)
  * -> service (HTTP API and workers). `npm start` and the end-to-end tests both use this.
  */
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { PgClient } from "@effect/sql-pg";
@@ -15,6 +16,7 @@ import { generateSecretsKey } from "../../service/webhooks/secret-box.ts";
 import { abisUpToDate, writeAbis } from "../contracts/compile.ts";
 import { type RunningAnvil, rpc, startAnvil } from "./anvil.ts";
 import { type LocalChainRpc, recoverLocalChains } from "./chain-recovery.ts";
+import { superviseIndexer } from "./indexer-supervisor.ts";
 import { ponderSchemaName, type RunningPonder, releaseStaleLock, startPonder } from "./ponder.ts";
 import { type RunningPostgres, startEmbeddedPostgres } from "./postgres.ts";
 import { removePostgresData } from "./postgres-paths.ts";
@@ -38,6 +40,14 @@ export interface StackOptions {
   readonly onOutput: (source: string, line: string) => void;
   /** One line per local chain rebuilt because it lost blocks (see chain-recovery.ts). */
   readonly onRecovery?: (line: string) => void;
+  /** The public page's limits (default: the service's); a benchmark signing thousands lifts them. */
+  readonly page?: ServiceConfig["page"];
+  /** The service's INDEXER_STALL_SECONDS (default 20 here: a local chain's blocks index in milliseconds). */
+  readonly indexerStallSeconds?: number;
+  /** Restart the indexer when the service finds a chain's indexing stalled (scripts/stack/indexer-supervisor.ts). */
+  readonly restartStalledIndexer?: boolean;
+  /** Bearer token of GET /metrics; default: generated once per data directory (`metrics.token`). */
+  readonly metricsToken?: string;
 }
 
 export interface RunningStack {
@@ -49,6 +59,8 @@ export interface RunningStack {
   readonly devMerchant: DevMerchant;
   /** Every service process on this database needs it to sign webhook deliveries. */
   readonly webhookSecretsKey: string;
+  /** `Authorization: Bearer <metricsToken>` reads GET /metrics. */
+  readonly metricsToken: string;
   readonly timings: Readonly<Record<string, number>>;
   /** For fault-injection tests: the processes, and restarts of the database and the indexer. */
   readonly anvilPids: ReadonlyMap<number, number>;
@@ -65,6 +77,14 @@ const webhookSecretsKey = (dataDir: string): string => {
   if (process.env.WEBHOOK_SECRETS_KEY) return process.env.WEBHOOK_SECRETS_KEY;
   const file = join(dataDir, "webhook-secrets.key");
   if (!existsSync(file)) writeFileSync(file, `${generateSecretsKey()}\n`, { mode: 0o600 });
+  return readFileSync(file, "utf8").trim();
+};
+
+/** The metrics token given, or one generated once per data directory. */
+const metricsToken = (dataDir: string, given: string | undefined): string => {
+  if (given) return given;
+  const file = join(dataDir, "metrics.token");
+  if (!existsSync(file)) writeFileSync(file, `${randomBytes(24).toString("base64url")}\n`, { mode: 0o600 });
   return readFileSync(file, "utf8").trim();
 };
 
@@ -188,6 +208,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
 
     const ponderPort = options.ponderPort ?? (await freePort());
     const secretsKey = webhookSecretsKey(options.dataDir);
+    const scrapeToken = metricsToken(options.dataDir, options.metricsToken);
     const serviceConfig: ServiceConfig = {
       host: "127.0.0.1",
       port: options.port,
@@ -209,6 +230,9 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
         maxInFlight: 256,
         maxInFlightPerEndpoint: 16,
       },
+      ...(options.page ? { page: options.page } : {}),
+      metricsToken: Redacted.make(scrapeToken),
+      indexerStallSeconds: options.indexerStallSeconds ?? 20,
     };
     const devMerchant = await Effect.runPromise(
       seedDevMerchant(serviceConfig, join(options.dataDir, "dev-merchant.json"), options.devApiKey),
@@ -245,14 +269,18 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     mark("service_ready");
 
     const stackFile = join(options.dataDir, "stack.json");
-    const processes = [...anvils.map((a) => a.pid), ponder.pid];
-    writeFileSync(
-      stackFile,
-      `${JSON.stringify({ databaseUrl, apiUrl: service.url, ponderUrl: ponder.url, processes }, null, 2)}\n`,
-    );
+    // Rewritten after each indexer restart: a supervisor killed later must leave no indexer running.
+    const writeStackFile = () => {
+      const processes = [...anvils.map((a) => a.pid), ponder.pid];
+      writeFileSync(
+        stackFile,
+        `${JSON.stringify({ databaseUrl, apiUrl: service.url, ponderUrl: ponder.url, processes }, null, 2)}\n`,
+      );
+    };
+    writeStackFile();
     stops.push(async () => rmSync(stackFile, { force: true }));
 
-    return {
+    const running: RunningStack = {
       apiUrl: service.url,
       ponderUrl: ponder.url,
       databaseUrl,
@@ -260,6 +288,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       chains,
       devMerchant,
       webhookSecretsKey: secretsKey,
+      metricsToken: scrapeToken,
       timings,
       anvilPids: new Map(localChains.map((chain, i) => [chain.id, anvils[i]?.pid ?? -1])),
       ponderPid: () => ponder.pid,
@@ -272,10 +301,21 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
         await ponder.stop();
         if (postgres) await releaseStaleLock(ponderOptions.databaseUrl, ponderSchema);
         ponder = await startPonder(ponderOptions);
+        writeStackFile();
         await indexerCaughtUp(ponderOptions.databaseUrl, localChains, anvils);
       },
       stop: stopAll,
     };
+    if (options.restartStalledIndexer) {
+      const supervisor = superviseIndexer({
+        serviceUrl: service.url,
+        ponderPid: running.ponderPid,
+        restart: running.restartPonder,
+        onLine: options.onRecovery ?? console.log,
+      });
+      stops.push(supervisor.stop);
+    }
+    return running;
   } catch (error) {
     await stopAll();
     throw error;

@@ -13,6 +13,12 @@ const Symbol_ = Schema.String.check(
   Schema.isPattern(/^[A-Za-z0-9.]{1,16}$/, { message: "must be 1-16 letters, digits or dots" }),
 );
 const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0));
+const Wei = Schema.String.check(
+  Schema.isPattern(/^[0-9]{1,78}$/, { message: "must be a whole number of wei, as a decimal string" }),
+);
+
+/** The relayer's spending limit per chain and hour when the chain config names none: 1 native coin. */
+export const DEFAULT_RELAYER_BUDGET_WEI_PER_HOUR = 10n ** 18n;
 
 /** A token the chain accepts. `deploy` (local chains only) names a test contract the dev stack deploys. */
 const TokenConfig = Schema.Struct({
@@ -49,6 +55,8 @@ export const ChainConfig = Schema.Struct({
   escrow_available: Schema.Boolean,
   hold_seconds: NonNegativeInt,
   confirmations: NonNegativeInt,
+  /** Most the relayer may spend on gas on this chain in any hour (default 10^18 wei). */
+  relayer_budget_wei_per_hour: Schema.optionalKey(Wei),
 });
 export type ChainConfig = typeof ChainConfig.Type;
 

@@ -98,6 +98,9 @@ export class MerchantChains extends Context.Service<
           const payout = getAddress(input.payout_address);
           const rows = yield* sql.withTransaction(
             Effect.gen(function* () {
+              // One configuration call per merchant and chain at a time: two concurrent ones would both
+              // supersede the same row and then collide on the one-current-configuration index.
+              yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`merchant-chain:${caller.merchantId}:${chain.id}`}))`;
               // A payout address identifies its merchant on chain (events are attributed by payee): one owner.
               yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`payout:${chain.id}:${payout.toLowerCase()}`}))`;
               const owners = yield* sql`SELECT 1 FROM billing.merchant_chains
@@ -111,6 +114,12 @@ export class MerchantChains extends Context.Service<
                 );
               yield* sql`UPDATE billing.merchant_chains SET superseded_at = now()
                 WHERE merchant_id = ${caller.merchantId} AND chain_id = ${chain.id} AND superseded_at IS NULL`;
+              // The fact relay's cursor may have passed facts sent to this address before it was ours: the
+              // first registration asks the relay to go through the address's history once.
+              yield* sql`INSERT INTO billing.fact_relay_backfills ${sql.insert({
+                chain_id: chain.id,
+                payee: payout.toLowerCase(),
+              })} ON CONFLICT DO NOTHING`;
               return yield* sql`INSERT INTO billing.merchant_chains ${sql.insert({
                 id,
                 merchant_id: caller.merchantId,

@@ -18,7 +18,7 @@ import {
 } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
-import { Relayer, type RelayerError } from "../chains/relayer.ts";
+import { Relayer, type RelayerError, relayerBudgetExhausted } from "../chains/relayer.ts";
 import { decodeRows, firstOr, theRow } from "../db/rows.ts";
 import { InvalidRequest, invalidParam, NotFound, Unavailable } from "../errors.ts";
 import { raiseEvent } from "../events/outbox.ts";
@@ -48,16 +48,23 @@ const decodeCharges = decodeRows(ChargeRow);
 export const onchainChargeId = (mandateId: Hex, period: number): Hex =>
   keccak256(encodeAbiParameters([{ type: "bytes32" }, { type: "uint32" }], [mandateId, period]));
 
-export const chargePurpose = (chainId: number, onchainId: string) => `charge:${chainId}:${onchainId}`;
+/**
+ * One charge attempt's transaction. The charge id makes each attempt's purpose new: after a charge whose
+ * transaction reverted failed, a retry in the same period is a new charge and sends its own transaction.
+ */
+export const chargePurpose = (chainId: number, onchainId: string, chargeId: string) =>
+  `charge:${chainId}:${onchainId}:${chargeId}`;
 
-const notFoundCharge = (id: string) =>
+export const notFoundCharge = (id: string) =>
   new NotFound({ code: "resource_missing", message: `No such charge: '${id.slice(0, 80)}'`, param: "id" });
 
 const unavailable = (error: ChainUnavailable | RelayerError) =>
-  new Unavailable({
-    code: "chain_unavailable",
-    message: `The chain did not answer (${error.message}). Nothing was charged; retry later.`,
-  });
+  error._tag === "RelayerError" && error.reason === "budget_exhausted"
+    ? relayerBudgetExhausted
+    : new Unavailable({
+        code: "chain_unavailable",
+        message: `The chain did not answer (${error.message}). Nothing was charged; retry later.`,
+      });
 
 type Failure = InvalidRequest | NotFound | Unavailable | SqlError.SqlError;
 
@@ -355,7 +362,11 @@ export class Charges extends Context.Service<
           const single = sending[0];
           const purpose =
             sending.length === 1
-              ? chargePurpose(chain.id, onchainChargeId(single.prepared.onchainId, single.prepared.period))
+              ? chargePurpose(
+                  chain.id,
+                  onchainChargeId(single.prepared.onchainId, single.prepared.period),
+                  single.id,
+                )
               : `charges:${chain.id}:${yield* newId("request")}`;
           yield* sql`INSERT INTO billing.charges ${sql.insert(
             Arr.map(sending, ({ prepared, id }) => ({
@@ -534,15 +545,18 @@ export class Charges extends Context.Service<
             );
           if (simulated !== undefined)
             return yield* refuse(`The escrow refused the return (${simulated.errorName}).`);
-          const purpose = `return:${chain.id}:${charge.onchain_id}`;
-          yield* relayer
+          // Each return attempt is its own transaction (a return that reverted can be asked again); the
+          // action lets at most one be pending or mined.
+          const action = `return:${chain.id}:${charge.onchain_id}`;
+          const sent = yield* relayer
             .submit(chain.id, {
               to: chain.escrow.address,
               data: escrowCallData("returnCharge", [mandate.onchain_id, charge.period]),
-              purpose,
+              purpose: `${action}:${yield* newId("request")}`,
+              action,
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
-          yield* sql`UPDATE billing.charges SET pending_action = 'return', pending_action_purpose = ${purpose},
+          yield* sql`UPDATE billing.charges SET pending_action = 'return', pending_action_purpose = ${sent.purpose},
               updated_at = now() WHERE id = ${id}`;
           return render(yield* reload(id));
         });

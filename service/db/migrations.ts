@@ -316,6 +316,71 @@ export const migrations = {
     `CREATE INDEX charges_pending_action ON billing.charges (chain_id, pending_action_purpose)
       WHERE pending_action IS NOT NULL`,
   ),
+  "0010_relayer_attempts": statements(
+    // An action (a return, an authorization with one nonce) may take several attempts, each a
+    // transaction with its own purpose; at most one of them is live (pending) or mined at a time.
+    "ALTER TABLE billing.relayer_transactions ADD COLUMN action text, ADD COLUMN spent_wei numeric",
+    `UPDATE billing.relayer_transactions SET action = purpose
+      WHERE purpose LIKE 'authorize:%' OR purpose LIKE 'return:%'`,
+    `CREATE UNIQUE INDEX relayer_transactions_live_action ON billing.relayer_transactions (chain_id, action)
+      WHERE action IS NOT NULL AND status IN ('pending', 'mined')`,
+    // The hourly spending budget sums a chain's recent transactions.
+    "CREATE INDEX relayer_transactions_recent ON billing.relayer_transactions (chain_id, from_address, created_at)",
+    // Fixed-window request counters of the public authorization page, shared by every process.
+    `CREATE TABLE billing.rate_limits (
+      key text NOT NULL,
+      window_start timestamptz NOT NULL,
+      hits integer NOT NULL,
+      PRIMARY KEY (key, window_start)
+    )`,
+  ),
+  "0011_fact_relay_cursor": statements(
+    // Per chain: the last fact the relay read (relayed, skipped or not ours) with earlier positions and
+    // their block hashes to rewind to after a reorg (events/relay-cursor.ts), and the skipped count.
+    `CREATE TABLE billing.fact_relay_cursors (
+      chain_id bigint PRIMARY KEY,
+      block_number bigint,
+      log_index integer,
+      fact_key text,
+      block_hash text,
+      anchors jsonb NOT NULL DEFAULT '[]',
+      skipped_facts bigint NOT NULL DEFAULT 0,
+      updated_at timestamptz NOT NULL DEFAULT now()
+    )`,
+    // Facts of a merchant's payout address that the relay declined (unknown token, mandate or charge).
+    `CREATE TABLE billing.skipped_facts (
+      fact_key text PRIMARY KEY,
+      chain_id bigint NOT NULL,
+      merchant_id text NOT NULL REFERENCES billing.merchants (id),
+      kind text NOT NULL,
+      reason text NOT NULL,
+      payee text NOT NULL,
+      block_number bigint NOT NULL,
+      tx_hash text NOT NULL,
+      log_index integer NOT NULL,
+      skipped_at timestamptz NOT NULL DEFAULT now()
+    )`,
+    // A payout address seen for the first time on a chain: its facts the cursor already passed are
+    // relayed once, from the indexer's payee index (progress in block_number, log_index, fact_key).
+    `CREATE TABLE billing.fact_relay_backfills (
+      chain_id bigint NOT NULL,
+      payee text NOT NULL,
+      block_number bigint,
+      log_index integer,
+      fact_key text,
+      requested_at timestamptz NOT NULL DEFAULT now(),
+      done_at timestamptz,
+      PRIMARY KEY (chain_id, payee)
+    )`,
+    "CREATE INDEX fact_relay_backfills_pending ON billing.fact_relay_backfills (chain_id) WHERE done_at IS NULL",
+    // Cursors start at the beginning of each chain, which covers every address registered so far.
+    `INSERT INTO billing.fact_relay_backfills (chain_id, payee, done_at)
+      SELECT DISTINCT chain_id, lower(payout_address), now() FROM billing.merchant_chains`,
+  ),
+  "0012_operator": statements(
+    // The metrics scrape counts failed deliveries (pending ones are counted from webhook_deliveries_due).
+    "CREATE INDEX webhook_deliveries_failed ON billing.webhook_deliveries (endpoint_id) WHERE status = 'failed'",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

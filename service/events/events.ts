@@ -28,6 +28,9 @@ export type EventObject = typeof EventObject.Type;
 const Row = Schema.Struct({ payload: EventObject });
 const decodeEvents = decodeRows(Row);
 
+export const notFoundEvent = (id: string) =>
+  new NotFound({ code: "resource_missing", message: `No such event: '${id.slice(0, 80)}'`, param: "id" });
+
 export class Events extends Context.Service<
   Events,
   {
@@ -69,15 +72,7 @@ export class Events extends Context.Service<
             WHERE id = ${id} AND merchant_id = ${caller.merchantId} AND livemode = ${caller.livemode}`.pipe(
           Effect.flatMap(decodeEvents),
           Effect.flatMap((rows) =>
-            rows[0]
-              ? Effect.succeed(rows[0].payload)
-              : Effect.fail(
-                  new NotFound({
-                    code: "resource_missing",
-                    message: `No such event: '${id.slice(0, 80)}'`,
-                    param: "id",
-                  }),
-                ),
+            rows[0] ? Effect.succeed(rows[0].payload) : Effect.fail(notFoundEvent(id)),
           ),
         );
       return { list, retrieve };

@@ -50,6 +50,20 @@ const factEvent = (fact: FactRow, context: FactContext, object: unknown): NewEve
   };
 };
 
+/** Why a fact of a merchant's payout address yields no event here: the relay records it as skipped. */
+export const declineReason = (kind: FactRow["kind"]) => {
+  switch (kind) {
+    case "mandate.authorized":
+      return "token_not_accepted";
+    case "mandate.revoked":
+    case "charge.succeeded":
+      return "mandate_unknown";
+    case "charge.released":
+    case "charge.returned":
+      return "charge_unknown";
+  }
+};
+
 export const applyFact = (fact: FactRow, context: FactContext) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient;

@@ -3,16 +3,31 @@
  * Idempotency-Key on POST), decodes the body with the route's schema, runs the route's Effect and
  * renders the one error shape. Everything else lives in the capability modules.
  */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { Cause, Effect, Exit, Result, Schema } from "effect";
 import { Hono, type Context as HonoContext } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { methodNotAllowed } from "hono/method-not-allowed";
+import { matchedRoutes } from "hono/route";
 import { ApiKeys, type Caller } from "../auth/api-keys.ts";
-import { type ApiFailure, HttpRefusal, InvalidRequest, isApiFailure } from "../errors.ts";
+import {
+  type ApiFailure,
+  HttpRefusal,
+  InvalidRequest,
+  isApiFailure,
+  type NotFound,
+  Unauthenticated,
+} from "../errors.ts";
 import { Idempotency, validateIdempotencyKey } from "../idempotency/idempotency.ts";
 import { schemaErrorIssues } from "../schema-errors.ts";
 import { type ErrorResponse, internalError, toErrorResponse } from "./error-response.ts";
+import {
+  describeProblem,
+  findInputProblem,
+  type PathParam,
+  printable,
+  stringProblem,
+} from "./input-guard.ts";
 import { type AnyPublicRoute, type AnyRoute, toHonoPath } from "./route.ts";
 
 export const MAX_BODY_BYTES = 64 * 1024;
@@ -31,10 +46,41 @@ export interface AppOptions<R> {
   /** Registers extra non-JSON routes (the hosted authorization page and its assets). */
   readonly extend?: (app: Hono<Env>) => void;
   readonly run: Runner<R | ApiKeys | Idempotency>;
+  /** Checked before every request under `/authorize/` (the public page): a refusal to render, if any. */
+  readonly limitPage?: (c: HonoContext<Env>) => Promise<ApiFailure | undefined>;
   readonly readiness: () => Promise<Readiness>;
+  /** `GET /indexer/live`: 503 while a chain's indexing is stalled (a process supervisor restarts the indexer). */
+  readonly indexerLiveness?: () => Promise<{ readonly stalled: ReadonlyArray<number> }>;
+  readonly metrics?: MetricsEndpoint;
   readonly openapi: unknown;
   readonly docsPage: string;
 }
+
+export interface MetricsEndpoint {
+  /** Called once per answered request, with the route's template (`unmatched` when no route matched). */
+  readonly observeRequest: (request: {
+    readonly method: string;
+    readonly route: string;
+    readonly status: number;
+    readonly seconds: number;
+  }) => void;
+  /** The Bearer token `GET /metrics` requires; without one the endpoint does not exist (404). */
+  readonly token: string | undefined;
+  readonly scrape: () => Promise<{ readonly contentType: string; readonly body: string }>;
+}
+
+/** The template of the route that answered (`/v1/mandates/:id`), never the raw path: bounded labels. */
+const routeTemplate = (c: HonoContext<Env>): string =>
+  matchedRoutes(c).findLast((route) => route.method !== "ALL")?.path ?? "unmatched";
+
+/** Constant-time comparison of an Authorization header with `Bearer <token>`. */
+const bearerMatches = (header: string | undefined, token: string): boolean =>
+  timingSafeEqual(
+    createHash("sha256")
+      .update(header ?? "")
+      .digest(),
+    createHash("sha256").update(`Bearer ${token}`).digest(),
+  );
 
 export type Env = { Variables: { requestId: string; merchantId?: string } };
 
@@ -109,6 +155,15 @@ const decodeInput = (
   input: unknown,
   what: "body" | "query",
 ): Result.Result<unknown, ApiFailure> => {
+  const unsafe = findInputProblem(input);
+  if (unsafe)
+    return Result.fail(
+      new InvalidRequest({
+        code: "parameter_invalid",
+        message: `Invalid ${unsafe.param === "" ? what : unsafe.param}: ${describeProblem(unsafe.problem)}.`,
+        param: unsafe.param === "" ? null : unsafe.param,
+      }),
+    );
   const decoded = Schema.decodeUnknownResult(schema ?? Schema.Struct({}))(input, {
     onExcessProperty: "error",
     errors: "all",
@@ -122,12 +177,39 @@ const decodeInput = (
   );
 };
 
+/**
+ * The path's params, or the route's own 404 for one that can't name anything (a malformed id never
+ * reaches a query). A param the route did not declare must at least be a storable string.
+ */
+const decodeParams = (
+  c: HonoContext<Env>,
+  declared: Readonly<Record<string, PathParam<NotFound>>> | undefined,
+): Result.Result<Record<string, string>, ApiFailure> => {
+  const params = c.req.param() as Record<string, string>;
+  for (const [name, value] of Object.entries(params)) {
+    const expected = declared?.[name];
+    if (expected ? !expected.pattern.test(value) : stringProblem(value, 255) !== undefined)
+      return Result.fail(
+        expected
+          ? expected.notFound(printable(value))
+          : new HttpRefusal({
+              status: 404,
+              code: "route_not_found",
+              message: `Unrecognized request URL (${c.req.method}: ${printable(c.req.path, 300)}).`,
+            }),
+      );
+  }
+  return Result.succeed(params);
+};
+
 export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
   const app = new Hono<Env>();
   const { run } = options;
 
-  const respondFailure = (c: HonoContext<Env>, failure: ApiFailure, headers: Record<string, string> = {}) =>
-    errorJson(c, toErrorResponse(failure), headers);
+  const respondFailure = (c: HonoContext<Env>, failure: ApiFailure, headers: Record<string, string> = {}) => {
+    const response = toErrorResponse(failure);
+    return errorJson(c, response, { ...response.headers, ...headers });
+  };
 
   const respondDefect = async (c: HonoContext<Env>, cause: Cause.Cause<unknown>) => {
     await run(
@@ -153,12 +235,19 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
     c.set("requestId", newRequestId());
     c.header("Request-Id", c.get("requestId"));
     await next();
+    const elapsedMs = performance.now() - started;
+    options.metrics?.observeRequest({
+      method: c.req.method,
+      route: routeTemplate(c),
+      status: c.res.status,
+      seconds: elapsedMs / 1000,
+    });
     const entry = {
       request_id: c.get("requestId"),
       method: c.req.method,
       path: c.req.path,
       status: c.res.status,
-      duration_ms: Math.round((performance.now() - started) * 10) / 10,
+      duration_ms: Math.round(elapsedMs * 10) / 10,
       ...(c.get("merchantId") ? { merchant: c.get("merchantId") } : {}),
     };
     await run(Effect.logInfo("request").pipe(Effect.annotateLogs(entry)));
@@ -193,6 +282,14 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
     }),
   );
 
+  const limitPage = options.limitPage;
+  if (limitPage)
+    app.use("/authorize/*", async (c, next) => {
+      const refusal = await limitPage(c);
+      if (refusal) return respondFailure(c, refusal);
+      await next();
+    });
+
   app.get("/ready", async (c) => {
     const readiness = await options.readiness();
     return json(
@@ -201,6 +298,32 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       JSON.stringify({ status: readiness.ready ? "ready" : "starting", ...readiness }),
     );
   });
+  const indexerLiveness = options.indexerLiveness;
+  if (indexerLiveness)
+    app.get("/indexer/live", async (c) => {
+      const { stalled } = await indexerLiveness();
+      return json(
+        c,
+        stalled.length === 0 ? 200 : 503,
+        JSON.stringify({ live: stalled.length === 0, stalled }),
+      );
+    });
+  const metrics = options.metrics;
+  const metricsToken = metrics?.token;
+  if (metrics && metricsToken !== undefined)
+    app.get("/metrics", async (c) => {
+      if (!bearerMatches(c.req.header("authorization"), metricsToken))
+        return respondFailure(
+          c,
+          new Unauthenticated({
+            code: "metrics_token_invalid",
+            message: "GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>`.",
+          }),
+          { "WWW-Authenticate": 'Bearer realm="metrics"' },
+        );
+      const scraped = await metrics.scrape();
+      return c.body(scraped.body, 200, { "content-type": scraped.contentType, "cache-control": "no-store" });
+    });
   app.get("/v1/openapi.json", (c) => json(c, 200, JSON.stringify(options.openapi)));
   app.get("/docs", (c) => c.html(options.docsPage));
 
@@ -217,7 +340,9 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       c.set("merchantId", caller.merchantId);
       if (route.testOnly && caller.livemode) return notFound(c);
 
-      const params = c.req.param() as Record<string, string>;
+      const decodedParams = decodeParams(c, route.params);
+      if (Result.isFailure(decodedParams)) return respondFailure(c, decodedParams.failure);
+      const params = decodedParams.success;
       const query = new URL(c.req.url).searchParams;
       const status = route.status ?? 200;
 
@@ -260,7 +385,9 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
 
   for (const route of options.publicRoutes ?? []) {
     app.on(route.method, toHonoPath(route.path), async (c) => {
-      const params = c.req.param() as Record<string, string>;
+      const decodedParams = decodeParams(c, route.params);
+      if (Result.isFailure(decodedParams)) return respondFailure(c, decodedParams.failure);
+      const params = decodedParams.success;
       const input =
         route.method === "POST"
           ? await readBody(c, route.body)

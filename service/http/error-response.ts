@@ -22,6 +22,7 @@ export type ErrorBody = typeof ErrorBody.Type;
 export interface ErrorResponse {
   readonly status: number;
   readonly body: ErrorBody;
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 const make = (
@@ -49,6 +50,11 @@ export const toErrorResponse = (failure: ApiFailure): ErrorResponse => {
       return make(failure.status, "invalid_request_error", failure.code, failure.message);
     case "Unavailable":
       return make(503, "api_error", failure.code, failure.message);
+    case "RateLimited":
+      return {
+        ...make(429, "invalid_request_error", failure.code, failure.message),
+        headers: { "Retry-After": String(Math.max(1, failure.retryAfterSeconds)) },
+      };
   }
 };
 

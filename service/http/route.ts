@@ -5,7 +5,8 @@
 import type { Effect, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import type { Caller } from "../auth/api-keys.ts";
-import type { ApiFailure } from "../errors.ts";
+import type { ApiFailure, NotFound } from "../errors.ts";
+import type { PathParam } from "./input-guard.ts";
 
 export interface RouteContext<B> {
   readonly caller: Caller;
@@ -28,6 +29,11 @@ export interface Route<B, R> {
    */
   readonly body?: Schema.Codec<B, unknown>;
   readonly response: Schema.Top;
+  /**
+   * Every `{param}` of the path and what it must look like; anything else gets the route's own 404
+   * before the handler runs (so no malformed id reaches Postgres).
+   */
+  readonly params?: Readonly<Record<string, PathParam<NotFound>>>;
   /** Test-mode helpers: a live key gets 404 `route_not_found`, as if the route did not exist. */
   readonly testOnly?: boolean;
   /** Status of a successful response (default 200). */
@@ -49,6 +55,8 @@ export interface PublicRoute<B, R> {
   readonly method: "GET" | "POST";
   readonly path: string;
   readonly body?: Schema.Codec<B, unknown>;
+  /** As Route.params. */
+  readonly params?: Readonly<Record<string, PathParam<NotFound>>>;
   readonly handler: (context: {
     readonly body: B;
     readonly params: Readonly<Record<string, string>>;

@@ -25,8 +25,9 @@ import {
 } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
-import { Relayer, type RelayerError } from "../chains/relayer.ts";
-import { InvalidRequest, NotFound, Unavailable } from "../errors.ts";
+import { Relayer, type RelayerError, relayerBudgetExhausted } from "../chains/relayer.ts";
+import { InvalidRequest, NotFound, RateLimited, Unavailable } from "../errors.ts";
+import { newId } from "../ids.ts";
 import { formatDecimal } from "../money/decimal.ts";
 import { type MandateRow, tokenOf } from "./mandate-object.ts";
 import { Mandates } from "./mandates.ts";
@@ -130,10 +131,12 @@ const refuse = (code: string, message: string, param: string | null = null) =>
   new InvalidRequest({ code, message, param });
 
 const unavailable = (error: ChainUnavailable | RelayerError) =>
-  new Unavailable({
-    code: "chain_unavailable",
-    message: `The chain did not answer (${error.message}). Retry shortly.`,
-  });
+  error._tag === "RelayerError" && error.reason === "budget_exhausted"
+    ? relayerBudgetExhausted
+    : new Unavailable({
+        code: "chain_unavailable",
+        message: `The chain did not answer (${error.message}). Retry shortly.`,
+      });
 
 export const notFoundAuthorization = new NotFound({
   code: "authorization_not_found",
@@ -141,8 +144,19 @@ export const notFoundAuthorization = new NotFound({
   param: null,
 });
 
-export const authorizationPurpose = (chainId: number, onchainId: string, nonce: bigint) =>
-  `authorize:${chainId}:${onchainId}:${nonce}`;
+/**
+ * The relayer action of one signature version of a mandate. Each attempt is a transaction of its own
+ * (`<action>:<id>`): after one reverts, the same signature can be sent again; while one is pending or
+ * mined, submitting again returns it.
+ */
+export const authorizationAction = (chainId: number, onchainId: string, nonce: bigint) =>
+  `authorize:${chainId}:${onchainId.toLowerCase()}:${nonce}`;
+
+/** How many authorize transactions the relayer pays for one mandate in a day (re-signatures, retries). */
+export const AuthorizationLimits = Context.Reference<{ readonly transactionsPerMandatePerDay: number }>(
+  "AuthorizationLimits",
+  { defaultValue: () => ({ transactionsPerMandatePerDay: 5 }) },
+);
 
 const needsSignature = (mandate: MandateRow) =>
   mandate.status === "pending" || mandate.status === "requires_authorization";
@@ -157,7 +171,7 @@ const authorizeFailure: Record<string, string> = {
   InvalidTerms: "The terms are not valid on this chain.",
 };
 
-export type AuthorizeFailure = InvalidRequest | Unavailable | SqlError.SqlError;
+export type AuthorizeFailure = InvalidRequest | Unavailable | RateLimited | SqlError.SqlError;
 
 export class Authorizations extends Context.Service<
   Authorizations,
@@ -184,6 +198,7 @@ export class Authorizations extends Context.Service<
       const clients = yield* ChainClients;
       const relayer = yield* Relayer;
       const mandates = yield* Mandates;
+      const limits = yield* AuthorizationLimits;
 
       const chainOf = (mandate: MandateRow): Effect.Effect<ResolvedChain> => {
         const chain = registry.byId(mandate.chain_id);
@@ -235,13 +250,9 @@ export class Authorizations extends Context.Service<
           }>`SELECT name FROM billing.merchants WHERE id = ${mandate.merchant_id}`;
           let pending: string | null = null;
           if (mandate.onchain_id !== null && needsSignature(mandate)) {
-            const tx = yield* relayer.find(
+            const tx = yield* relayer.findAction(
               chain.id,
-              authorizationPurpose(
-                chain.id,
-                mandate.onchain_id,
-                BigInt((mandate.signature_version ?? 0) + 1),
-              ),
+              authorizationAction(chain.id, mandate.onchain_id, BigInt((mandate.signature_version ?? 0) + 1)),
             );
             if (tx && (tx.status === "pending" || tx.status === "mined")) pending = tx.hash;
           }
@@ -490,8 +501,8 @@ export class Authorizations extends Context.Service<
               authorizeFailure[simulated.errorName] ??
                 `The chain refused the authorization (${simulated.errorName}).`,
             );
-          const purpose = authorizationPurpose(chain.id, expected.mandateId, nonce);
-          yield* sql.withTransaction(
+          const action = authorizationAction(chain.id, expected.mandateId, nonce);
+          return yield* sql.withTransaction(
             Effect.gen(function* () {
               const bound = yield* sql`UPDATE billing.mandates
                 SET customer_address = ${customer}, onchain_id = ${expected.mandateId}, updated_at = now()
@@ -503,16 +514,43 @@ export class Authorizations extends Context.Service<
                   "Another wallet signed this mandate first.",
                   "customer_address",
                 );
-              yield* relayer
+              // Under the mandate's row lock (taken just above): one decision per mandate at a time.
+              yield* checkTransactionLimit(chain, expected.mandateId, action);
+              const sent = yield* relayer
                 .submit(chain.id, {
                   to: chain.escrow.address,
                   data: escrowCallData(functionName, args),
-                  purpose,
+                  purpose: `${action}:${yield* newId("request")}`,
+                  action,
                 })
                 .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
+              return { purpose: sent.purpose, nonce };
             }),
           );
-          return { purpose, nonce };
+        });
+
+      /**
+       * Every authorize transaction is paid by the relayer, and anyone holding the link can re-sign, so
+       * a mandate gets at most `transactionsPerMandatePerDay` of them (a submission answered by an
+       * attempt already pending or mined sends nothing and is not refused).
+       */
+      const checkTransactionLimit = (chain: ResolvedChain, onchainId: Hex, action: string) =>
+        Effect.gen(function* () {
+          const live = yield* relayer.findAction(chain.id, action);
+          if (live && (live.status === "pending" || live.status === "mined")) return;
+          const prefix = `authorize:${chain.id}:${onchainId.toLowerCase()}:`;
+          const [recent] = yield* sql<{ count: number; retry_after: number | null }>`
+            SELECT count(*)::int AS count,
+              ceil(extract(epoch FROM min(created_at) + interval '1 day' - now()))::int AS retry_after
+            FROM billing.relayer_transactions
+            WHERE chain_id = ${chain.id} AND starts_with(action, ${prefix})
+              AND created_at > now() - interval '1 day'`;
+          if ((recent?.count ?? 0) >= limits.transactionsPerMandatePerDay)
+            return yield* new RateLimited({
+              code: "authorization_limit_reached",
+              message: `This mandate was sent to the chain ${limits.transactionsPerMandatePerDay} times in the last day, the most allowed. Try again later.`,
+              retryAfterSeconds: recent?.retry_after ?? 3600,
+            });
         });
 
       return { mandateFor, session, request, submit };

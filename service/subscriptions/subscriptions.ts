@@ -86,6 +86,8 @@ const decodeInvoices = decodeRows(InvoiceRow);
 
 const notFound = (kind: string, id: string) =>
   new NotFound({ code: "resource_missing", message: `No such ${kind}: '${id.slice(0, 80)}'`, param: "id" });
+export const notFoundSubscription = (id: string) => notFound("subscription", id);
+export const notFoundInvoice = (id: string) => notFound("invoice", id);
 
 /** A referenced object that does not exist is the request's mistake: 400 naming the parameter. */
 const missingReference = <A, R>(param: string, effect: Effect.Effect<A, NotFound | SqlError.SqlError, R>) =>

@@ -15,6 +15,7 @@ import { PageQuery, pageOf } from "../pagination.ts";
 import { type EndpointRow, toEndpointObject } from "./endpoint-object.ts";
 import { WebhookEndpoints } from "./endpoints.ts";
 import { insertDeliveries } from "./fan-out.ts";
+import { PRIVATE_RESPONSE_BODY_LIMIT } from "./sender.ts";
 
 export const DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const;
 const TRIGGERS = ["event", "replay", "test"] as const;
@@ -49,7 +50,8 @@ export const AttemptObject = Schema.Struct({
     description: "Why the attempt failed without a 2xx: timeout, connection error, redirect not followed…",
   }),
   response_body: Schema.NullOr(Schema.String).annotate({
-    description: "The answer's first 1,000 characters",
+    description:
+      "The answer's first 1,000 characters in live mode; in test mode (which may reach loopback and private addresses) its first 200",
   }),
 }).annotate({ identifier: "WebhookAttempt" });
 
@@ -182,7 +184,11 @@ export class Deliveries extends Context.Service<
                   status_code: attempt.status_code,
                   duration_ms: attempt.duration_ms,
                   error: attempt.error,
-                  response_body: attempt.response_body,
+                  // Test mode may dial loopback and private addresses: only an excerpt of what they said
+                  // (the sender keeps no more; this also cuts rows stored before it did).
+                  response_body: row.livemode
+                    ? attempt.response_body
+                    : (attempt.response_body?.slice(0, PRIVATE_RESPONSE_BODY_LIMIT) ?? null),
                 })),
               created: unix(row.created_at),
               livemode: row.livemode,

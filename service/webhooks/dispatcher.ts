@@ -13,6 +13,7 @@ import { SqlClient } from "effect/sql";
 import { wakeUps } from "../db/notifications.ts";
 import { decodeRows } from "../db/rows.ts";
 import { EventObject } from "../events/events.ts";
+import { recordMetric } from "../metrics/metrics.ts";
 import { DELIVERIES_CHANNEL } from "./fan-out.ts";
 import { nextState } from "./retry-schedule.ts";
 import { SecretBox } from "./secret-box.ts";
@@ -182,7 +183,7 @@ const buildAttempt = (claimed: ClaimedDelivery, now: number, options: Dispatcher
         "user-agent": "mandate-billing-webhooks/1",
         [SIGNATURE_HEADER.toLowerCase()]: signatureHeader(Math.floor(now / 1000), body, secrets),
       },
-      guarded: claimed.livemode || !options.allowPrivateInTest,
+      allowPrivate: !claimed.livemode && options.allowPrivateInTest,
     };
   });
 
@@ -203,6 +204,12 @@ const attemptDelivery = (claimed: ClaimedDelivery, options: DispatcherOptions) =
       return undefined;
     }
     const outcome = yield* sender.send(attempt.success);
+    yield* recordMetric((m) =>
+      m.webhookAttemptDuration.observe(
+        { outcome: outcome.ok ? "success" : "failure" },
+        outcome.durationMs / 1000,
+      ),
+    );
     return {
       deliveryId: claimed.id,
       endpointId: claimed.endpoint_id,

@@ -19,7 +19,13 @@ import {
 import { EVENT_TYPES, isEventType } from "./event-types.ts";
 import { DELIVERIES_CHANNEL } from "./fan-out.ts";
 import { generateSigningSecret, SecretBox } from "./secret-box.ts";
-import { checkWebhookHost, parseWebhookUrl, systemResolve } from "./url-policy.ts";
+import {
+  checkWebhookHost,
+  PRIVATE_ALLOWED,
+  PUBLIC_ONLY,
+  parseWebhookUrl,
+  systemResolve,
+} from "./url-policy.ts";
 
 export const MAX_ROTATION_OVERLAP_SECONDS = 7 * 24 * 3600;
 export const DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600;
@@ -151,11 +157,11 @@ export class WebhookEndpoints extends Context.Service<
             const parsed = parseWebhookUrl(raw, { requireHttps: caller.livemode });
             if (!parsed.ok)
               return yield* Effect.fail(invalidParam("url", parsed.refusal.message, parsed.refusal.code));
-            if (caller.livemode || !policy.allowPrivateInTest) {
-              const host = yield* Effect.promise(() => checkWebhookHost(parsed.url, systemResolve));
-              if (!host.ok)
-                return yield* Effect.fail(invalidParam("url", host.refusal.message, host.refusal.code));
-            }
+            // Every mode: test mode on a local deployment allows loopback and private addresses too.
+            const scope = !caller.livemode && policy.allowPrivateInTest ? PRIVATE_ALLOWED : PUBLIC_ONLY;
+            const host = yield* Effect.promise(() => checkWebhookHost(parsed.url, systemResolve, scope));
+            if (!host.ok)
+              return yield* Effect.fail(invalidParam("url", host.refusal.message, host.refusal.code));
             return parsed.url.href;
           });
 

@@ -1,18 +1,19 @@
 /**
  * One HTTP attempt of a delivery, with undici: a POST with a hard time limit, redirects never followed,
- * at most a little of the answer read. In live mode (and wherever private addresses are not allowed)
- * the connection goes through the SSRF-safe lookup, so the address checked is the address dialled.
+ * at most a little of the answer read. Every connection goes through an SSRF-safe lookup, so the address
+ * checked is the address dialled: public addresses only, or in test mode where private URLs are allowed,
+ * loopback and private ones too (never cloud metadata, link-local or other special ranges).
  */
 import { Context, Effect, Layer } from "effect";
 import { Agent, request } from "undici";
-import { dialRefusal, safeLookup } from "./url-policy.ts";
+import { dialRefusal, PRIVATE_ALLOWED, PUBLIC_ONLY, safeLookup, testModeLookup } from "./url-policy.ts";
 
 export interface Attempt {
   readonly url: string;
   readonly body: string;
   readonly headers: Readonly<Record<string, string>>;
-  /** Dial through the SSRF guard (live mode, or test mode where private addresses are refused). */
-  readonly guarded: boolean;
+  /** Loopback and private addresses may be dialled too (test mode on a local deployment). */
+  readonly allowPrivate: boolean;
 }
 
 export interface AttemptOutcome {
@@ -24,6 +25,11 @@ export interface AttemptOutcome {
 }
 
 export const RESPONSE_BODY_LIMIT = 1000;
+/**
+ * What is kept of an answer when the receiver may be a loopback or private address: enough to debug a
+ * local receiver, too little to read an internal service's pages through the deliveries listing.
+ */
+export const PRIVATE_RESPONSE_BODY_LIMIT = 200;
 const READ_LIMIT_BYTES = 16 * 1024;
 
 const describeError = (error: unknown, timeoutMs: number): string => {
@@ -39,7 +45,7 @@ const describeError = (error: unknown, timeoutMs: number): string => {
   return `${typeof code === "string" ? `${code}: ` : ""}${message}`.slice(0, 500);
 };
 
-const readCapped = async (body: AsyncIterable<Buffer>): Promise<string> => {
+const readCapped = async (body: AsyncIterable<Buffer>, limit: number): Promise<string> => {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body) {
@@ -47,7 +53,7 @@ const readCapped = async (body: AsyncIterable<Buffer>): Promise<string> => {
     size += chunk.length;
     if (size >= READ_LIMIT_BYTES) break;
   }
-  return Buffer.concat(chunks).toString("utf8").slice(0, RESPONSE_BODY_LIMIT);
+  return Buffer.concat(chunks).toString("utf8").slice(0, limit);
 };
 
 export const makeAttemptSender = (options: {
@@ -60,14 +66,20 @@ export const makeAttemptSender = (options: {
     headersTimeout: options.timeoutMs,
     bodyTimeout: options.timeoutMs,
   };
-  const open = new Agent({ ...agentOptions, connect: { timeout: options.timeoutMs } });
-  const guarded = new Agent({ ...agentOptions, connect: { timeout: options.timeoutMs, lookup: safeLookup } });
+  const publicOnly = new Agent({
+    ...agentOptions,
+    connect: { timeout: options.timeoutMs, lookup: safeLookup },
+  });
+  const privateAllowed = new Agent({
+    ...agentOptions,
+    connect: { timeout: options.timeoutMs, lookup: testModeLookup },
+  });
 
   const send = async (attempt: Attempt): Promise<AttemptOutcome> => {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     const url = new URL(attempt.url);
-    const refusal = attempt.guarded ? dialRefusal(url) : undefined;
+    const refusal = dialRefusal(url, attempt.allowPrivate ? PRIVATE_ALLOWED : PUBLIC_ONLY);
     if (refusal)
       return { ok: false, statusCode: null, durationMs: 0, error: refusal.message, responseBody: null };
     try {
@@ -75,10 +87,11 @@ export const makeAttemptSender = (options: {
         method: "POST",
         headers: attempt.headers,
         body: attempt.body,
-        dispatcher: attempt.guarded ? guarded : open,
+        dispatcher: attempt.allowPrivate ? privateAllowed : publicOnly,
         signal: AbortSignal.timeout(options.timeoutMs),
       });
-      const responseBody = await readCapped(response.body).catch(() => "");
+      const limit = attempt.allowPrivate ? PRIVATE_RESPONSE_BODY_LIMIT : RESPONSE_BODY_LIMIT;
+      const responseBody = await readCapped(response.body, limit).catch(() => "");
       const ok = response.statusCode >= 200 && response.statusCode < 300;
       const location = response.headers.location;
       return {
@@ -103,7 +116,10 @@ export const makeAttemptSender = (options: {
     }
   };
 
-  return { send, destroy: () => Promise.all([open.destroy(), guarded.destroy()]).then(() => undefined) };
+  return {
+    send,
+    destroy: () => Promise.all([publicOnly.destroy(), privateAllowed.destroy()]).then(() => undefined),
+  };
 };
 
 export class AttemptSender extends Context.Service<

@@ -5,6 +5,11 @@
  * time on the resolved addresses, through a lookup that hands the connection exactly the addresses it
  * checked, so DNS rebinding cannot slip a private address in between.
  *
+ * Test mode on a local deployment (`WEBHOOK_TEST_ALLOW_PRIVATE_URLS`, the default outside production)
+ * additionally allows loopback and private ranges (and `localhost` names), through the same checks:
+ * cloud metadata, link-local, multicast, reserved and every other special range stay refused in every
+ * mode, at registration and at every dial.
+ *
  * Hosts are judged after WHATWG URL parsing, which already turns decimal, octal, hex and short IPv4
  * spellings (`2130706433`, `0x7f000001`, `0177.0.0.1`, `0x7f.1`, `127.1`) into dotted quads and IPv6 into
  * compressed bracketed form (`[::ffff:127.0.0.1]` becomes `[::ffff:7f00:1]`).
@@ -113,6 +118,15 @@ const CHECKS = RANGES.map((range) => {
   return { range, family, list };
 });
 
+/** The ranges test mode may dial when private URLs are allowed there (named as in RANGES). */
+const ALLOWED_IN_TEST: ReadonlySet<string> = new Set(["loopback", "private", "unique-local"]);
+
+/** Whether loopback and private ranges are allowed too (test mode on a local deployment). */
+export type AddressScope = { readonly allowPrivate: boolean };
+
+export const PUBLIC_ONLY: AddressScope = { allowPrivate: false };
+export const PRIVATE_ALLOWED: AddressScope = { allowPrivate: true };
+
 /** `[fe80::1%eth0]` → `fe80::1`: no brackets, no zone id (as messages show it). */
 const bare = (ip: string) => ip.replace(/^\[|\]$/g, "").replace(/%.*$/, "");
 
@@ -131,23 +145,44 @@ export const addressRange = (ip: string): AddressRange | undefined => {
   return found && { name: found.range.name, cidr: found.range.cidr };
 };
 
-const privateRefusal = (why: string): UrlRefusal => ({
+/** The special range of `address` that `scope` refuses; undefined for a public or allowed address. */
+export const refusedRange = (address: string, scope: AddressScope): AddressRange | undefined => {
+  const range = addressRange(address);
+  return range && !(scope.allowPrivate && ALLOWED_IN_TEST.has(range.name)) ? range : undefined;
+};
+
+const privateRefusal = (why: string, scope: AddressScope): UrlRefusal => ({
   code: "url_private",
-  message: `Webhook URLs must not point at local, private or loopback addresses: ${why.slice(0, 400)}.`,
+  message: scope.allowPrivate
+    ? `Webhook URLs must not point at cloud metadata, link-local or other special addresses (test mode allows public, loopback and private ones): ${why.slice(0, 400)}.`
+    : `Webhook URLs must not point at local, private or loopback addresses: ${why.slice(0, 400)}.`,
 });
 
 const LOCAL_SUFFIXES = ["localhost", "local", "internal", "home.arpa"];
+/** Local names test mode may use: loopback names only (`*.internal` is where clouds put metadata). */
+const LOCAL_SUFFIXES_ALLOWED_IN_TEST: ReadonlySet<string> = new Set(["localhost"]);
+/** Cloud metadata services' names outside `*.internal` (GCP, AWS, Alibaba), refused in every mode. */
+const METADATA_NAMES = ["metadata", "metadata.goog", "instance-data", "metadata.tencentyun.com"];
 
-/** Names local by definition (`localhost`, `*.localhost`, `*.local`, `*.internal`, `*.home.arpa`) and IP literals in a special range. */
-export const hostnameRefusal = (hostname: string): UrlRefusal | undefined => {
+/**
+ * IP literals in a refused range; names local by definition (`localhost`, `*.localhost`, `*.local`,
+ * `*.internal`, `*.home.arpa`: in test mode with private addresses allowed, only `localhost` names);
+ * cloud metadata names in every mode.
+ */
+export const hostnameRefusal = (
+  hostname: string,
+  scope: AddressScope = PUBLIC_ONLY,
+): UrlRefusal | undefined => {
   const host = hostname.toLowerCase().replace(/\.+$/, "");
   if (isIpLiteral(host)) {
-    const range = addressRange(host);
-    return range && privateRefusal(`${bare(host)} is ${range.name} (${range.cidr})`);
+    const range = refusedRange(host, scope);
+    return range && privateRefusal(`${bare(host)} is ${range.name} (${range.cidr})`, scope);
   }
+  if (METADATA_NAMES.includes(host)) return privateRefusal(`${host} is a cloud metadata name`, scope);
   const suffix = LOCAL_SUFFIXES.find((name) => host === name || host.endsWith(`.${name}`));
-  if (suffix === undefined) return undefined;
-  return privateRefusal(`${host} is a local name (${host === suffix ? suffix : `*.${suffix}`})`);
+  if (suffix === undefined || (scope.allowPrivate && LOCAL_SUFFIXES_ALLOWED_IN_TEST.has(suffix)))
+    return undefined;
+  return privateRefusal(`${host} is a local name (${host === suffix ? suffix : `*.${suffix}`})`, scope);
 };
 
 export type Resolve = (hostname: string) => Promise<readonly string[]>;
@@ -155,10 +190,10 @@ export type Resolve = (hostname: string) => Promise<readonly string[]>;
 export const systemResolve: Resolve = async (hostname) =>
   (await lookup(hostname, { all: true, order: "verbatim" })).map((entry) => entry.address);
 
-/** The first resolved address in a special range, with its range. */
-const firstSpecial = (addresses: readonly string[]) => {
+/** The first resolved address in a range `scope` refuses, with its range. */
+const firstRefused = (addresses: readonly string[], scope: AddressScope) => {
   for (const address of addresses) {
-    const range = addressRange(address);
+    const range = refusedRange(address, scope);
     if (range) return { address, range };
   }
   return undefined;
@@ -172,8 +207,9 @@ const firstSpecial = (addresses: readonly string[]) => {
 export const checkWebhookHost = async (
   url: URL,
   resolve: Resolve,
+  scope: AddressScope = PUBLIC_ONLY,
 ): Promise<{ ok: true; addresses: readonly string[] } | { ok: false; refusal: UrlRefusal }> => {
-  const refusal = hostnameRefusal(url.hostname);
+  const refusal = hostnameRefusal(url.hostname, scope);
   if (refusal) return { ok: false, refusal };
   if (isIpLiteral(url.hostname)) return { ok: true, addresses: [bare(url.hostname)] };
   let addresses: readonly string[];
@@ -182,12 +218,15 @@ export const checkWebhookHost = async (
   } catch {
     return { ok: true, addresses: [] };
   }
-  const special = firstSpecial(addresses);
+  const special = firstRefused(addresses, scope);
   if (!special) return { ok: true, addresses };
   const { address, range } = special;
   return {
     ok: false,
-    refusal: privateRefusal(`${url.hostname} resolves to ${address}, which is ${range.name} (${range.cidr})`),
+    refusal: privateRefusal(
+      `${url.hostname} resolves to ${address}, which is ${range.name} (${range.cidr})`,
+      scope,
+    ),
   };
 };
 
@@ -195,7 +234,8 @@ export const checkWebhookHost = async (
  * The dial-time check of what the lookup never sees: `net.connect` does not call `lookup` for an IP
  * literal host. Also refuses local names before any resolution.
  */
-export const dialRefusal = (url: URL): UrlRefusal | undefined => hostnameRefusal(url.hostname);
+export const dialRefusal = (url: URL, scope: AddressScope = PUBLIC_ONLY): UrlRefusal | undefined =>
+  hostnameRefusal(url.hostname, scope);
 
 class PrivateAddressError extends Error {
   override readonly name = "PrivateAddressError";
@@ -212,17 +252,17 @@ const familyNumber = (family: number | "IPv4" | "IPv6" | undefined): number =>
  * dialled.
  */
 export const makeSafeLookup =
-  (resolve: Resolve): LookupFunction =>
+  (resolve: Resolve, scope: AddressScope = PUBLIC_ONLY): LookupFunction =>
   (hostname, options, callback) => {
     const family = familyNumber(options.family);
     Promise.resolve()
       .then(() => resolve(hostname))
       .then(
         (addresses) => {
-          const special = firstSpecial(addresses);
+          const special = firstRefused(addresses, scope);
           if (special) {
             const { address, range } = special;
-            const message = `Refused to dial ${hostname}: it resolves to ${address}, which is ${range.name} (${range.cidr}); webhooks are not delivered to local, private or loopback addresses.`;
+            const message = `Refused to dial ${hostname}: it resolves to ${address}, which is ${range.name} (${range.cidr}); webhooks are not delivered to ${scope.allowPrivate ? "cloud metadata, link-local or other special addresses" : "local, private or loopback addresses"}.`;
             callback(new PrivateAddressError(message), "", 0);
             return;
           }
@@ -244,3 +284,5 @@ export const makeSafeLookup =
   };
 
 export const safeLookup: LookupFunction = makeSafeLookup(systemResolve);
+/** Test mode's lookup where private URLs are allowed: loopback and private addresses pass too. */
+export const testModeLookup: LookupFunction = makeSafeLookup(systemResolve, PRIVATE_ALLOWED);

@@ -4,7 +4,7 @@
  * Workers coordinate across processes only through Postgres (unique keys, row claims, advisory locks).
  */
 import type { PgClient } from "@effect/sql-pg";
-import { Context, type Duration, Effect, Layer, Queue, Ref } from "effect";
+import { Clock, Context, Duration, Effect, Layer, Queue, Ref } from "effect";
 import type { SqlError } from "effect/sql";
 import { wakeUps } from "../db/notifications.ts";
 import { Idempotency } from "../idempotency/idempotency.ts";
@@ -19,11 +19,39 @@ export interface Worker<R> {
   readonly wakeOn?: string;
 }
 
-export class Workers extends Context.Service<Workers, { readonly ready: Effect.Effect<boolean> }>()(
-  "Workers",
-) {}
+export interface WorkersStatus {
+  readonly ready: boolean;
+  /** Workers whose last successful pass is older than `staleAfter` their interval, by name. */
+  readonly stale: ReadonlyArray<string>;
+}
 
-const runWorker = <R>(worker: Worker<R>) =>
+export class Workers extends Context.Service<
+  Workers,
+  { readonly ready: Effect.Effect<boolean>; readonly status: Effect.Effect<WorkersStatus> }
+>()("Workers") {}
+
+/** Room for a slow pass (a billing boundary, a slow RPC) on top of the intervals. */
+export const STALE_SLACK = Duration.seconds(30);
+
+/**
+ * How old a worker's last successful pass may be before the worker counts as not ready: three of its
+ * intervals (a pass or two may fail on a passing hiccup) plus `STALE_SLACK`. Until its first success, the
+ * worker's start counts as one.
+ */
+export const staleAfter = (interval: Duration.Input): Duration.Duration =>
+  Duration.sum(Duration.times(Duration.fromInputUnsafe(interval), 3), STALE_SLACK);
+
+/** The workers whose last success (ms) is older than their bound at `now` (ms). */
+export const staleWorkers = (
+  workers: ReadonlyArray<Pick<Worker<unknown>, "name" | "interval">>,
+  lastSuccess: ReadonlyMap<string, number>,
+  now: number,
+): ReadonlyArray<string> =>
+  workers
+    .filter((w) => now - (lastSuccess.get(w.name) ?? now) > Duration.toMillis(staleAfter(w.interval)))
+    .map((w) => w.name);
+
+const runWorker = <R>(worker: Worker<R>, succeeded: Effect.Effect<void>) =>
   Effect.gen(function* () {
     const wake = worker.wakeOn ? yield* wakeUps(worker.wakeOn) : undefined;
     const pause = wake
@@ -35,6 +63,7 @@ const runWorker = <R>(worker: Worker<R>) =>
         )
       : Effect.sleep(worker.interval);
     return yield* worker.pass.pipe(
+      Effect.andThen(succeeded),
       Effect.catchCause((cause) => Effect.logWarning(`worker ${worker.name} pass failed`, cause)),
       Effect.andThen(pause),
       Effect.forever,
@@ -47,13 +76,24 @@ export const runWorkers = <R>(
   Layer.effect(
     Workers,
     Effect.gen(function* () {
-      const started = yield* Ref.make(false);
-      for (const worker of workers) yield* Effect.forkScoped(runWorker(worker));
-      yield* Ref.set(started, true);
+      const startedAt = yield* Clock.currentTimeMillis;
+      const lastSuccess = yield* Ref.make<ReadonlyMap<string, number>>(
+        new Map(workers.map((w) => [w.name, startedAt])),
+      );
+      for (const worker of workers) {
+        const succeeded = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Ref.update(lastSuccess, (map) => new Map(map).set(worker.name, now)),
+        );
+        yield* Effect.forkScoped(runWorker(worker, succeeded));
+      }
       yield* Effect.logInfo("workers started").pipe(
         Effect.annotateLogs({ workers: workers.map((w) => w.name).join(",") }),
       );
-      return { ready: Ref.get(started) };
+      const status = Effect.gen(function* () {
+        const stale = staleWorkers(workers, yield* Ref.get(lastSuccess), yield* Clock.currentTimeMillis);
+        return { ready: stale.length === 0, stale };
+      });
+      return { ready: Effect.map(status, (s) => s.ready), status };
     }),
   );
 

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { startAnvil } from "../../scripts/stack/anvil.ts";
 import { resolveLocalChain } from "../../scripts/stack/local-chain.ts";
+import { removePostgresData } from "../../scripts/stack/postgres-paths.ts";
 import { startStack } from "../../scripts/stack/stack.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
 import type { ChainConfig } from "../../service/chains/config.ts";
@@ -112,6 +113,7 @@ export default async function setup(project: TestProject) {
     await stack.stop();
     await liveAnvil.stop();
     log.end();
+    removePostgresData(join(dataDir, "postgres"));
     rmSync(dataDir, { recursive: true, force: true });
   };
 }

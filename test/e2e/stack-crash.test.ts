@@ -14,6 +14,7 @@ import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import { afterAll, describe, expect, it } from "vitest";
 import { rpc } from "../../scripts/stack/anvil.ts";
+import { removePostgresData } from "../../scripts/stack/postgres-paths.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
 import { newAddress } from "./helpers.ts";
 
@@ -100,6 +101,7 @@ afterAll(async () => {
       await new Promise((resolve) => child.once("exit", resolve));
     }
   }
+  removePostgresData(join(dataDir, "postgres"));
   rmSync(dataDir, { recursive: true, force: true });
 });
 

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import fc from "fast-check";
 import { Agent, request } from "undici";
 import { describe, expect, it } from "vitest";
+import { makeAttemptSender, PRIVATE_RESPONSE_BODY_LIMIT } from "../../service/webhooks/sender.ts";
 import {
   addressRange,
   checkWebhookHost,
@@ -11,8 +12,10 @@ import {
   hostnameRefusal,
   isIpLiteral,
   makeSafeLookup,
+  PRIVATE_ALLOWED,
   parseWebhookUrl,
   type Resolve,
+  refusedRange,
 } from "../../service/webhooks/url-policy.ts";
 
 /** A resolver that records its calls: literals and local names must never reach it. */
@@ -29,10 +32,10 @@ const resolvesTo =
   async () =>
     addresses;
 
-const check = async (raw: string, resolve: Resolve) => {
+const check = async (raw: string, resolve: Resolve, scope = { allowPrivate: false }) => {
   const parsed = parseWebhookUrl(raw, { requireHttps: false });
   if (!parsed.ok) return parsed;
-  return checkWebhookHost(parsed.url, resolve);
+  return checkWebhookHost(parsed.url, resolve, scope);
 };
 
 /** [URL, what its refusal names]: every spelling of the spec, and then some. */
@@ -469,5 +472,211 @@ describe("webhook URL policy: properties", () => {
         }
       }),
     );
+  });
+});
+
+/** [URL, what its refusal names]: refused in test mode too, where loopback and private ones are allowed. */
+const REFUSED_IN_TEST: ReadonlyArray<readonly [string, string]> = [
+  ["http://169.254.169.254/latest/meta-data/", "169.254.169.254 is cloud metadata (169.254.169.254/32)"],
+  ["http://0xa9fea9fe/", "169.254.169.254 is cloud metadata"],
+  ["http://2852039166/", "169.254.169.254 is cloud metadata"],
+  ["http://100.100.100.200/", "cloud metadata (100.100.100.200/32)"],
+  ["http://[fd00:ec2::254]/", "cloud metadata (fd00:ec2::254/128)"],
+  ["http://169.254.1.1/h", "link-local (169.254.0.0/16)"],
+  ["http://[fe80::1]/h", "link-local (fe80::/10)"],
+  ["http://[febf::1]/h", "link-local (fe80::/10)"],
+  [
+    "http://metadata.google.internal/computeMetadata/v1",
+    "metadata.google.internal is a local name (*.internal)",
+  ],
+  ["http://instance-data.ec2.internal/", "*.internal"],
+  ["http://metadata/computeMetadata/v1", "metadata is a cloud metadata name"],
+  ["http://metadata.goog/", "metadata.goog is a cloud metadata name"],
+  ["http://0.0.0.0/h", "unspecified (this network) (0.0.0.0/8)"],
+  ["http://0.1.2.3/h", "unspecified (this network)"],
+  ["http://[::]/h", "unspecified (::/128)"],
+  ["http://224.0.0.1/h", "multicast (224.0.0.0/4)"],
+  ["http://[ff02::1]/h", "multicast (ff00::/8)"],
+  ["http://240.0.0.1/h", "reserved (240.0.0.0/4)"],
+  ["http://255.255.255.255/h", "broadcast"],
+  ["http://100.64.0.1/h", "CGNAT"],
+  ["http://192.0.2.1/h", "documentation"],
+  ["http://198.18.0.1/h", "benchmarking"],
+  ["http://[::ffff:127.0.0.1]/h", "IPv4-mapped IPv6"],
+  ["http://[::ffff:169.254.169.254]/h", "IPv4-mapped IPv6"],
+  ["http://[64:ff9b::a9fe:a9fe]/h", "NAT64"],
+  ["http://[fec0::1]/h", "site-local"],
+];
+
+describe("webhook URL policy: test mode with private URLs allowed", () => {
+  it.each(REFUSED_IN_TEST)(
+    "refuses %s (%s) at registration and dial, without resolving it",
+    async (url, names) => {
+      const { calls, resolve } = recording();
+      const result = await check(url, resolve, PRIVATE_ALLOWED);
+      expect(calls).toEqual([]);
+      expect(result).toMatchObject({ ok: false, refusal: { code: "url_private" } });
+      if (!result.ok) {
+        expect(result.refusal.message).toContain(names);
+        expect(result.refusal.message).toMatch(
+          /^Webhook URLs must not point at cloud metadata, link-local or other special addresses \(test mode allows public, loopback and private ones\): .+\.$/,
+        );
+      }
+      expect(dialRefusal(new URL(url), PRIVATE_ALLOWED)?.code).toBe("url_private");
+    },
+  );
+
+  it.each([
+    "http://127.0.0.1:3000/h",
+    "http://127.1/h",
+    "http://[::1]:3000/h",
+    "http://10.1.2.3/h",
+    "http://172.16.0.1/h",
+    "http://192.168.1.10/h",
+    "http://[fd12:3456::1]/h",
+    "https://8.8.8.8/h",
+  ])("accepts the literal %s", async (url) => {
+    const { calls, resolve } = recording();
+    expect(await check(url, resolve, PRIVATE_ALLOWED)).toMatchObject({ ok: true });
+    expect(calls).toEqual([]);
+    expect(dialRefusal(new URL(url), PRIVATE_ALLOWED)).toBeUndefined();
+    // The same URL stays refused where private addresses are not allowed (live mode).
+    if (!url.includes("8.8.8.8")) expect(dialRefusal(new URL(url))?.code).toBe("url_private");
+  });
+
+  it("accepts localhost names (resolved like any name), and refuses other local names", async () => {
+    const { calls, resolve } = recording(resolvesTo("127.0.0.1", "::1"));
+    expect(await check("http://localhost:3000/h", resolve, PRIVATE_ALLOWED)).toEqual({
+      ok: true,
+      addresses: ["127.0.0.1", "::1"],
+    });
+    expect(await check("http://api.localhost/h", resolve, PRIVATE_ALLOWED)).toMatchObject({ ok: true });
+    expect(calls).toEqual(["localhost", "api.localhost"]);
+    for (const host of ["printer.local", "router.home.arpa", "db.internal"])
+      expect(hostnameRefusal(host, PRIVATE_ALLOWED)?.code, host).toBe("url_private");
+  });
+
+  it("refuses a name whose DNS answer is cloud metadata or link-local, at registration and at every dial", async () => {
+    for (const address of ["169.254.169.254", "169.254.3.4", "fe80::1", "fd00:ec2::254", "224.0.0.5"]) {
+      const result = await check("http://rebind.example/h", resolvesTo(address), PRIVATE_ALLOWED);
+      expect(result, address).toMatchObject({ ok: false, refusal: { code: "url_private" } });
+    }
+    let calls = 0;
+    const rebinding: Resolve = async () => (calls++ === 0 ? ["10.0.0.7"] : ["169.254.169.254"]);
+    const lookup = makeSafeLookup(rebinding, PRIVATE_ALLOWED);
+    const ask = () =>
+      new Promise<NodeJS.ErrnoException | null>((resolve) =>
+        lookup("rebind.example", {}, (error) => resolve(error)),
+      );
+    expect(await ask()).toBeNull();
+    const second = await ask();
+    expect(second?.code).toBe("EPRIVATEADDRESS");
+    expect(second?.message).toBe(
+      "Refused to dial rebind.example: it resolves to 169.254.169.254, which is cloud metadata (169.254.169.254/32); webhooks are not delivered to cloud metadata, link-local or other special addresses.",
+    );
+  });
+
+  it("refuses at lookup, before any connection, a name resolving to metadata; dials one resolving to loopback", async () => {
+    let received = 0;
+    const server = createServer((_request, response) => {
+      received++;
+      response.end("ok");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    // 127.0.0.1 stands in for the metadata service: the lookup answers 169.254.169.254, so a connection
+    // would go nowhere; what matters is that the dial is refused at lookup, with no connection attempted.
+    const metadata = new Agent({
+      connect: { lookup: makeSafeLookup(resolvesTo("169.254.169.254"), PRIVATE_ALLOWED) },
+    });
+    const loopback = new Agent({
+      connect: { lookup: makeSafeLookup(resolvesTo("127.0.0.1"), PRIVATE_ALLOWED) },
+    });
+    try {
+      await expect(
+        request(`http://metadata.example:${port}/`, { method: "POST", dispatcher: metadata }),
+      ).rejects.toMatchObject({ code: "EPRIVATEADDRESS" });
+      expect(received).toBe(0);
+      const answer = await request(`http://receiver.example:${port}/`, {
+        method: "POST",
+        dispatcher: loopback,
+      });
+      expect(await answer.body.text()).toBe("ok");
+      expect(received).toBe(1);
+    } finally {
+      await Promise.all([metadata.close(), loopback.close()]);
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it("refuses what the sender is asked to dial in test mode, and keeps only an excerpt of a private answer", async () => {
+    let received = 0;
+    const server = createServer((_request, response) => {
+      received++;
+      response.statusCode = 500;
+      response.end("x".repeat(5000));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const sender = makeAttemptSender({ timeoutMs: 5000, connectionsPerOrigin: 1 });
+    const attempt = (url: string) =>
+      sender.send({ url, body: "{}", headers: { "content-type": "application/json" }, allowPrivate: true });
+    try {
+      for (const url of [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fd00:ec2::254]/",
+        "http://metadata.google.internal/computeMetadata/v1",
+        "http://100.100.100.200/",
+      ]) {
+        const outcome = await attempt(url);
+        expect(outcome, url).toMatchObject({
+          ok: false,
+          statusCode: null,
+          durationMs: 0,
+          responseBody: null,
+        });
+        expect(outcome.error, url).toContain("must not point at cloud metadata, link-local or other special");
+      }
+      const local = await attempt(`http://127.0.0.1:${port}/h`);
+      expect(local).toMatchObject({ ok: false, statusCode: 500 });
+      expect(local.responseBody).toHaveLength(PRIVATE_RESPONSE_BODY_LIMIT);
+      expect(received).toBe(1);
+    } finally {
+      await sender.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it("refuses every address of the ranges test mode does not allow, and allows the others", () => {
+    const allowed = new Set([
+      "127.0.0.0/8",
+      "::1/128",
+      "10.0.0.0/8",
+      "172.16.0.0/12",
+      "192.168.0.0/16",
+      "fc00::/7",
+    ]);
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...cidrs),
+        fc.bigInt({ min: 0n, max: (1n << 128n) - 1n }),
+        (range, random) => {
+          const n = range.base | (random & range.hostMask);
+          const address = range.format(n);
+          const refused = refusedRange(address, PRIVATE_ALLOWED);
+          // An allowed range nested in a refused one wins (::1 lies inside ::/96).
+          const alsoAllowed = cidrs.some(
+            (other) =>
+              allowed.has(other.cidr) && other.v6 === range.v6 && (n & ~other.hostMask) === other.base,
+          );
+          if (!allowed.has(range.cidr) && !alsoAllowed)
+            expect(refused, `${address} in ${range.cidr}`).toBeDefined();
+          else if (address !== "fd00:ec2:0:0:0:0:0:254") expect(refused, address).toBeUndefined();
+        },
+      ),
+      { numRuns: 2000 },
+    );
+    expect(refusedRange("169.254.169.254", PRIVATE_ALLOWED)?.name).toBe("cloud metadata");
+    expect(refusedRange("fd00:ec2::254", PRIVATE_ALLOWED)?.name).toBe("cloud metadata");
   });
 });

@@ -3,6 +3,7 @@ import { Effect } from "effect";
 import { getAddress, type Hex } from "viem";
 import { Authorizations, SignaturesRequest, TermsRequest } from "../../mandates/authorization.ts";
 import { Mandates } from "../../mandates/mandates.ts";
+import { authorizationTokenParam } from "../path-params.ts";
 import { definePublicRoute } from "../route.ts";
 
 const withSession = (token: string) =>
@@ -15,6 +16,7 @@ export const authorizationRoutes = [
   definePublicRoute({
     method: "GET",
     path: "/authorize/{token}/session",
+    params: { token: authorizationTokenParam },
     handler: ({ params }) =>
       Effect.flatMap(withSession(params.token ?? ""), ({ authorizations, mandate }) =>
         authorizations.session(mandate),
@@ -23,6 +25,7 @@ export const authorizationRoutes = [
   definePublicRoute({
     method: "POST",
     path: "/authorize/{token}/terms",
+    params: { token: authorizationTokenParam },
     body: TermsRequest,
     handler: ({ body, params }) =>
       Effect.flatMap(withSession(params.token ?? ""), ({ authorizations, mandate }) =>
@@ -35,6 +38,7 @@ export const authorizationRoutes = [
   definePublicRoute({
     method: "POST",
     path: "/authorize/{token}/signatures",
+    params: { token: authorizationTokenParam },
     body: SignaturesRequest,
     handler: ({ body, params }) =>
       Effect.gen(function* () {

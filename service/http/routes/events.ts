@@ -1,6 +1,7 @@
 import { Effect } from "effect";
 import { listOf } from "../../chains/objects.ts";
 import { EventObject, Events, ListEventsQuery } from "../../events/events.ts";
+import { eventIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 
 export const eventRoutes = [
@@ -18,6 +19,7 @@ export const eventRoutes = [
   defineRoute({
     method: "GET",
     path: "/v1/events/{id}",
+    params: { id: eventIdParam },
     operationId: "retrieveEvent",
     tag: "Events",
     summary: "An event.",

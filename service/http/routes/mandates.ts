@@ -4,6 +4,7 @@ import { ChargeObject } from "../../charges/charge-object.ts";
 import { Charges, CreateCharge, ListChargesQuery } from "../../charges/charges.ts";
 import { MandateObject } from "../../mandates/mandate-object.ts";
 import { CreateMandate, ListMandatesQuery, Mandates } from "../../mandates/mandates.ts";
+import { chargeIdParam, mandateIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 
 const withMandates = Effect.service(Mandates);
@@ -35,6 +36,7 @@ export const mandateRoutes = [
   defineRoute({
     method: "GET",
     path: "/v1/mandates/{id}",
+    params: { id: mandateIdParam },
     operationId: "retrieveMandate",
     tag: "Mandates",
     summary: "A mandate.",
@@ -45,6 +47,7 @@ export const mandateRoutes = [
   defineRoute({
     method: "POST",
     path: "/v1/mandates/{id}/charges",
+    params: { id: mandateIdParam },
     operationId: "createCharge",
     tag: "Charges",
     summary: "Charge a mandate (at most its cap, once per period). The outcome follows by event.",
@@ -58,6 +61,7 @@ export const mandateRoutes = [
   defineRoute({
     method: "GET",
     path: "/v1/mandates/{id}/charges",
+    params: { id: mandateIdParam },
     operationId: "listMandateCharges",
     tag: "Charges",
     summary: "A mandate's charges, newest first.",
@@ -69,6 +73,7 @@ export const mandateRoutes = [
   defineRoute({
     method: "GET",
     path: "/v1/charges/{id}",
+    params: { id: chargeIdParam },
     operationId: "retrieveCharge",
     tag: "Charges",
     summary: "A charge.",
@@ -79,6 +84,7 @@ export const mandateRoutes = [
   defineRoute({
     method: "POST",
     path: "/v1/charges/{id}/return",
+    params: { id: chargeIdParam },
     operationId: "returnCharge",
     tag: "Charges",
     summary: "Return a held charge to the customer (only during its hold). `charge.returned` follows.",

@@ -23,6 +23,7 @@ import {
   Usage,
   UsageRecordObject,
 } from "../../subscriptions/usage.ts";
+import { couponIdParam, invoiceIdParam, priceIdParam, subscriptionIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 
 const withPrices = Effect.service(Prices);
@@ -54,6 +55,7 @@ export const subscriptionRoutes = [
   defineRoute({
     method: "GET",
     path: "/v1/prices/{id}",
+    params: { id: priceIdParam },
     operationId: "retrievePrice",
     tag: "Prices",
     summary: "A price.",
@@ -64,6 +66,7 @@ export const subscriptionRoutes = [
   defineRoute({
     method: "POST",
     path: "/v1/prices/{id}",
+    params: { id: priceIdParam },
     operationId: "updatePrice",
     tag: "Prices",
     summary:
@@ -96,6 +99,7 @@ export const subscriptionRoutes = [
   defineRoute({
     method: "GET",
     path: "/v1/coupons/{id}",
+    params: { id: couponIdParam },
     operationId: "retrieveCoupon",
     tag: "Coupons",
     summary: "A coupon.",
@@ -130,6 +134,7 @@ export const subscriptionRoutes = [
   defineRoute({
     method: "GET",
     path: "/v1/subscriptions/{id}",
+    params: { id: subscriptionIdParam },
     operationId: "retrieveSubscription",
     tag: "Subscriptions",
     summary: "A subscription.",
@@ -140,6 +145,7 @@ export const subscriptionRoutes = [
   defineRoute({
     method: "POST",
     path: "/v1/subscriptions/{id}/cancel",
+    params: { id: subscriptionIdParam },
     operationId: "cancelSubscription",
     tag: "Subscriptions",
     summary:
@@ -154,6 +160,7 @@ export const subscriptionRoutes = [
   defineRoute({
     method: "POST",
     path: "/v1/subscriptions/{id}/usage_records",
+    params: { id: subscriptionIdParam },
     operationId: "createUsageRecord",
     tag: "Subscriptions",
     summary: "Record usage of a metered subscription; billed with the next month's invoice.",
@@ -167,6 +174,7 @@ export const subscriptionRoutes = [
   defineRoute({
     method: "GET",
     path: "/v1/subscriptions/{id}/usage_records",
+    params: { id: subscriptionIdParam },
     operationId: "listUsageRecords",
     tag: "Subscriptions",
     summary: "A subscription's usage records, newest first.",
@@ -189,6 +197,7 @@ export const subscriptionRoutes = [
   defineRoute({
     method: "GET",
     path: "/v1/invoices/{id}",
+    params: { id: invoiceIdParam },
     operationId: "retrieveInvoice",
     tag: "Invoices",
     summary: "An invoice with its lines.",

@@ -7,6 +7,7 @@ import {
   TestFunding,
   TestHelpers,
 } from "../../testing/test-helpers.ts";
+import { mandateIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 
 const helpers = Effect.service(TestHelpers);
@@ -15,6 +16,7 @@ export const testHelperRoutes = [
   defineRoute({
     method: "POST",
     path: "/v1/test/mandates/{id}/fund",
+    params: { id: mandateIdParam },
     operationId: "testFundMandate",
     tag: "Test helpers",
     summary: "Test mode: mint test tokens to the mandate's customer wallet (answers once mined).",
@@ -29,6 +31,7 @@ export const testHelperRoutes = [
   defineRoute({
     method: "POST",
     path: "/v1/test/mandates/{id}/authorize",
+    params: { id: mandateIdParam },
     operationId: "testAuthorizeMandate",
     tag: "Test helpers",
     summary: "Test mode: sign the mandate as its customer with a deterministic test wallet.",

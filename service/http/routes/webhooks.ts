@@ -14,6 +14,7 @@ import {
   WebhookEndpoints,
 } from "../../webhooks/endpoints.ts";
 import { EventTypeObject, eventTypeList } from "../../webhooks/event-types.ts";
+import { endpointIdParam, eventIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 
 const withEndpoints = Effect.service(WebhookEndpoints);
@@ -55,6 +56,7 @@ export const webhookRoutes = [
   defineRoute({
     method: "GET",
     path: "/v1/webhook_endpoints/{id}",
+    params: { id: endpointIdParam },
     operationId: "retrieveWebhookEndpoint",
     tag: "Webhooks",
     summary: "A webhook endpoint (never with its secret).",
@@ -65,6 +67,7 @@ export const webhookRoutes = [
   defineRoute({
     method: "POST",
     path: "/v1/webhook_endpoints/{id}",
+    params: { id: endpointIdParam },
     operationId: "updateWebhookEndpoint",
     tag: "Webhooks",
     summary:
@@ -77,6 +80,7 @@ export const webhookRoutes = [
   defineRoute({
     method: "DELETE",
     path: "/v1/webhook_endpoints/{id}",
+    params: { id: endpointIdParam },
     operationId: "deleteWebhookEndpoint",
     tag: "Webhooks",
     summary: "Delete an endpoint: nothing more is sent to it, pending deliveries included.",
@@ -87,6 +91,7 @@ export const webhookRoutes = [
   defineRoute({
     method: "POST",
     path: "/v1/webhook_endpoints/{id}/rotate_secret",
+    params: { id: endpointIdParam },
     operationId: "rotateWebhookSecret",
     tag: "Webhooks",
     summary: "Replace the signing secret; the new one is in this response only.",
@@ -100,6 +105,7 @@ export const webhookRoutes = [
   defineRoute({
     method: "POST",
     path: "/v1/webhook_endpoints/{id}/test",
+    params: { id: endpointIdParam },
     operationId: "testWebhookEndpoint",
     tag: "Webhooks",
     summary: "Send a `webhook.test` event to this endpoint (not a payment; never act on it).",
@@ -110,6 +116,7 @@ export const webhookRoutes = [
   defineRoute({
     method: "GET",
     path: "/v1/webhook_endpoints/{id}/deliveries",
+    params: { id: endpointIdParam },
     operationId: "listWebhookDeliveries",
     tag: "Webhooks",
     summary:
@@ -122,6 +129,7 @@ export const webhookRoutes = [
   defineRoute({
     method: "POST",
     path: "/v1/events/{id}/replay",
+    params: { id: eventIdParam },
     operationId: "replayEvent",
     tag: "Events",
     summary: "Send an event again, with the same id, as a new delivery to its endpoints.",

@@ -1,0 +1,55 @@
+/**
+ * What the relayer's tracker does with a pending transaction, decided from what the chain says. Pure,
+ * so each rule is unit-tested; the tracker (relayer.ts) only gathers the inputs and applies the answer.
+ */
+
+export interface TrackingInput {
+  readonly nonce: number;
+  /** The status of a receipt of any hash ever broadcast for this transaction, if one exists. */
+  readonly receipt: "success" | "reverted" | undefined;
+  /** The account's mined transaction count (latest block); undefined when the node did not answer. */
+  readonly minedNonce: number | undefined;
+  /** Whether the node has the newest bytes in its pool; undefined when it did not answer. */
+  readonly nodeHasTransaction: boolean | undefined;
+  /** Time since the newest bytes were signed. */
+  readonly ageMs: number;
+  readonly bumpAfterMs: number;
+}
+
+export type TrackingDecision =
+  | { readonly kind: "record"; readonly status: "mined" | "reverted" }
+  /** Our nonce was used by a transaction we never recorded: this one can no longer be mined. */
+  | { readonly kind: "superseded" }
+  /** The node lost the bytes (restart, eviction): send the same bytes again. */
+  | { readonly kind: "rebroadcast" }
+  /** Next in line and unmined for too long: the same nonce with higher fees. */
+  | { readonly kind: "replace" }
+  /** The node has it and it is young, or waits behind a lower nonce: nothing to send. */
+  | { readonly kind: "wait" };
+
+export const decideTracking = (input: TrackingInput): TrackingDecision => {
+  if (input.receipt !== undefined)
+    return { kind: "record", status: input.receipt === "success" ? "mined" : "reverted" };
+  if (input.minedNonce === undefined) return { kind: "wait" };
+  if (input.minedNonce > input.nonce) return { kind: "superseded" };
+  // Higher fees help only the next nonce to mine; a later one waits for it (or for a gap to be filled).
+  const nextInLine = input.minedNonce === input.nonce;
+  if (nextInLine && input.ageMs >= input.bumpAfterMs) return { kind: "replace" };
+  if (input.nodeHasTransaction === false) return { kind: "rebroadcast" };
+  return { kind: "wait" };
+};
+
+/**
+ * Nonces that nothing of ours will ever fill, below a pending transaction of ours: after a chain lost
+ * blocks (a local chain restored from an older state), transactions we recorded as mined are gone, and
+ * every later one waits in the node's pool behind the hole forever. `poolNonce` is the node's pending
+ * transaction count (mined plus those it can mine next in a row); our pending transactions at or above it
+ * are queued behind a hole unless every nonce below them is pending with us too.
+ */
+export const nonceGaps = (poolNonce: number, pendingNonces: readonly number[]): number[] => {
+  const ours = new Set(pendingNonces);
+  const highest = Math.max(-1, ...pendingNonces);
+  const gaps: number[] = [];
+  for (let nonce = poolNonce; nonce < highest; nonce++) if (!ours.has(nonce)) gaps.push(nonce);
+  return gaps;
+};

@@ -1,0 +1,88 @@
+/**
+ * Operator metrics (Prometheus, with prom-client). One registry per service runtime, so two service
+ * processes in one Node process (tests) never share or double-register series. This module holds the
+ * instruments that code updates as things happen (counters, histograms); the gauges read from Postgres
+ * and the chains at scrape time are in `operator-gauges.ts`.
+ *
+ * To count something new: add the instrument to `makeInstruments` and update it where it happens with
+ * `recordMetric((m) => m.yourCounter.inc({ chain_id: String(chainId) }))`. That is a no-op where the
+ * runtime has no `Metrics` (unit tests that build only part of the service).
+ */
+import { Context, Effect, Layer, Option } from "effect";
+import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
+
+const makeInstruments = (registry: Registry) => {
+  const registers = [registry];
+  return {
+    httpRequests: new Counter({
+      name: "billing_http_requests_total",
+      help: "HTTP requests answered, by method, route template (unmatched: no route) and status.",
+      labelNames: ["method", "route", "status"] as const,
+      registers,
+    }),
+    httpDuration: new Histogram({
+      name: "billing_http_request_duration_seconds",
+      help: "Time to answer an HTTP request, by method, route template and status.",
+      labelNames: ["method", "route", "status"] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    webhookAttemptDuration: new Histogram({
+      name: "billing_webhook_attempt_duration_seconds",
+      help: "Webhook delivery attempts: time from connect to answer (or error), by outcome (success: 2xx).",
+      labelNames: ["outcome"] as const,
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    // Hooks for the relayer's budget and the fact relay (updated by their modules).
+    relayerBudgetRefusals: new Counter({
+      name: "billing_relayer_budget_refusals_total",
+      help: "Relayer transactions refused because the chain's relayer budget was exhausted.",
+      labelNames: ["chain_id"] as const,
+      registers,
+    }),
+    relaySkippedFacts: new Counter({
+      name: "billing_relay_skipped_facts_total",
+      help: "Chain facts the fact relay skipped (not reported as events), by reason.",
+      labelNames: ["chain_id", "reason"] as const,
+      registers,
+    }),
+  };
+};
+
+export type Instruments = ReturnType<typeof makeInstruments>;
+
+export class Metrics extends Context.Service<
+  Metrics,
+  Instruments & {
+    readonly registry: Registry;
+  }
+>()("Metrics") {
+  static readonly layer = Layer.sync(Metrics, () => {
+    const registry = new Registry();
+    // Node's own: memory, CPU, event loop delay, handles.
+    collectDefaultMetrics({ register: registry });
+    return { registry, ...makeInstruments(registry) };
+  });
+}
+
+/** Updates the process's metrics, when the runtime has them. */
+export const recordMetric = (update: (metrics: Instruments) => void): Effect.Effect<void> =>
+  Effect.flatMap(Effect.serviceOption(Metrics), (metrics) =>
+    Option.isSome(metrics) ? Effect.sync(() => update(metrics.value)) : Effect.void,
+  );
+
+/** One answered HTTP request, labelled by its route's template (bounded: never the raw path). */
+export const observeRequest = (
+  metrics: Instruments,
+  request: {
+    readonly method: string;
+    readonly route: string;
+    readonly status: number;
+    readonly seconds: number;
+  },
+): void => {
+  const labels = { method: request.method, route: request.route, status: String(request.status) };
+  metrics.httpRequests.inc(labels);
+  metrics.httpDuration.observe(labels, request.seconds);
+};

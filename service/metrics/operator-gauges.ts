@@ -1,0 +1,242 @@
+/**
+ * Gauges computed when Prometheus scrapes: each gauge's collect callback reads one snapshot, taken
+ * once per scrape (concurrent callbacks share it) with a few counting statements, each answered from a
+ * partial index, under a time limit, so a slow database yields a scrape without the database gauges
+ * (and `billing_metrics_database_up 0`) instead of a hung one. Chain heads and relayer balances come
+ * from the indexer watchdog's last check: a scrape never calls an RPC.
+ */
+import { Duration, Effect, Layer, Option, Ref, Schema } from "effect";
+import { SqlClient } from "effect/sql";
+import { Gauge } from "prom-client";
+import { ChainWatch, type ChainWatchEntry, indexedHeads } from "../chains/indexer-watchdog.ts";
+import { ChainRegistry } from "../chains/registry.ts";
+import { decodeRows } from "../db/rows.ts";
+import { Metrics } from "./metrics.ts";
+
+/** A scrape's database reads must end within this; Prometheus' own default timeout is 10 s. */
+export const COLLECT_TIMEOUT = Duration.seconds(2);
+
+interface DatabaseCounts {
+  readonly deliveriesPending: number;
+  readonly deliveriesFailed: number;
+  readonly invoicesOpen: number;
+  readonly relayerPending: ReadonlyMap<number, number>;
+  readonly subscriptionsDue: ReadonlyMap<number, number>;
+  readonly indexed: ReadonlyMap<number, { readonly number: bigint; readonly timestamp: number }>;
+}
+
+interface Snapshot {
+  readonly chains: ReadonlyArray<ChainWatchEntry>;
+  readonly database: Option.Option<DatabaseCounts>;
+}
+
+const Totals = Schema.Struct({
+  deliveries_pending: Schema.NumberFromString,
+  deliveries_failed: Schema.NumberFromString,
+  invoices_open: Schema.NumberFromString,
+});
+const PerChain = Schema.Struct({ chain_id: Schema.Number, n: Schema.NumberFromString });
+const decodeTotals = decodeRows(Totals);
+const decodePerChain = decodeRows(PerChain);
+
+const perChain = (rows: ReadonlyArray<typeof PerChain.Type>) => new Map(rows.map((r) => [r.chain_id, r.n]));
+
+/** Subscriptions are due at their chain's time, which only the watchdog's last check knows. */
+const databaseCounts = (chains: ReadonlyArray<ChainWatchEntry>) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient;
+    const dueClauses = chains.flatMap((entry) =>
+      entry.head === undefined
+        ? []
+        : [sql`(chain_id = ${entry.chainId} AND next_billing_at <= ${entry.head.timestamp})`],
+    );
+    const [totals, relayerPending, subscriptionsDue, indexed] = yield* Effect.all(
+      [
+        sql`SELECT
+              (SELECT count(*) FROM billing.webhook_deliveries WHERE status = 'pending')::text AS deliveries_pending,
+              (SELECT count(*) FROM billing.webhook_deliveries WHERE status = 'failed')::text AS deliveries_failed,
+              (SELECT count(*) FROM billing.invoices WHERE status = 'open')::text AS invoices_open`.pipe(
+          Effect.flatMap(decodeTotals),
+        ),
+        sql`SELECT chain_id, count(*)::text AS n FROM billing.relayer_transactions
+            WHERE status = 'pending' GROUP BY chain_id`.pipe(Effect.flatMap(decodePerChain)),
+        dueClauses.length === 0
+          ? Effect.succeed([])
+          : sql`SELECT chain_id, count(*)::text AS n FROM billing.subscriptions
+                WHERE status IN ('active', 'past_due') AND ${sql.or(dueClauses)}
+                GROUP BY chain_id`.pipe(Effect.flatMap(decodePerChain)),
+        indexedHeads,
+      ],
+      { concurrency: "unbounded" },
+    );
+    const [total] = totals;
+    return {
+      deliveriesPending: total?.deliveries_pending ?? 0,
+      deliveriesFailed: total?.deliveries_failed ?? 0,
+      invoicesOpen: total?.invoices_open ?? 0,
+      relayerPending: perChain(relayerPending),
+      subscriptionsDue: perChain(subscriptionsDue),
+      indexed,
+    } satisfies DatabaseCounts;
+  });
+
+const takeSnapshot = Effect.gen(function* () {
+  const registry = yield* ChainRegistry;
+  const watch = yield* ChainWatch;
+  const entries = yield* Ref.get(watch.entries);
+  const chains = registry.all.map(
+    (chain): ChainWatchEntry =>
+      entries.get(chain.id) ?? {
+        chainId: chain.id,
+        head: undefined,
+        indexed: undefined,
+        behindSince: undefined,
+        stalled: false,
+        relayerBalance: undefined,
+      },
+  );
+  const database = yield* databaseCounts(chains).pipe(
+    Effect.timeout(COLLECT_TIMEOUT),
+    Effect.tapCause((cause) => Effect.logWarning("metrics: database gauges not collected", cause)),
+    Effect.option,
+  );
+  return { chains, database } satisfies Snapshot;
+});
+
+/** Registers the gauges in the runtime's registry; their callbacks run the snapshot on this context. */
+export const operatorGaugesLayer = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const metrics = yield* Metrics;
+    const context = yield* Effect.context<SqlClient.SqlClient | ChainRegistry | ChainWatch>();
+    const run = Effect.runPromiseWith(context);
+    // One snapshot per scrape: every gauge's collect asks for it within the same moment.
+    let last: { readonly at: number; readonly snapshot: Promise<Snapshot> } | undefined;
+    const snapshot = () => {
+      const now = Date.now();
+      if (last === undefined || now - last.at > 500) last = { at: now, snapshot: run(takeSnapshot) };
+      return last.snapshot;
+    };
+    const registers = [metrics.registry];
+    const gauge = <L extends string>(
+      name: string,
+      help: string,
+      labelNames: readonly L[],
+      fill: (set: (labels: Partial<Record<L, string>>, value: number) => void, snap: Snapshot) => void,
+    ) =>
+      new Gauge<L>({
+        name,
+        help,
+        labelNames,
+        registers,
+        async collect() {
+          const snap = await snapshot();
+          this.reset();
+          fill((labels, value) => this.set(labels, value), snap);
+        },
+      });
+    const chainLabel = (entry: ChainWatchEntry) => ({ chain_id: String(entry.chainId) });
+    const indexedOf = (snap: Snapshot, entry: ChainWatchEntry) =>
+      Option.match(snap.database, {
+        onNone: () => entry.indexed,
+        onSome: (db) => db.indexed.get(entry.chainId),
+      });
+    gauge(
+      "billing_metrics_database_up",
+      "1 when this scrape's database reads succeeded in time.",
+      [],
+      (set, s) => set({}, Option.isSome(s.database) ? 1 : 0),
+    );
+    gauge(
+      "billing_chain_head_block",
+      "The chain's newest block, from its RPC at the watchdog's last check.",
+      ["chain_id"],
+      (set, s) => {
+        for (const entry of s.chains) if (entry.head) set(chainLabel(entry), Number(entry.head.number));
+      },
+    );
+    gauge(
+      "billing_indexed_head_block",
+      "The newest block the indexer has indexed.",
+      ["chain_id"],
+      (set, s) => {
+        for (const entry of s.chains) {
+          const indexed = indexedOf(s, entry);
+          if (indexed) set(chainLabel(entry), Number(indexed.number));
+        }
+      },
+    );
+    gauge(
+      "billing_indexer_lag_blocks",
+      "How many blocks the indexed head is behind the chain's head.",
+      ["chain_id"],
+      (set, s) => {
+        for (const entry of s.chains) {
+          const indexed = indexedOf(s, entry);
+          if (entry.head && indexed)
+            set(chainLabel(entry), Math.max(0, Number(entry.head.number - indexed.number)));
+        }
+      },
+    );
+    gauge(
+      "billing_indexer_lag_seconds",
+      "Block time of the chain's head minus block time of the indexed head.",
+      ["chain_id"],
+      (set, s) => {
+        for (const entry of s.chains) {
+          const indexed = indexedOf(s, entry);
+          if (entry.head && indexed)
+            set(chainLabel(entry), Math.max(0, entry.head.timestamp - indexed.timestamp));
+        }
+      },
+    );
+    gauge(
+      "billing_indexer_stalled",
+      "1 while the chain moves on and its indexed head has not moved for INDEXER_STALL_SECONDS.",
+      ["chain_id"],
+      (set, s) => {
+        for (const entry of s.chains) set(chainLabel(entry), entry.stalled ? 1 : 0);
+      },
+    );
+    gauge(
+      "billing_relayer_balance_wei",
+      "The relayer account's native balance (pays the gas), at the watchdog's last check.",
+      ["chain_id"],
+      (set, s) => {
+        for (const entry of s.chains)
+          if (entry.relayerBalance !== undefined) set(chainLabel(entry), Number(entry.relayerBalance));
+      },
+    );
+    gauge(
+      "billing_relayer_transactions_pending",
+      "Relayer transactions sent and not yet mined.",
+      ["chain_id"],
+      (set, s) =>
+        Option.map(s.database, (db) => {
+          for (const entry of s.chains) set(chainLabel(entry), db.relayerPending.get(entry.chainId) ?? 0);
+        }),
+    );
+    gauge(
+      "billing_subscriptions_due",
+      "Active or past-due subscriptions whose next billing time (chain time) has come.",
+      ["chain_id"],
+      (set, s) =>
+        Option.map(s.database, (db) => {
+          for (const entry of s.chains)
+            if (entry.head) set(chainLabel(entry), db.subscriptionsDue.get(entry.chainId) ?? 0);
+        }),
+    );
+    gauge("billing_invoices_open", "Invoices open (not yet paid, uncollectible or void).", [], (set, s) =>
+      Option.map(s.database, (db) => set({}, db.invoicesOpen)),
+    );
+    gauge(
+      "billing_webhook_deliveries",
+      "Webhook deliveries by status: pending (to be attempted) and failed (gave up after every retry).",
+      ["status"],
+      (set, s) =>
+        Option.map(s.database, (db) => {
+          set({ status: "pending" }, db.deliveriesPending);
+          set({ status: "failed" }, db.deliveriesFailed);
+        }),
+    );
+  }),
+);

@@ -1,0 +1,145 @@
+/**
+ * The relayer's hourly spending budget per chain, and its tracker after the chain lost blocks, on an
+ * anvil of its own and the stack's database: the budget refuses a transaction that would spend beyond
+ * it (and counts the refusal), and a transaction queued behind nonces the chain no longer has is mined
+ * once the tracker fills the gap, instead of being re-sent forever.
+ */
+import { Effect, Layer, Redacted } from "effect";
+import { encodeFunctionData, type Hex } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
+import { type RunningAnvil, rpc, startAnvil } from "../../scripts/stack/anvil.ts";
+import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
+import { freePort, waitFor } from "../../scripts/stack/wait.ts";
+import { ChainClients } from "../../service/chains/chain-clients.ts";
+import type { ResolvedChain } from "../../service/chains/config.ts";
+import { ChainRegistry } from "../../service/chains/registry.ts";
+import { Relayer, type RelayerError, relayerBudgetRefusals } from "../../service/chains/relayer.ts";
+import { databaseLayer } from "../../service/db/client.ts";
+import { query, stack } from "./helpers.ts";
+
+const CHAIN_ID = 31342;
+const BUDGET = 10n ** 15n;
+let anvil: RunningAnvil;
+let token: Hex;
+let run: <A, E>(effect: Effect.Effect<A, E, Relayer>) => Promise<A>;
+
+beforeAll(async () => {
+  anvil = await startAnvil({ port: await freePort(), chainId: CHAIN_ID });
+  const deployHash = (await rpc(anvil.http, "eth_sendTransaction", [
+    { from: "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", data: TestUSDCBytecode, gas: "0x4c4b40" },
+  ])) as Hex;
+  let receipt: { contractAddress: Hex } | null = null;
+  await waitFor(
+    async () => {
+      receipt = (await rpc(anvil.http, "eth_getTransactionReceipt", [deployHash])) as {
+        contractAddress: Hex;
+      } | null;
+      return receipt !== null;
+    },
+    { timeoutMs: 10_000, what: "the token deployment" },
+  );
+  token = (receipt as unknown as { contractAddress: Hex }).contractAddress;
+  const chain: ResolvedChain = {
+    id: CHAIN_ID,
+    name: "relayer budget test chain",
+    livemode: false,
+    rpc: { http: [anvil.http] },
+    escrow: { address: token, start_block: 0 },
+    tokens: [{ symbol: "USDC", decimals: 6, address: token }],
+    subscriptions_available: true,
+    escrow_available: false,
+    hold_seconds: 0,
+    confirmations: 0,
+    relayer_budget_wei_per_hour: BUDGET.toString(),
+  };
+  const layer = Relayer.layer({ key: Redacted.make(LOCAL_DEPLOYER_KEY), bumpAfter: "1 hour" }).pipe(
+    Layer.provide(
+      Layer.mergeAll(
+        databaseLayer(stack().databaseUrl, 5),
+        ChainRegistry.fromChains([chain]),
+        ChainClients.layer,
+      ),
+    ),
+  );
+  run = (effect) => Effect.runPromise(Effect.provide(effect, layer));
+});
+afterAll(async () => {
+  await anvil?.stop();
+});
+
+const mint = encodeFunctionData({
+  abi: TestUSDCAbi,
+  functionName: "mint",
+  args: ["0x000000000000000000000000000000000000dEaD", 1n],
+});
+const submit = (purpose: string) =>
+  Effect.flatMap(Effect.service(Relayer), (relayer) =>
+    relayer.submit(CHAIN_ID, { to: token, data: mint, purpose }),
+  );
+const track = Effect.flatMap(Effect.service(Relayer), (relayer) => relayer.track);
+const find = (purpose: string) =>
+  Effect.flatMap(Effect.service(Relayer), (relayer) => relayer.find(CHAIN_ID, purpose));
+/** One tracking pass, then whether the purpose's transaction is recorded as mined. */
+const trackedMined = async (purpose: string) => {
+  await run(track);
+  return (await run(find(purpose)))?.status === "mined";
+};
+
+describe("relayer budget", () => {
+  it("refuses a transaction beyond the chain's hourly budget, and counts the refusal", async () => {
+    const refusalsBefore = relayerBudgetRefusals(CHAIN_ID);
+    const accepted: string[] = [];
+    let refused: RelayerError | undefined;
+    for (let i = 0; i < 50 && refused === undefined; i++) {
+      const purpose = `budget:${Date.now()}:${i}`;
+      const outcome = await run(Effect.result(submit(purpose)));
+      if (outcome._tag === "Success") accepted.push(purpose);
+      else refused = outcome.failure as RelayerError;
+    }
+    expect(refused?.reason).toBe("budget_exhausted");
+    expect(accepted.length).toBeGreaterThan(0);
+    expect(relayerBudgetRefusals(CHAIN_ID)).toBe(refusalsBefore + 1);
+    expect(relayerBudgetRefusals()).toBeGreaterThanOrEqual(relayerBudgetRefusals(CHAIN_ID));
+    // What the accepted ones may cost stays within the budget.
+    const [reserved] = await query<{ wei: string }>(
+      "SELECT sum(gas_limit * max_fee_per_gas)::text AS wei FROM billing.relayer_transactions WHERE chain_id = $1",
+      [CHAIN_ID],
+    );
+    expect(BigInt(reserved?.wei ?? "0")).toBeLessThanOrEqual(BUDGET);
+    // Once mined, each counts what it really paid (gas used × price), less than reserved.
+    await run(track);
+    const [spent] = await query<{ wei: string; unmined: string }>(
+      `SELECT sum(spent_wei)::text AS wei, count(*) FILTER (WHERE spent_wei IS NULL)::text AS unmined
+       FROM billing.relayer_transactions WHERE chain_id = $1`,
+      [CHAIN_ID],
+    );
+    expect(spent?.unmined).toBe("0");
+    expect(BigInt(spent?.wei ?? "0")).toBeLessThan(BigInt(reserved?.wei ?? "0"));
+  });
+});
+
+describe("relayer tracker after the chain lost blocks", () => {
+  it("fills the nonce gap so that a queued transaction is mined", async () => {
+    // A fresh hour of budget for this chain: the previous test spent it.
+    await query(
+      "UPDATE billing.relayer_transactions SET created_at = now() - interval '2 hours' WHERE chain_id = $1",
+      [CHAIN_ID],
+    );
+    const snapshot = (await rpc(anvil.http, "evm_snapshot", [])) as string;
+    const lost = await run(submit(`gap:lost:${Date.now()}`));
+    await waitFor(() => trackedMined(lost.purpose), {
+      timeoutMs: 10_000,
+      what: "the first transaction mined and recorded",
+    });
+    // The chain goes back to before it: our record says mined, the chain has never seen that nonce.
+    await rpc(anvil.http, "evm_revert", [snapshot]);
+    const queued = await run(submit(`gap:queued:${Date.now()}`));
+    expect(queued.nonce).toBe(lost.nonce + 1);
+    await run(track); // fills nonce `lost.nonce`; anvil then mines the queued one
+    await waitFor(() => trackedMined(queued.purpose), {
+      timeoutMs: 10_000,
+      what: "the queued transaction mined",
+    });
+  });
+});

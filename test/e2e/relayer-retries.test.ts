@@ -1,0 +1,466 @@
+/**
+ * Transactions that pass the simulation and then revert on chain (the chain changed before they were
+ * mined: anvil's automine is turned off, a conflicting transaction or a clock move goes first, then a
+ * block is mined), and their retries, which must each send a new transaction and succeed: a charge, a
+ * return and an authorization. Then the gas a holder of an authorization link can make the relayer
+ * spend: many valid re-signatures pay for at most the per-mandate limit of transactions, and the
+ * page's routes answer 429 beyond their per-token and per-address limits.
+ */
+import { randomUUID } from "node:crypto";
+import { Agent, fetch } from "undici";
+import { encodeFunctionData, erc20Abi, type Hex, type PrivateKeyAccount } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
+import { LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
+import { waitFor } from "../../scripts/stack/wait.ts";
+import { PERMIT_TYPES, TERMS_TYPES } from "../../service/mandates/terms.ts";
+import { chainDriver } from "./chain-driver.ts";
+import { api, expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
+
+const CHAIN = 31337;
+/** The stack's relayer account, which pays for every escrow transaction the service sends. */
+const relayer = privateKeyToAccount(LOCAL_RELAYER_KEY);
+let driver: ReturnType<typeof chainDriver>;
+let merchant: Awaited<ReturnType<typeof merchantOnTestChain>>;
+
+beforeAll(async () => {
+  driver = chainDriver(CHAIN);
+  merchant = await merchantOnTestChain();
+});
+afterAll(async () => {
+  await driver?.rpc("evm_setAutomine", [true]);
+  // The page's request counters of this file's requests: later files start from a clean minute.
+  await query("DELETE FROM billing.rate_limits");
+});
+
+const typedValues = (fields: readonly { name: string; type: string }[], message: Record<string, unknown>) =>
+  Object.fromEntries(
+    fields.map(({ name, type }) => [
+      name,
+      /^u?int/.test(type) ? BigInt(message[name] as string) : message[name],
+    ]),
+  );
+
+const tokenOf = (mandate: { authorization_url: string }) =>
+  mandate.authorization_url.split("/authorize/")[1] ?? "";
+
+interface TypedData {
+  readonly domain: never;
+  readonly message: Record<string, unknown>;
+}
+
+/** What the hosted page does: fetch the terms, sign them (and the permit) with the wallet, submit. */
+const signAndSubmit = async (token: string, customer: PrivateKeyAccount) => {
+  const request = await api(`/authorize/${token}/terms`, {
+    key: null,
+    idempotencyKey: null,
+    body: { customer_address: customer.address },
+  });
+  if (request.status !== 200) throw new Error(`terms: ${request.text}`);
+  const { terms, permit } = request.json as { terms: TypedData; permit: TypedData | null };
+  return { terms, ...(await submitSigned(token, customer, terms, permit)) };
+};
+
+/** Signs terms (and a permit) and submits the signatures `copies` times at once. */
+const submitSigned = async (
+  token: string,
+  customer: PrivateKeyAccount,
+  terms: TypedData,
+  permit: TypedData | null,
+  copies = 1,
+) => {
+  const signature = await customer.signTypedData({
+    domain: terms.domain,
+    types: TERMS_TYPES,
+    primaryType: "Terms",
+    message: typedValues(TERMS_TYPES.Terms, terms.message) as never,
+  });
+  const permitSignature = permit
+    ? await customer.signTypedData({
+        domain: permit.domain,
+        types: PERMIT_TYPES,
+        primaryType: "Permit",
+        message: typedValues(PERMIT_TYPES.Permit, permit.message) as never,
+      })
+    : null;
+  const body = {
+    customer_address: customer.address,
+    terms: terms.message,
+    signature,
+    permit_signature: permitSignature,
+  };
+  const answers = await Promise.all(
+    Array.from({ length: copies }, () =>
+      api(`/authorize/${token}/signatures`, { key: null, idempotencyKey: null, body }),
+    ),
+  );
+  return { nonce: Number(terms.message.nonce), answers };
+};
+
+/** Waits until the relayer recorded these outcomes for the transactions a query selects. */
+const relayerStatuses = (what: string, text: string, params: unknown[], expected: string[]) =>
+  waitUntil(what, async () => {
+    const rows = await query<{ status: string }>(text, params);
+    return JSON.stringify(rows.map((row) => row.status)) === JSON.stringify(expected);
+  });
+
+/** Sends from a customer without waiting for a block (automine may be off), ahead of others by fee. */
+const sendAhead = async (account: PrivateKeyAccount, to: Hex, data: Hex) => {
+  const nonce = await driver.client.getTransactionCount({ address: account.address, blockTag: "pending" });
+  const raw = await account.signTransaction({
+    type: "eip1559",
+    chainId: CHAIN,
+    nonce,
+    to,
+    data,
+    gas: 200_000n,
+    maxFeePerGas: 200_000_000_000n,
+    maxPriorityFeePerGas: 100_000_000_000n,
+  });
+  return driver.client.sendRawTransaction({ serializedTransaction: raw });
+};
+
+const balanceOf = (address: Hex) =>
+  driver.client.readContract({
+    address: driver.usdc,
+    abi: erc20Abi,
+    functionName: "balanceOf",
+    args: [address],
+  });
+
+/** Moves the customer's whole token balance away (to the zero-adjacent dead address). */
+const emptyWallet = async (customer: PrivateKeyAccount) =>
+  sendAhead(
+    customer,
+    driver.usdc,
+    encodeFunctionData({
+      abi: erc20Abi,
+      functionName: "transfer",
+      args: ["0x000000000000000000000000000000000000dEaD", await balanceOf(customer.address)],
+    }),
+  );
+
+const mint = async (customer: PrivateKeyAccount, amount: bigint) => {
+  const hash = await sendAhead(
+    customer,
+    driver.usdc,
+    encodeFunctionData({ abi: TestUSDCAbi, functionName: "mint", args: [customer.address, amount] }),
+  );
+  await driver.client.waitForTransactionReceipt({ hash, pollingInterval: 20 });
+};
+
+/** The relayer transaction of a purpose, once the node holds its bytes. */
+const relayedInPool = async (purpose: string) => {
+  let hash: Hex | undefined;
+  await waitFor(
+    async () => {
+      const [row] = await query<{ hashes: string[] }>(
+        "SELECT hashes FROM billing.relayer_transactions WHERE chain_id = $1 AND purpose = $2",
+        [CHAIN, purpose],
+      );
+      const last = row?.hashes.at(-1) as Hex | undefined;
+      if (last && (await driver.client.request({ method: "eth_getTransactionByHash", params: [last] })))
+        hash = last;
+      return hash !== undefined;
+    },
+    { timeoutMs: 10_000, intervalMs: 50, what: `the relayer's transaction for ${purpose}` },
+  );
+  return hash as Hex;
+};
+
+const receiptStatus = async (hash: Hex) => (await driver.client.getTransactionReceipt({ hash })).status;
+
+/** Runs `during` with automine off, then mines one block and turns automine back on. */
+const withoutAutomine = async <A>(during: () => Promise<A>, beforeMining?: () => Promise<void>) => {
+  await driver.rpc("evm_setAutomine", [false]);
+  try {
+    const result = await during();
+    await beforeMining?.();
+    await driver.mine();
+    return result;
+  } finally {
+    await driver.rpc("evm_setAutomine", [true]);
+  }
+};
+
+const mandateOf = async (id: string) => (await merchant.call(`/v1/mandates/${id}`)).json;
+const chargeOf = async (id: string) => (await merchant.call(`/v1/charges/${id}`)).json;
+const waitUntil = (what: string, check: () => Promise<boolean>) =>
+  waitFor(check, { timeoutMs: 30_000, intervalMs: 100, what });
+
+const openMandate = async () => {
+  const opened = await merchant.call("/v1/mandates", {
+    cap_decimal: "50",
+    period: "month",
+    customer: `cus_${randomUUID().slice(0, 8)}`,
+  });
+  expect(opened.status).toBe(200);
+  return opened.json as { id: string; authorization_url: string };
+};
+
+describe("a transaction that reverts on chain is retried with a new transaction", () => {
+  let customer: PrivateKeyAccount;
+  let mandateId: string;
+  let chargeId: string;
+
+  it("authorization: the signature expires before it is mined; signing again succeeds", async () => {
+    customer = await driver.newCustomer();
+    const mandate = await openMandate();
+    mandateId = mandate.id;
+    const token = tokenOf(mandate);
+    let firstHash: Hex | undefined;
+    await withoutAutomine(
+      async () => {
+        const { answers } = await signAndSubmit(token, customer);
+        expect(answers[0]?.status).toBe(200);
+        firstHash = answers[0]?.json.pending_transaction as Hex;
+        expect(firstHash).toMatch(/^0x[0-9a-f]{64}$/);
+        await waitUntil("the authorization in the pool", async () =>
+          Boolean(
+            await driver.client.request({ method: "eth_getTransactionByHash", params: [firstHash as Hex] }),
+          ),
+        );
+      },
+      // The block that includes it comes after the signature's deadline (an hour and a bit later).
+      () => driver.increaseTime(3_700),
+    );
+    expect(await receiptStatus(firstHash as Hex)).toBe("reverted");
+    // The page offers to sign again once the relayer saw the revert.
+    await waitUntil("the session to ask for a signature again", async () => {
+      const session = await api(`/authorize/${token}/session`, { key: null });
+      return session.json.needs_signature === true && session.json.pending_transaction === null;
+    });
+
+    const { nonce, answers } = await signAndSubmit(token, customer);
+    expect(nonce).toBe(1); // the same signature version: the first attempt never reached the chain
+    expect(answers[0]?.status).toBe(200);
+    const retryHash = answers[0]?.json.pending_transaction as Hex;
+    expect(retryHash).not.toBe(firstHash);
+    await waitUntil("the mandate to be active", async () => (await mandateOf(mandateId)).status === "active");
+    expect(await receiptStatus(retryHash)).toBe("success");
+    const [bound] = await query<{ onchain_id: string }>(
+      "SELECT onchain_id FROM billing.mandates WHERE id = $1",
+      [mandateId],
+    );
+    await relayerStatuses(
+      "both authorization attempts recorded",
+      "SELECT status FROM billing.relayer_transactions WHERE action = $1 ORDER BY created_at",
+      [`authorize:${CHAIN}:${bound?.onchain_id.toLowerCase()}:1`],
+      ["reverted", "mined"],
+    );
+  });
+
+  it("charge: the customer empties the wallet before it is mined; a retry in the period succeeds", async () => {
+    const first = await withoutAutomine(
+      async () => {
+        const charged = await merchant.call(`/v1/mandates/${mandateId}/charges`, { amount_decimal: "5" });
+        expect(charged.json.status).toBe("pending");
+        const [row] = await query<{ relayer_purpose: string }>(
+          "SELECT relayer_purpose FROM billing.charges WHERE id = $1",
+          [charged.json.id],
+        );
+        const hash = await relayedInPool(row?.relayer_purpose ?? "");
+        return { id: charged.json.id as string, hash };
+      },
+      async () => {
+        await emptyWallet(customer);
+      },
+    );
+    expect(await receiptStatus(first.hash)).toBe("reverted");
+    await waitUntil(
+      "the reverted charge to fail",
+      async () => (await chargeOf(first.id)).status === "failed",
+    );
+    expect((await chargeOf(first.id)).failure_code).toBe("insufficient_funds");
+
+    await mint(customer, 100_000_000n);
+    const idempotencyKey = randomUUID();
+    const retried = await api(`/v1/mandates/${mandateId}/charges`, {
+      key: merchant.key,
+      idempotencyKey,
+      body: { amount_decimal: "5" },
+    });
+    expect(retried.status).toBe(200);
+    expect(retried.json.id).not.toBe(first.id);
+    await waitUntil(
+      "the retried charge to succeed",
+      async () => (await chargeOf(retried.json.id)).status === "succeeded",
+    );
+    chargeId = retried.json.id;
+
+    // The same request replayed sends nothing more.
+    const replayed = await api(`/v1/mandates/${mandateId}/charges`, {
+      key: merchant.key,
+      idempotencyKey,
+      body: { amount_decimal: "5" },
+    });
+    expect(replayed.headers.get("idempotent-replayed")).toBe("true");
+    expect(replayed.json.id).toBe(retried.json.id);
+    const [{ onchain_id } = { onchain_id: "" }] = await query<{ onchain_id: string }>(
+      "SELECT onchain_id FROM billing.charges WHERE id = $1",
+      [chargeId],
+    );
+    await relayerStatuses(
+      "both charge attempts recorded",
+      "SELECT status FROM billing.relayer_transactions WHERE purpose LIKE $1 ORDER BY created_at",
+      [`charge:${CHAIN}:${onchain_id}:%`],
+      ["reverted", "mined"],
+    );
+  });
+
+  it("return: it runs out of gas when the customer's balance went to zero; a second return succeeds", async () => {
+    const charge = await chargeOf(chargeId);
+    expect(charge.held).toBe(true);
+    // Paying back into an empty balance costs 17,100 more gas than the simulation (into a funded one)
+    // measured: more than the relayer's 20% margin.
+    expect(await balanceOf(customer.address)).toBeGreaterThan(0n);
+    const firstHash = await withoutAutomine(
+      async () => {
+        const returned = await merchant.call(`/v1/charges/${chargeId}/return`, {});
+        expect(returned.status).toBe(200);
+        expect(returned.json.pending_action).toBe("return");
+        const [row] = await query<{ pending_action_purpose: string }>(
+          "SELECT pending_action_purpose FROM billing.charges WHERE id = $1",
+          [chargeId],
+        );
+        return relayedInPool(row?.pending_action_purpose ?? "");
+      },
+      async () => {
+        await emptyWallet(customer);
+      },
+    );
+    expect(await receiptStatus(firstHash)).toBe("reverted");
+    await waitUntil(
+      "the failed return to be cleared",
+      async () => (await chargeOf(chargeId)).pending_action === null,
+    );
+
+    const again = await merchant.call(`/v1/charges/${chargeId}/return`, {});
+    expect(again.status).toBe(200);
+    await waitUntil(
+      "the charge to be returned",
+      async () => (await chargeOf(chargeId)).status === "returned",
+    );
+    const [held] = await query<{ onchain_id: string }>(
+      "SELECT onchain_id FROM billing.charges WHERE id = $1",
+      [chargeId],
+    );
+    await relayerStatuses(
+      "both return attempts recorded",
+      "SELECT status FROM billing.relayer_transactions WHERE action = $1 ORDER BY created_at",
+      [`return:${CHAIN}:${held?.onchain_id}`],
+      ["reverted", "mined"],
+    );
+  });
+});
+
+describe("the relayer's gas, spent through the public page", () => {
+  it("many valid re-signatures pay for at most the per-mandate limit of transactions", async () => {
+    const LIMIT = 5; // AUTHORIZATIONS_PER_MANDATE_PER_DAY's default
+    const customer = await driver.newCustomer();
+    const mandate = await openMandate();
+    const token = tokenOf(mandate);
+    const nonceBefore = await driver.client.getTransactionCount({ address: relayer.address });
+    const [{ started } = { started: "" }] = await query<{ started: string }>("SELECT now()::text AS started");
+
+    // The first signature through the page; then re-signatures the page would not even ask for (the
+    // mandate is active), each valid: the next signature version, a fresh deadline, sent four times at once.
+    const first = await signAndSubmit(token, customer);
+    expect(first.answers[0]?.status).toBe(200);
+    await waitUntil("signature version 1", async () => (await mandateOf(mandate.id)).signature_version === 1);
+    let refusal: Awaited<ReturnType<typeof api>> | undefined;
+    for (let round = 2; round <= LIMIT + 3; round++) {
+      const now = Number((await driver.client.getBlock()).timestamp);
+      const terms = {
+        domain: first.terms.domain,
+        message: { ...first.terms.message, nonce: String(round), deadline: String(now + 3_000) },
+      };
+      const { nonce, answers } = await submitSigned(token, customer, terms, null, 4);
+      if (answers.some((a) => a.status === 200)) {
+        await waitUntil(
+          `signature version ${nonce}`,
+          async () => (await mandateOf(mandate.id)).signature_version === nonce,
+        );
+      } else {
+        refusal = answers.find((a) => a.status === 429);
+        if (refusal) break;
+      }
+    }
+    expect(refusal?.status).toBe(429);
+    expect(expectErrorShape(refusal?.json).code).toBe("authorization_limit_reached");
+    expect(Number(refusal?.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect((await mandateOf(mandate.id)).signature_version).toBe(LIMIT);
+
+    const paid = await query<{ action: string | null }>(
+      `SELECT action FROM billing.relayer_transactions WHERE chain_id = $1 AND created_at >= $2::timestamptz`,
+      [CHAIN, started],
+    );
+    const forMandate = paid.filter((row) => row.action?.startsWith(`authorize:${CHAIN}:`));
+    expect(forMandate).toHaveLength(LIMIT);
+    // Every transaction the relayer's account sent in the meantime is one of those recorded.
+    const nonceAfter = await driver.client.getTransactionCount({ address: relayer.address });
+    expect(nonceAfter - nonceBefore).toBe(paid.length);
+  });
+
+  it("answers 429 with Retry-After beyond the per-token request limit", async () => {
+    const mandate = await openMandate();
+    const token = tokenOf(mandate);
+    const answers = await Promise.all(
+      Array.from({ length: 260 }, () => api(`/authorize/${token}/session`, { key: null })),
+    );
+    const limited = answers.filter((a) => a.status === 429);
+    expect(answers.filter((a) => a.status === 200).length).toBeLessThanOrEqual(240);
+    expect(limited.length).toBeGreaterThanOrEqual(20);
+    const first = limited[0];
+    expect(expectErrorShape(first?.json).code).toBe("rate_limited");
+    expect(Number(first?.headers.get("retry-after"))).toBeGreaterThan(0);
+    // Another token is not limited by this one.
+    const other = await openMandate();
+    expect((await api(`/authorize/${tokenOf(other)}/session`, { key: null })).status).toBe(200);
+  });
+
+  it("answers 429 beyond the per-address request limit, whatever X-Forwarded-For claims", async () => {
+    const LIMIT = 600; // PAGE_RATE_LIMIT_PER_ADDRESS's default
+    // A loopback address of this test's own, so the stack's other clients keep their budget.
+    const address = `127.0.${2 + Math.floor(Math.random() * 250)}.${2 + Math.floor(Math.random() * 250)}`;
+    const from = (localAddress: string) => new Agent({ localAddress, connections: 32 });
+    const hammer = new Agent({ localAddress: address, connections: 32 });
+    const page = (dispatcher: Agent, n: number) =>
+      Promise.all(
+        Array.from({ length: n }, async (_, i) => {
+          // Unknown links, each a different one: only the address's counter can refuse them.
+          const response = await fetch(`${stack().apiUrl}/authorize/${"x".repeat(24)}${i}/session`, {
+            dispatcher,
+            headers: { "x-forwarded-for": `203.0.113.${i % 250}` },
+          });
+          return {
+            status: response.status,
+            retryAfter: response.headers.get("retry-after"),
+            text: await response.text(),
+          };
+        }),
+      );
+    try {
+      // Two rounds at most: the counters are per calendar minute, and the first may straddle two.
+      let limited: Awaited<ReturnType<typeof page>> = [];
+      for (let round = 0; round < 2 && limited.length === 0; round++) {
+        const answers = await page(hammer, LIMIT + 40);
+        limited = answers.filter((a) => a.status === 429);
+        expect(answers.filter((a) => a.status === 404).length).toBeLessThanOrEqual(LIMIT);
+      }
+      expect(limited.length).toBeGreaterThan(0);
+      expect(expectErrorShape(JSON.parse(limited[0]?.text ?? "null")).code).toBe("rate_limited");
+      expect(Number(limited[0]?.retryAfter)).toBeGreaterThan(0);
+      // Another client address is not limited by this one.
+      const neighbour = from(`127.0.1.${2 + Math.floor(Math.random() * 250)}`);
+      try {
+        expect((await page(neighbour, 1))[0]?.status).toBe(404);
+      } finally {
+        await neighbour.close();
+      }
+    } finally {
+      await hammer.close();
+    }
+  });
+});

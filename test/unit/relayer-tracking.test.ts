@@ -1,0 +1,131 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { relayerBudgetExhausted } from "../../service/chains/relayer.ts";
+import { decideTracking, nonceGaps, type TrackingInput } from "../../service/chains/relayer-tracking.ts";
+import { RateLimited } from "../../service/errors.ts";
+import { toErrorResponse } from "../../service/http/error-response.ts";
+import { clientAddress, pageRequestKeys, tokenOfPath } from "../../service/http/page-rate-limit.ts";
+
+const base: TrackingInput = {
+  nonce: 7,
+  receipt: undefined,
+  minedNonce: 7,
+  nodeHasTransaction: true,
+  ageMs: 1_000,
+  bumpAfterMs: 30_000,
+};
+
+describe("relayer tracking decisions", () => {
+  it("records a receipt whatever else the chain says", () => {
+    expect(decideTracking({ ...base, receipt: "success", minedNonce: 99 })).toEqual({
+      kind: "record",
+      status: "mined",
+    });
+    expect(decideTracking({ ...base, receipt: "reverted" })).toEqual({ kind: "record", status: "reverted" });
+  });
+
+  it("supersedes a transaction whose nonce the chain used without a receipt of ours", () => {
+    expect(decideTracking({ ...base, minedNonce: 8 })).toEqual({ kind: "superseded" });
+  });
+
+  it("does not re-send bytes the node already holds", () => {
+    expect(decideTracking(base)).toEqual({ kind: "wait" });
+    // Queued behind a lower nonce (e.g. a gap after lost blocks): neither re-sent nor bumped, ever.
+    expect(decideTracking({ ...base, minedNonce: 3, ageMs: 3_600_000 })).toEqual({ kind: "wait" });
+  });
+
+  it("re-sends bytes the node lost, and replaces the next nonce once it is old", () => {
+    expect(decideTracking({ ...base, nodeHasTransaction: false })).toEqual({ kind: "rebroadcast" });
+    expect(decideTracking({ ...base, nodeHasTransaction: false, minedNonce: 5, ageMs: 60_000 })).toEqual({
+      kind: "rebroadcast",
+    });
+    expect(decideTracking({ ...base, ageMs: 30_000 })).toEqual({ kind: "replace" });
+  });
+
+  it("waits when the node does not answer", () => {
+    expect(decideTracking({ ...base, minedNonce: undefined, nodeHasTransaction: undefined })).toEqual({
+      kind: "wait",
+    });
+    expect(decideTracking({ ...base, nodeHasTransaction: undefined })).toEqual({ kind: "wait" });
+  });
+
+  it("re-sends or replaces only a transaction that can still be mined (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          nonce: fc.nat(50),
+          receipt: fc.constantFrom(undefined, "success" as const, "reverted" as const),
+          minedNonce: fc.option(fc.nat(50), { nil: undefined }),
+          nodeHasTransaction: fc.option(fc.boolean(), { nil: undefined }),
+          ageMs: fc.nat(100_000),
+          bumpAfterMs: fc.integer({ min: 1, max: 100_000 }),
+        }),
+        (input) => {
+          const decision = decideTracking(input);
+          if (decision.kind === "rebroadcast") {
+            expect(input.nodeHasTransaction).toBe(false);
+            expect(input.minedNonce).toBeLessThanOrEqual(input.nonce);
+          }
+          if (decision.kind === "replace") expect(input.minedNonce).toBe(input.nonce);
+          if (input.receipt === undefined) expect(decision.kind).not.toBe("record");
+        },
+      ),
+    );
+  });
+});
+
+describe("nonce gaps", () => {
+  it("finds the nonces below our pending ones that nothing of ours fills", () => {
+    // The chain lost the blocks with nonces 3 and 4; ours at 5 and 6 wait in the pool.
+    expect(nonceGaps(3, [5, 6])).toEqual([3, 4]);
+    expect(nonceGaps(3, [3, 5])).toEqual([4]);
+  });
+
+  it("finds none in normal operation", () => {
+    expect(nonceGaps(5, [5, 6, 7])).toEqual([]);
+    expect(nonceGaps(8, [5, 6, 7])).toEqual([]);
+    expect(nonceGaps(4, [])).toEqual([]);
+  });
+});
+
+describe("page rate limit keys", () => {
+  it("uses the socket address unless a proxy is trusted", () => {
+    expect(clientAddress("10.0.0.1", "1.2.3.4", false)).toBe("10.0.0.1");
+    expect(clientAddress("10.0.0.1", "6.6.6.6, 1.2.3.4", true)).toBe("1.2.3.4");
+    expect(clientAddress("10.0.0.1", undefined, true)).toBe("10.0.0.1");
+    expect(clientAddress(undefined, undefined, false)).toBe("unknown");
+  });
+
+  it("counts a request per address and per token", () => {
+    const token = "abcdefghijklmnopqrstuvwxyz012345";
+    expect(tokenOfPath(`/authorize/${token}/signatures`)).toBe(token);
+    expect(tokenOfPath(`/authorize/${token}`)).toBe(token);
+    expect(tokenOfPath("/authorize/assets/authorize.js")).toBeUndefined();
+    const limits = { perAddressPerMinute: 10, perTokenPerMinute: 5, trustProxy: false };
+    expect(pageRequestKeys(limits, { path: `/authorize/${token}/session`, socketAddress: "::1" })).toEqual([
+      { key: "page:address:::1", limit: 10 },
+      { key: `page:token:${token}`, limit: 5 },
+    ]);
+  });
+});
+
+describe("refusals in the error shape", () => {
+  it("a spent relayer budget is a retryable 503", () => {
+    const response = toErrorResponse(relayerBudgetExhausted);
+    expect(response.status).toBe(503);
+    expect(response.body.error).toMatchObject({
+      type: "api_error",
+      code: "relayer_budget_exhausted",
+      param: null,
+    });
+  });
+
+  it("a rate limit is a 429 with Retry-After", () => {
+    const response = toErrorResponse(
+      new RateLimited({ code: "rate_limited", message: "Too many requests.", retryAfterSeconds: 17 }),
+    );
+    expect(response.status).toBe(429);
+    expect(response.headers).toEqual({ "Retry-After": "17" });
+    expect(response.body.error.code).toBe("rate_limited");
+  });
+});
