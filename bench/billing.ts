@@ -11,7 +11,7 @@
  * measured phase starts: from the boundary to the last `invoice.paid`. N = BILLING_SUBSCRIPTIONS
  * (default 10,000). Writes bench/results/billing.json.
  */
-import { rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, ManagedRuntime, Redacted } from "effect";
@@ -29,16 +29,14 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
 import { TestUSDCAbi } from "../abis/TestUSDC.ts";
 import { LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
-import { startStack } from "../scripts/stack/stack.ts";
-import { PERMIT_TYPES, TERMS_TYPES } from "../service/mandates/terms.ts";
-import { benchChainsConfig } from "./local-chain-config.ts";
+import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
+import { type PageTypedData, signPageTerms } from "../test/contract/harness.ts";
+import { benchChain } from "./local-chain-config.ts";
 
 const N = Number(process.env.BILLING_SUBSCRIPTIONS ?? 10_000);
 const CONCURRENCY = 32;
 const MONTH = 31 * 86_400;
 const PHASE_TIMEOUT_MS = Number(process.env.BILLING_PHASE_TIMEOUT_S ?? 1_800) * 1000;
-
-const { dataDir, chainsConfig } = benchChainsConfig("billing");
 
 const seconds = (since: number) => Math.round((performance.now() - since) / 10) / 100;
 
@@ -52,27 +50,9 @@ const pool = async <T>(items: readonly T[], task: (item: T, index: number) => Pr
   );
 };
 
-/** EIP-1193 typed data (numbers as strings) back into the values viem signs. */
-const typedValues = (
-  fields: readonly { name: string; type: string }[],
-  message: Record<string, unknown>,
-): Record<string, unknown> =>
-  Object.fromEntries(
-    fields.map(({ name, type }) => [
-      name,
-      /^u?int/.test(type) ? BigInt(message[name] as string) : message[name],
-    ]),
-  );
-
 console.log("starting the stack ...");
-const stack = await startStack({
-  dataDir,
-  chainsConfig,
-  port: 0,
-  persistent: false,
-  logFormat: "json",
-  logLevel: "Warn",
-  onOutput: () => {},
+const scratch = await startScratchStack("billing", {
+  chains: [benchChain("billing")],
   // Every customer signs from this one address, through the page's API.
   page: {
     perAddressPerMinute: 0,
@@ -81,10 +61,8 @@ const stack = await startStack({
     authorizationsPerMandatePerDay: 5,
   },
 });
-for (const signal of ["SIGINT", "SIGTERM"] as const)
-  process.once(signal, () => {
-    void stack.stop().finally(() => process.exit(1));
-  });
+const { stack } = scratch;
+stopOnSignal(scratch);
 try {
   const resolved = stack.chains[0];
   if (!resolved?.rpc || !resolved.escrow.address) throw new Error("no resolved chain");
@@ -215,32 +193,9 @@ try {
     const customer = customers[i];
     if (!customer) return;
     const request = await api(`/authorize/${sub.token}/terms`, { customer_address: customer.address }, false);
-    const terms = request.terms as { domain: never; message: Record<string, unknown> };
-    const permit = request.permit as { domain: never; message: Record<string, unknown> } | null;
-    const signature = await customer.signTypedData({
-      domain: terms.domain,
-      types: TERMS_TYPES,
-      primaryType: "Terms",
-      message: typedValues(TERMS_TYPES.Terms, terms.message) as never,
-    });
-    const permitSignature = permit
-      ? await customer.signTypedData({
-          domain: permit.domain,
-          types: PERMIT_TYPES,
-          primaryType: "Permit",
-          message: typedValues(PERMIT_TYPES.Permit, permit.message) as never,
-        })
-      : null;
-    await api(
-      `/authorize/${sub.token}/signatures`,
-      {
-        customer_address: customer.address,
-        terms: terms.message,
-        signature,
-        permit_signature: permitSignature,
-      },
-      false,
-    );
+    const terms = request.terms as PageTypedData;
+    const permit = request.permit as PageTypedData | null;
+    await api(`/authorize/${sub.token}/signatures`, await signPageTerms(customer, terms, permit), false);
   });
   const authorised = seconds(authStarted);
   console.log(`${N} authorisations submitted in ${authorised} s`);
@@ -299,6 +254,5 @@ try {
   console.log(JSON.stringify(report, null, 2));
   if (!report.meets_target) process.exitCode = 1;
 } finally {
-  await stack.stop();
-  rmSync(dataDir, { recursive: true, force: true });
+  await scratch.stop();
 }

@@ -7,7 +7,7 @@
  * payout address, each with its event in the outbox (years of operation, bulk-inserted), so the
  * relay's cost per pass must not grow with history. Writes bench/results/latency.json.
  */
-import { rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { PgClient } from "@effect/sql-pg";
 import { Duration, Effect, Option, Queue, Redacted } from "effect";
 import {
@@ -24,11 +24,11 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
 import { TestUSDCAbi } from "../abis/TestUSDC.ts";
 import { LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
+import { startScratchStack } from "../scripts/stack/scratch-stack.ts";
 import { LOCAL_PAYOUT_ADDRESS } from "../scripts/stack/seed.ts";
-import { startStack } from "../scripts/stack/stack.ts";
 import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { mandateIdFor, TERMS_TYPES } from "../test/contract/harness.ts";
-import { benchChainsConfig } from "./local-chain-config.ts";
+import { benchChain } from "./local-chain-config.ts";
 
 const N = Number(process.env.LATENCY_CHARGES ?? 200);
 /**
@@ -127,17 +127,9 @@ const seedHistory = (databaseUrl: string, merchantId: string, facts: number) =>
   );
 
 const measure = async (historyFacts: number) => {
-  const { dataDir, chainsConfig } = benchChainsConfig("latency");
   console.log(`starting the stack (history: ${historyFacts} facts) ...`);
-  const stack = await startStack({
-    dataDir,
-    chainsConfig,
-    port: 0,
-    persistent: false,
-    logFormat: "json",
-    logLevel: "Warn",
-    onOutput: () => {},
-  });
+  const scratch = await startScratchStack("latency", { chains: [benchChain("latency")] });
+  const { stack } = scratch;
   const resolved = stack.chains[0];
   if (!resolved?.rpc || !resolved.escrow.address) throw new Error("no resolved chain");
   const escrow = resolved.escrow.address as `0x${string}`;
@@ -262,8 +254,7 @@ const measure = async (historyFacts: number) => {
       }),
     ).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack.databaseUrl), maxConnections: 2 }))),
   );
-  await stack.stop();
-  rmSync(dataDir, { recursive: true, force: true });
+  await scratch.stop();
 
   const sorted = [...latencies].sort((a, b) => a - b);
   const pct = (p: number) =>

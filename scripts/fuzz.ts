@@ -4,9 +4,9 @@
  * start theirs) or a running one. Prints the figures; exits non-zero on any 5xx or malformed 4xx.
  */
 import { parseArgs } from "node:util";
-import { benchChainsConfig } from "../bench/local-chain-config.ts";
+import { benchChain } from "../bench/local-chain-config.ts";
 import { formatReport, runFuzz } from "./fuzz/api-fuzzer.ts";
-import { startStack } from "./stack/stack.ts";
+import { startScratchStack, stopOnSignal } from "./stack/scratch-stack.ts";
 
 const { values } = parseArgs({
   options: {
@@ -28,21 +28,10 @@ let stop = async () => {};
 let baseUrl = values.url;
 let key = values.key;
 if (baseUrl === undefined) {
-  const { dataDir, chainsConfig } = benchChainsConfig("fuzz");
-  const stack = await startStack({
-    dataDir,
-    chainsConfig,
-    port: 0,
-    persistent: false,
-    logFormat: "json",
-    logLevel: "Warn",
-    onOutput: () => {},
-  });
-  stop = () => stack.stop();
-  for (const signal of ["SIGINT", "SIGTERM"] as const)
-    process.once(signal, () => {
-      void stack.stop().finally(() => process.exit(1));
-    });
+  const scratch = await startScratchStack("fuzz", { chains: [benchChain("fuzz")] });
+  const { stack } = scratch;
+  stop = scratch.stop;
+  stopOnSignal(scratch);
   baseUrl = stack.apiUrl;
   key = stack.devMerchant.apiKey;
   console.log(`stack up at ${baseUrl}`);

@@ -52,6 +52,51 @@ export interface Terms {
 export { TERMS_TYPES };
 
 /** A mandate id in the customer's namespace: its address, then a 96-bit salt. */
+/** Typed data as the page's API sends it (JSON: integers as decimal strings) back into the values viem signs. */
+const typedValues = (
+  fields: readonly { name: string; type: string }[],
+  message: Record<string, unknown>,
+): Record<string, unknown> =>
+  Object.fromEntries(
+    fields.map(({ name, type }) => [
+      name,
+      /^u?int/.test(type) ? BigInt(message[name] as string) : message[name],
+    ]),
+  );
+
+/** EIP-712 typed data as the hosted page's API sends it. */
+export interface PageTypedData {
+  readonly domain: never;
+  readonly message: Record<string, unknown>;
+}
+
+/**
+ * What the hosted page does with a wallet: signs the terms (and the permit, when the page asks for one)
+ * and returns the body of `POST /authorize/{token}/signatures`.
+ */
+export const signPageTerms = async (
+  customer: PrivateKeyAccount,
+  terms: PageTypedData,
+  permit: PageTypedData | null,
+) => ({
+  customer_address: customer.address,
+  terms: terms.message,
+  signature: await customer.signTypedData({
+    domain: terms.domain,
+    types: TERMS_TYPES,
+    primaryType: "Terms",
+    message: typedValues(TERMS_TYPES.Terms, terms.message) as never,
+  }),
+  permit_signature: permit
+    ? await customer.signTypedData({
+        domain: permit.domain,
+        types: PERMIT_TYPES,
+        primaryType: "Permit",
+        message: typedValues(PERMIT_TYPES.Permit, permit.message) as never,
+      })
+    : null,
+});
+
 export const mandateIdFor = (customer: Address, salt: bigint): Hex =>
   `0x${customer.slice(2).toLowerCase()}${salt.toString(16).padStart(24, "0")}`;
 

@@ -15,8 +15,10 @@ import {
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
+import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
+import { type RunningAnvil, rpc } from "../../scripts/stack/anvil.ts";
 import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
+import { waitFor } from "../../scripts/stack/wait.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { mandateIdFor, TERMS_TYPES } from "../contract/harness.ts";
 import { stack } from "./helpers.ts";
@@ -130,4 +132,28 @@ export const chainDriver = (chainId: number) => {
     /** Replaces the last `depth` blocks; `raws` are re-included in the first new block. */
     reorg: (depth: number, raws: Hex[] = []) => rpc("anvil_reorg", [depth, raws.map((raw) => [raw, 0])]),
   };
+};
+
+/**
+ * Deploys the test USDC on an anvil of a test's own by a plain RPC request from anvil's first
+ * (unlocked) account; returns its address.
+ */
+export const deployTestUsdc = async (anvil: RunningAnvil): Promise<Hex> => {
+  const deployHash = (await rpc(anvil.http, "eth_sendTransaction", [
+    { from: "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", data: TestUSDCBytecode, gas: "0x4c4b40" },
+  ])) as Hex;
+  // Automining anvil may answer the receipt a moment after the hash.
+  let address: Hex | undefined;
+  await waitFor(
+    async () => {
+      const receipt = (await rpc(anvil.http, "eth_getTransactionReceipt", [deployHash])) as {
+        contractAddress: Hex;
+      } | null;
+      address = receipt?.contractAddress;
+      return receipt !== null;
+    },
+    { timeoutMs: 10_000, what: "the token deployment" },
+  );
+  if (address === undefined) throw new Error("the token deployment has no contract address");
+  return address;
 };

@@ -6,15 +6,13 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rpc } from "../../scripts/stack/anvil.ts";
-import { type RunningStack, startStack } from "../../scripts/stack/stack.ts";
+import { localChain, type ScratchStack, startScratchStack } from "../../scripts/stack/scratch-stack.ts";
+import type { RunningStack } from "../../scripts/stack/stack.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
 import { newAddress } from "./helpers.ts";
 
@@ -22,7 +20,7 @@ const MONTH = 31 * 86_400;
 const SUBSCRIPTIONS = 10;
 const KEY = `sk_test_faults${"1357924680".repeat(3)}`;
 
-const dataDir = mkdtempSync(join(tmpdir(), "billing-faults-"));
+let scratch: ScratchStack;
 let stack: RunningStack;
 const children: ChildProcess[] = [];
 const ids: string[] = [];
@@ -158,36 +156,12 @@ const startServiceProcess = async () => {
 };
 
 beforeAll(async () => {
-  const chainsConfig = join(dataDir, "chains.json");
-  writeFileSync(
-    chainsConfig,
-    JSON.stringify({
-      chains: [
-        {
-          id: 31337,
-          name: "Faults chain",
-          livemode: false,
-          local: { port: 0 },
-          escrow: {},
-          tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" }],
-          subscriptions_available: true,
-          escrow_available: true,
-          hold_seconds: 3600,
-          confirmations: 0,
-        },
-      ],
-    }),
-  );
-  stack = await startStack({
-    dataDir,
-    chainsConfig,
-    port: 0,
-    persistent: false,
+  scratch = await startScratchStack("faults", {
+    chains: [localChain({ name: "Faults chain" })],
     devApiKey: KEY,
-    logFormat: "json",
     logLevel: "Error",
-    onOutput: () => {},
   });
+  stack = scratch.stack;
   expect((await call("/v1/merchant/chains", { chain: 31337, payout_address: newAddress() })).status).toBe(
     200,
   );
@@ -205,8 +179,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const child of children) child.kill("SIGKILL");
-  await stack?.stop();
-  rmSync(dataDir, { recursive: true, force: true });
+  await scratch?.stop();
 });
 
 describe("faults at a billing boundary", () => {

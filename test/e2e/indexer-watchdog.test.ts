@@ -4,52 +4,25 @@
  * the chain, `/indexer/live` answers 503, the stall metric is 1; the stack's supervisor restarts the
  * indexer, which catches up, and `/ready` is 200 again with the metric at 0.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rpc } from "../../scripts/stack/anvil.ts";
-import { type RunningStack, startStack } from "../../scripts/stack/stack.ts";
+import { type ScratchStack, startScratchStack } from "../../scripts/stack/scratch-stack.ts";
+import type { RunningStack } from "../../scripts/stack/stack.ts";
 import { sleep, waitFor } from "../../scripts/stack/wait.ts";
 
-const dataDir = mkdtempSync(join(tmpdir(), "billing-watchdog-"));
 const lines: string[] = [];
+let scratch: ScratchStack;
 let stack: RunningStack;
 let frozen: number | undefined;
 
 beforeAll(async () => {
-  const chainsConfig = join(dataDir, "chains.json");
-  writeFileSync(
-    chainsConfig,
-    JSON.stringify({
-      chains: [
-        {
-          id: 31337,
-          name: "Local chain (anvil)",
-          livemode: false,
-          local: { port: 0 },
-          escrow: {},
-          tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" }],
-          subscriptions_available: true,
-          escrow_available: true,
-          hold_seconds: 3600,
-          confirmations: 0,
-        },
-      ],
-    }),
-  );
-  stack = await startStack({
-    dataDir,
-    chainsConfig,
-    port: 0,
-    persistent: false,
-    logFormat: "json",
+  scratch = await startScratchStack("watchdog", {
     logLevel: "Error",
     indexerStallSeconds: 5,
     restartStalledIndexer: true,
-    onOutput: () => {},
     onRecovery: (line) => lines.push(line),
   });
+  stack = scratch.stack;
 });
 
 afterAll(async () => {
@@ -57,8 +30,7 @@ afterAll(async () => {
     try {
       process.kill(frozen, "SIGCONT");
     } catch {}
-  await stack?.stop();
-  rmSync(dataDir, { recursive: true, force: true });
+  await scratch?.stop();
 });
 
 const readiness = async () => {

@@ -7,7 +7,7 @@
 import { Effect, Layer, Redacted } from "effect";
 import { encodeFunctionData, type Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
+import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, rpc, startAnvil } from "../../scripts/stack/anvil.ts";
 import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
@@ -16,6 +16,7 @@ import type { ResolvedChain } from "../../service/chains/config.ts";
 import { ChainRegistry } from "../../service/chains/registry.ts";
 import { Relayer, type RelayerError, relayerBudgetRefusals } from "../../service/chains/relayer.ts";
 import { databaseLayer } from "../../service/db/client.ts";
+import { deployTestUsdc } from "./chain-driver.ts";
 import { query, stack } from "./helpers.ts";
 
 const CHAIN_ID = 31342;
@@ -26,20 +27,7 @@ let run: <A, E>(effect: Effect.Effect<A, E, Relayer>) => Promise<A>;
 
 beforeAll(async () => {
   anvil = await startAnvil({ port: await freePort(), chainId: CHAIN_ID });
-  const deployHash = (await rpc(anvil.http, "eth_sendTransaction", [
-    { from: "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", data: TestUSDCBytecode, gas: "0x4c4b40" },
-  ])) as Hex;
-  let receipt: { contractAddress: Hex } | null = null;
-  await waitFor(
-    async () => {
-      receipt = (await rpc(anvil.http, "eth_getTransactionReceipt", [deployHash])) as {
-        contractAddress: Hex;
-      } | null;
-      return receipt !== null;
-    },
-    { timeoutMs: 10_000, what: "the token deployment" },
-  );
-  token = (receipt as unknown as { contractAddress: Hex }).contractAddress;
+  token = await deployTestUsdc(anvil);
   const chain: ResolvedChain = {
     id: CHAIN_ID,
     name: "relayer budget test chain",

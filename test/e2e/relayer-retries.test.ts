@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
-import { PERMIT_TYPES, TERMS_TYPES } from "../../service/mandates/terms.ts";
+import { type PageTypedData, signPageTerms } from "../contract/harness.ts";
 import { chainDriver } from "./chain-driver.ts";
 import { api, expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
 
@@ -34,21 +34,8 @@ afterAll(async () => {
   await query("DELETE FROM billing.rate_limits");
 });
 
-const typedValues = (fields: readonly { name: string; type: string }[], message: Record<string, unknown>) =>
-  Object.fromEntries(
-    fields.map(({ name, type }) => [
-      name,
-      /^u?int/.test(type) ? BigInt(message[name] as string) : message[name],
-    ]),
-  );
-
 const tokenOf = (mandate: { authorization_url: string }) =>
   mandate.authorization_url.split("/authorize/")[1] ?? "";
-
-interface TypedData {
-  readonly domain: never;
-  readonly message: Record<string, unknown>;
-}
 
 /** What the hosted page does: fetch the terms, sign them (and the permit) with the wallet, submit. */
 const signAndSubmit = async (token: string, customer: PrivateKeyAccount) => {
@@ -58,7 +45,7 @@ const signAndSubmit = async (token: string, customer: PrivateKeyAccount) => {
     body: { customer_address: customer.address },
   });
   if (request.status !== 200) throw new Error(`terms: ${request.text}`);
-  const { terms, permit } = request.json as { terms: TypedData; permit: TypedData | null };
+  const { terms, permit } = request.json as { terms: PageTypedData; permit: PageTypedData | null };
   return { terms, ...(await submitSigned(token, customer, terms, permit)) };
 };
 
@@ -66,30 +53,11 @@ const signAndSubmit = async (token: string, customer: PrivateKeyAccount) => {
 const submitSigned = async (
   token: string,
   customer: PrivateKeyAccount,
-  terms: TypedData,
-  permit: TypedData | null,
+  terms: PageTypedData,
+  permit: PageTypedData | null,
   copies = 1,
 ) => {
-  const signature = await customer.signTypedData({
-    domain: terms.domain,
-    types: TERMS_TYPES,
-    primaryType: "Terms",
-    message: typedValues(TERMS_TYPES.Terms, terms.message) as never,
-  });
-  const permitSignature = permit
-    ? await customer.signTypedData({
-        domain: permit.domain,
-        types: PERMIT_TYPES,
-        primaryType: "Permit",
-        message: typedValues(PERMIT_TYPES.Permit, permit.message) as never,
-      })
-    : null;
-  const body = {
-    customer_address: customer.address,
-    terms: terms.message,
-    signature,
-    permit_signature: permitSignature,
-  };
+  const body = await signPageTerms(customer, terms, permit);
   const answers = await Promise.all(
     Array.from({ length: copies }, () =>
       api(`/authorize/${token}/signatures`, { key: null, idempotencyKey: null, body }),

@@ -7,15 +7,16 @@ import { type Duration, Effect, Layer, Redacted } from "effect";
 import { encodeFunctionData, type Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
+import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, rpc, startAnvil } from "../../scripts/stack/anvil.ts";
 import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
-import { freePort, waitFor } from "../../scripts/stack/wait.ts";
+import { freePort } from "../../scripts/stack/wait.ts";
 import { ChainClients } from "../../service/chains/chain-clients.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { ChainRegistry } from "../../service/chains/registry.ts";
 import { Relayer, type RelayerError } from "../../service/chains/relayer.ts";
 import { databaseLayer } from "../../service/db/client.ts";
+import { deployTestUsdc } from "./chain-driver.ts";
 import { stack } from "./helpers.ts";
 
 const CHAIN_ID = 31341;
@@ -28,23 +29,8 @@ let runPatient: <A, E>(effect: Effect.Effect<A, E, Relayer>) => Promise<A>;
 
 beforeAll(async () => {
   anvil = await startAnvil({ port: await freePort(), chainId: CHAIN_ID });
-  // The token to call, deployed by a plain RPC request.
-  const deployHash = (await rpc(anvil.http, "eth_sendTransaction", [
-    { from: "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", data: TestUSDCBytecode, gas: "0x4c4b40" },
-  ])) as Hex;
-  // Automining anvil may answer the receipt a moment after the hash.
-  let receipt: { contractAddress: Hex } | null = null;
-  await waitFor(
-    async () => {
-      receipt = (await rpc(anvil.http, "eth_getTransactionReceipt", [deployHash])) as {
-        contractAddress: Hex;
-      } | null;
-      return receipt !== null;
-    },
-    { timeoutMs: 10_000, what: "the token deployment" },
-  );
-  if (receipt === null) throw new Error("no receipt");
-  token = (receipt as { contractAddress: Hex }).contractAddress;
+  // The token to call.
+  token = await deployTestUsdc(anvil);
   chain = {
     id: CHAIN_ID,
     name: "relayer test chain",

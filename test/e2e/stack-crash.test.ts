@@ -6,20 +6,20 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import { afterAll, describe, expect, it } from "vitest";
 import { rpc } from "../../scripts/stack/anvil.ts";
-import { removePostgresData } from "../../scripts/stack/postgres-paths.ts";
+import { localChain, scratchDir } from "../../scripts/stack/scratch-stack.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
 import { newAddress } from "./helpers.ts";
 
 const KEY = `sk_test_crash${"9876543210".repeat(3)}`;
-const dataDir = mkdtempSync(join(tmpdir(), "billing-crash-"));
+const scratch = scratchDir("crash");
+const { dataDir, chainsConfig } = scratch;
 const children: ChildProcess[] = [];
 
 interface Started {
@@ -101,33 +101,14 @@ afterAll(async () => {
       await new Promise((resolve) => child.once("exit", resolve));
     }
   }
-  removePostgresData(join(dataDir, "postgres"));
-  rmSync(dataDir, { recursive: true, force: true });
+  scratch.remove();
 });
 
 describe("the local stack after a power cut", () => {
   it("comes back ready, consistent and usable after SIGKILL of every process right after a charge and a clock advance", async () => {
     const [port, pgPort, anvilPort] = [await freePort(), await freePort(), await freePort()];
-    const chainsConfig = join(dataDir, "chains.json");
-    writeFileSync(
-      chainsConfig,
-      JSON.stringify({
-        chains: [
-          {
-            id: 31337,
-            name: "Local chain (anvil)",
-            livemode: false,
-            local: { port: anvilPort },
-            escrow: {},
-            tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" }],
-            subscriptions_available: true,
-            escrow_available: true,
-            hold_seconds: 3600,
-            confirmations: 0,
-          },
-        ],
-      }),
-    );
+    // A fixed anvil port: the restarted stack must find the chain where the first one ran it.
+    writeFileSync(chainsConfig, JSON.stringify({ chains: [localChain({ local: { port: anvilPort } })] }));
     const env = {
       DATA_DIR: dataDir,
       CHAINS_CONFIG: chainsConfig,

@@ -1,0 +1,99 @@
+/**
+ * Throwaway stacks on local chains, each in a fresh temporary directory: for the benchmarks, the fuzzer
+ * and the e2e tests that need a stack of their own (to kill, freeze or restart parts of it).
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { ChainConfig } from "../../service/chains/config.ts";
+import { removePostgresData } from "./postgres-paths.ts";
+import { type RunningStack, type StackOptions, startStack } from "./stack.ts";
+
+/** A local anvil chain with test USDC, escrow holds of an hour and no confirmations to wait for. */
+export const localChain = (overrides: Partial<ChainConfig> = {}): ChainConfig => ({
+  id: 31337,
+  name: "Local chain (anvil)",
+  livemode: false,
+  local: { port: 0 },
+  escrow: {},
+  tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" }],
+  subscriptions_available: true,
+  escrow_available: true,
+  hold_seconds: 3600,
+  confirmations: 0,
+  ...overrides,
+});
+
+export interface ScratchDir {
+  readonly dataDir: string;
+  readonly chainsConfig: string;
+  /** Deletes the directory and, as root, the Postgres data kept outside it. */
+  readonly remove: () => void;
+}
+
+/** A fresh data directory (`billing-<name>-…` under the temp dir) holding a chains file. */
+export const scratchDir = (name: string, chains: readonly ChainConfig[] = [localChain()]): ScratchDir => {
+  const dataDir = mkdtempSync(join(tmpdir(), `billing-${name}-`));
+  const chainsConfig = join(dataDir, "chains.json");
+  writeFileSync(chainsConfig, JSON.stringify({ chains }, null, 2));
+  return {
+    dataDir,
+    chainsConfig,
+    remove: () => {
+      removePostgresData(join(dataDir, "postgres"));
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+};
+
+export interface ScratchStack extends ScratchDir {
+  readonly stack: RunningStack;
+  /** Stops the stack and removes its directory. */
+  readonly stop: () => Promise<void>;
+}
+
+export type ScratchStackOptions = Partial<Omit<StackOptions, "dataDir" | "chainsConfig">> & {
+  readonly chains?: readonly ChainConfig[];
+};
+
+/**
+ * Starts a non-persistent stack on random ports (JSON logs at Warn, output dropped unless `onOutput`
+ * says otherwise).
+ */
+export const startScratchStack = async (
+  name: string,
+  { chains, ...options }: ScratchStackOptions = {},
+): Promise<ScratchStack> => {
+  const dir = scratchDir(name, chains);
+  try {
+    const stack = await startStack({
+      dataDir: dir.dataDir,
+      chainsConfig: dir.chainsConfig,
+      port: 0,
+      persistent: false,
+      logFormat: "json",
+      logLevel: "Warn",
+      onOutput: () => {},
+      ...options,
+    });
+    return {
+      ...dir,
+      stack,
+      stop: async () => {
+        await stack.stop();
+        dir.remove();
+      },
+    };
+  } catch (error) {
+    dir.remove();
+    throw error;
+  }
+};
+
+/** For scripts: a Ctrl-C or SIGTERM stops the stack before the process exits (status 1). */
+export const stopOnSignal = (scratch: Pick<ScratchStack, "stop">): void => {
+  for (const signal of ["SIGINT", "SIGTERM"] as const)
+    process.once(signal, () => {
+      void scratch.stop().finally(() => process.exit(1));
+    });
+};
