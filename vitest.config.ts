@@ -20,6 +20,15 @@ export default defineConfig({
       },
       {
         test: {
+          name: "domain",
+          include: ["test/domain/**/*.test.ts"],
+          globalSetup: ["test/domain/global-setup.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        test: {
           name: "e2e",
           include: ["test/e2e/**/*.test.ts"],
           globalSetup: ["test/e2e/global-setup.ts"],

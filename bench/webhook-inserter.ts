@@ -6,10 +6,12 @@
  */
 
 import { PgClient } from "@effect/sql-pg";
-import { Effect, Redacted } from "effect";
+import { Effect, Layer, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
-import { insertEvents, type NewEvent } from "../service/events/outbox.ts";
+import { type NewEvent, Outbox } from "../service/events/outbox.ts";
 import { newId } from "../service/ids.ts";
+import { DeliveryStore } from "../service/webhooks/delivery-store.ts";
+import { webhookFanOut } from "../service/webhooks/fan-out.ts";
 
 const [databaseUrl = "", merchantId = "", mode = "burst", ...args] = process.argv.slice(2);
 const TICK_MS = 50;
@@ -32,7 +34,7 @@ const insertBatch = (count: number) =>
         key: `bench:${n}`,
       });
     }
-    yield* sql.withTransaction(insertEvents(events));
+    yield* sql.withTransaction((yield* Outbox).insert(events));
   });
 
 const program = Effect.gen(function* () {
@@ -55,7 +57,15 @@ const program = Effect.gen(function* () {
     events,
     offered_per_second: Math.round((events * receivers) / ((performance.now() - started) / 1000)),
   };
-}).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 2 })));
+}).pipe(
+  Effect.provide(
+    Outbox.layer.pipe(
+      Layer.provide(webhookFanOut),
+      Layer.provide(DeliveryStore.layer),
+      Layer.provideMerge(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 2 })),
+    ),
+  ),
+);
 
 const result = await Effect.runPromise(program);
 process.send?.({ type: "done", ...result });

@@ -22,6 +22,7 @@ import { freePort } from "../scripts/stack/wait.ts";
 import type { Caller } from "../service/auth/api-keys.ts";
 import { databaseLayer } from "../service/db/client.ts";
 import { runMigrations } from "../service/db/migrations.ts";
+import { DeliveryStore } from "../service/webhooks/delivery-store.ts";
 import { dispatcherLayer } from "../service/webhooks/dispatcher.ts";
 import { WebhookEndpoints } from "../service/webhooks/endpoints.ts";
 import { generateSecretsKey, SecretBox } from "../service/webhooks/secret-box.ts";
@@ -162,6 +163,7 @@ const base = Layer.mergeAll(
   AttemptSender.layer({ timeoutMs: 10_000, connectionsPerOrigin: PER_ENDPOINT }),
 );
 const domain = WebhookEndpoints.layer({ allowPrivateInTest: true }).pipe(
+  Layer.provideMerge(DeliveryStore.layer),
   Layer.provideMerge(base),
   Layer.provideMerge(Layer.effectDiscard(runMigrations).pipe(Layer.provide(base))),
 );

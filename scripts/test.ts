@@ -13,6 +13,7 @@ if (extra.length === 0) {
   for (const [name, command, args] of [
     ["lint", "biome", ["check", "."]],
     ["typecheck", "tsc", ["--noEmit", "-p", "."]],
+    ["imports", "node", ["scripts/check-imports.ts"]],
   ] as const) {
     if (run(command, [...args]) !== 0) {
       console.log(`${name} failed`);

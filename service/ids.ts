@@ -24,6 +24,25 @@ export const ID_PREFIXES = {
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 
+/** What an id names, as messages say it (`No such webhook endpoint: …`). */
+export const ID_NOUNS: Record<IdKind, string> = {
+  merchant: "merchant",
+  apiKey: "API key",
+  merchantChain: "merchant chain",
+  request: "request",
+  mandate: "mandate",
+  charge: "charge",
+  subscription: "subscription",
+  price: "price",
+  invoice: "invoice",
+  coupon: "coupon",
+  usageRecord: "usage record",
+  event: "event",
+  webhookEndpoint: "webhook endpoint",
+  webhookDelivery: "webhook delivery",
+  relayerTransaction: "relayer transaction",
+};
+
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 /** Pure: the same time and bytes give the same id. `random` must hold at least 10 bytes. */

@@ -4,25 +4,17 @@
  * or let scripts/start.ts start it as part of the local stack.
  */
 import type { AddressInfo } from "node:net";
-import type { PgClient } from "@effect/sql-pg";
 import { createAdaptorServer } from "@hono/node-server";
-import { Duration, Effect, Layer, Logger, ManagedRuntime, Redacted, References } from "effect";
+import { Effect, ManagedRuntime, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
-import { ApiKeys } from "./auth/api-keys.ts";
-import { ChainClients } from "./chains/chain-clients.ts";
-import { ChainWatch, describeStalled, indexerWatchdog } from "./chains/indexer-watchdog.ts";
-import { MerchantChains } from "./chains/merchant-chains.ts";
+import type { ApiKeys } from "./auth/api-keys.ts";
+import { ChainWatch, describeStalled } from "./chains/indexer-watchdog.ts";
+import type { MerchantChains } from "./chains/merchant-chains.ts";
 import { chainHeads } from "./chains/onchain.ts";
 import { ChainRegistry } from "./chains/registry.ts";
-import { Relayer, relayerTracker } from "./chains/relayer.ts";
-import { chargeOutcomes, holdReleaser } from "./charges/charge-workers.ts";
-import { Charges } from "./charges/charges.ts";
+import type { Charges } from "./charges/charges.ts";
 import { type ServiceConfig, serviceConfigFromEnv } from "./config/env.ts";
-import { PublicUrl } from "./config/public-url.ts";
-import { databaseLayer } from "./db/client.ts";
-import { runMigrations } from "./db/migrations.ts";
-import { Events } from "./events/events.ts";
-import { factRelay } from "./events/fact-relay.ts";
+import type { Events } from "./events/events.ts";
 import { makeApp, type Readiness } from "./http/app.ts";
 import { registerAuthorizationPage } from "./http/authorization-page/routes.ts";
 import { answerClientError } from "./http/client-error.ts";
@@ -38,31 +30,29 @@ import { reconciliationRoutes } from "./http/routes/reconciliation.ts";
 import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
 import { testHelperRoutes } from "./http/routes/test-helpers.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
-import { Idempotency } from "./idempotency/idempotency.ts";
-import { AuthorizationLimits, Authorizations } from "./mandates/authorization.ts";
-import { Mandates } from "./mandates/mandates.ts";
-import { Merchants } from "./merchants/merchants.ts";
+import type { Idempotency } from "./idempotency/idempotency.ts";
+import { serviceLayer } from "./layers.ts";
+import { AuthorizationSessions } from "./mandates/authorization-session.ts";
+import type { Authorizations } from "./mandates/authorization-signing.ts";
+import type { MandateStore } from "./mandates/mandate-store.ts";
+import type { Mandates } from "./mandates/mandates.ts";
 import { Metrics, observeRequest } from "./metrics/metrics.ts";
-import { operatorGaugesLayer } from "./metrics/operator-gauges.ts";
-import { Reconciliation } from "./reconciliation/reconciliation.ts";
-import { subscriptionBilling } from "./subscriptions/billing.ts";
-import { Coupons } from "./subscriptions/coupons.ts";
-import { Prices } from "./subscriptions/prices.ts";
-import { Subscriptions } from "./subscriptions/subscriptions.ts";
-import { Usage } from "./subscriptions/usage.ts";
-import { TestHelpers } from "./testing/test-helpers.ts";
-import { Deliveries } from "./webhooks/deliveries.ts";
-import { dispatcherLayer } from "./webhooks/dispatcher.ts";
-import { WebhookEndpoints } from "./webhooks/endpoints.ts";
-import { SecretBox } from "./webhooks/secret-box.ts";
-import { AttemptSender } from "./webhooks/sender.ts";
-import { idempotencyPurge, runWorkers, Workers } from "./workers/workers.ts";
+import type { Reconciliation } from "./reconciliation/reconciliation.ts";
+import type { Coupons } from "./subscriptions/coupons.ts";
+import type { Prices } from "./subscriptions/prices.ts";
+import type { Subscriptions } from "./subscriptions/subscriptions.ts";
+import type { Usage } from "./subscriptions/usage.ts";
+import type { TestHelpers } from "./testing/test-helpers.ts";
+import type { Deliveries } from "./webhooks/deliveries.ts";
+import type { WebhookEndpoints } from "./webhooks/endpoints.ts";
+import { Workers } from "./workers/runtime.ts";
+
+export { domainLayer, loggingLayer, serviceLayer } from "./layers.ts";
 
 export const VERSION = "0.1.0";
 
 export type AppServices =
   | ApiKeys
-  | Merchants
   | MerchantChains
   | ChainRegistry
   | Idempotency
@@ -70,7 +60,9 @@ export type AppServices =
   | Mandates
   | Charges
   | Events
+  | AuthorizationSessions
   | Authorizations
+  | MandateStore
   | TestHelpers
   | WebhookEndpoints
   | Deliveries
@@ -88,98 +80,6 @@ export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...subscriptionRoutes,
   ...webhookRoutes,
 ];
-
-export const loggingLayer = (config: Pick<ServiceConfig, "logFormat" | "logLevel">) =>
-  Layer.mergeAll(
-    Logger.layer([config.logFormat === "json" ? Logger.consoleJson : Logger.consoleLogFmt]),
-    Layer.succeed(References.MinimumLogLevel, config.logLevel),
-  );
-
-/** Everything the domain needs, with the schema migrated before anything uses it. */
-export const domainLayer = (config: ServiceConfig) => {
-  const infrastructure = Layer.mergeAll(
-    databaseLayer(config.databaseUrl, config.databasePoolSize),
-    ChainRegistry.fromFile(config.chainsFile),
-    ChainClients.layer,
-    PublicUrl.layer(config.publicUrl ?? `http://${config.host}:${config.port}`),
-    SecretBox.layer(config.webhooks.secretsKey),
-    Metrics.layer,
-    ChainWatch.layer,
-  );
-  const migrated = Layer.effectDiscard(runMigrations).pipe(Layer.provide(infrastructure));
-  const foundation = Layer.mergeAll(
-    ApiKeys.layer,
-    Merchants.layer,
-    MerchantChains.layer,
-    Reconciliation.layer,
-    Events.layer,
-    Relayer.layer({ key: config.relayerKey, bumpAfter: Duration.seconds(config.relayerBumpAfterSeconds) }),
-    Idempotency.layer(Duration.hours(config.idempotencyRetentionHours)),
-  ).pipe(Layer.provideMerge(infrastructure));
-  const mandates = Mandates.layer.pipe(Layer.provideMerge(foundation));
-  const authorizationLimits = Layer.succeed(AuthorizationLimits, {
-    transactionsPerMandatePerDay: config.page?.authorizationsPerMandatePerDay ?? 5,
-  });
-  const billing = Layer.mergeAll(
-    Charges.layer,
-    Authorizations.layer.pipe(Layer.provide(authorizationLimits)),
-  ).pipe(Layer.provideMerge(mandates));
-  const endpoints = WebhookEndpoints.layer({ allowPrivateInTest: config.webhooks.allowPrivateInTest }).pipe(
-    Layer.provideMerge(billing),
-  );
-  const catalogue = Layer.mergeAll(Prices.layer, Coupons.layer).pipe(Layer.provideMerge(endpoints));
-  const subscriptions = Usage.layer.pipe(
-    Layer.provideMerge(Subscriptions.layer.pipe(Layer.provideMerge(catalogue))),
-  );
-  return Layer.mergeAll(TestHelpers.layer, Deliveries.layer).pipe(
-    Layer.provideMerge(subscriptions),
-    Layer.provide(migrated),
-  );
-};
-
-export const serviceLayer = (config: ServiceConfig) => {
-  const domain = domainLayer(config);
-  const workers = runWorkers<
-    | Idempotency
-    | PgClient.PgClient
-    | SqlClient.SqlClient
-    | ChainRegistry
-    | ChainClients
-    | Relayer
-    | Mandates
-    | Charges
-    | Subscriptions
-    | Prices
-    | ChainWatch
-  >([
-    idempotencyPurge,
-    factRelay,
-    relayerTracker,
-    holdReleaser,
-    chargeOutcomes,
-    subscriptionBilling,
-    indexerWatchdog({ stallSeconds: config.indexerStallSeconds ?? 60, ponderUrl: config.ponderUrl }),
-  ]).pipe(Layer.provide(domain));
-  const gauges = operatorGaugesLayer.pipe(Layer.provide(domain));
-  const dispatcher = dispatcherLayer({
-    maxInFlight: config.webhooks.maxInFlight,
-    maxInFlightPerEndpoint: config.webhooks.maxInFlightPerEndpoint,
-    timeoutMs: config.webhooks.timeoutSeconds * 1000,
-    allowPrivateInTest: config.webhooks.allowPrivateInTest,
-  }).pipe(
-    Layer.provide(
-      AttemptSender.layer({
-        timeoutMs: config.webhooks.timeoutSeconds * 1000,
-        connectionsPerOrigin: config.webhooks.maxInFlightPerEndpoint,
-      }),
-    ),
-    Layer.provide(domain),
-  );
-  return Layer.mergeAll(domain, workers, dispatcher, gauges).pipe(
-    Layer.provide(loggingLayer(config)),
-    Layer.merge(loggingLayer(config)),
-  );
-};
 
 const ponderAnswersReady = async (ponderUrl: string): Promise<boolean> => {
   try {
@@ -285,7 +185,9 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
       registerAuthorizationPage(hono, {
         tokenExists: (token) =>
           runtime.runPromise(
-            Effect.flatMap(Effect.service(Authorizations), (a) => a.mandateFor(token)).pipe(
+            Effect.flatMap(Effect.service(AuthorizationSessions), (sessions) =>
+              sessions.mandateFor(token),
+            ).pipe(
               Effect.as(true),
               Effect.catchTag("NotFound", () => Effect.succeed(false)),
             ),

@@ -1,6 +1,12 @@
-/** Cursor pagination, as Stripe does it: newest first, `limit` and `starting_after` (an object id). */
+/**
+ * Cursor paging as Stripe does it: newest first, `limit`, and `starting_after` or `ending_before` (an
+ * object id). Lists are read with `pageRows` (db/query.ts).
+ */
 import { Schema } from "effect";
 import { ID_PATTERN } from "./ids.ts";
+
+const Cursor = (description: string) =>
+  Schema.String.check(Schema.isPattern(ID_PATTERN)).annotate({ description });
 
 export const PageQuery = Schema.Struct({
   limit: Schema.optionalKey(
@@ -9,18 +15,11 @@ export const PageQuery = Schema.Struct({
     }),
   ),
   starting_after: Schema.optionalKey(
-    Schema.String.check(Schema.isPattern(ID_PATTERN)).annotate({
-      description: "Cursor: the id of the last object of the previous page",
-    }),
+    Cursor("Cursor: the id of the last object of the previous page; the page holds older objects"),
   ),
-});
-
-/** `rows` were fetched with `limit + 1`: the extra one only says there is more. */
-export const pageOf = <A>(
-  rows: readonly A[],
-  limit: number,
-): { object: "list"; data: A[]; has_more: boolean } => ({
-  object: "list",
-  data: rows.slice(0, limit),
-  has_more: rows.length > limit,
+  ending_before: Schema.optionalKey(
+    Cursor(
+      "Cursor: the id of the first object of the current page; the page holds the newer objects just before it (not with starting_after)",
+    ),
+  ),
 });

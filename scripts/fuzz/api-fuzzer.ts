@@ -7,6 +7,8 @@
  * Generation is seeded (fast-check), one batch of requests per derived seed; ids seen in successful
  * answers are fed back as path ids, so requests also reach real objects. Webhook URLs it sends are
  * loopback or invalid, never another host. Used by test/e2e/fuzz.test.ts and scripts/fuzz.ts.
+ *
+ * One long module on purpose: the generators of hostile input are a catalogue, read as a list.
  */
 import { randomUUID } from "node:crypto";
 import { connect } from "node:net";

@@ -1,21 +1,6 @@
-/**
- * Recovery of a local chain that lost blocks. anvil saves its state file every few seconds, so a power
- * cut (SIGKILL of the whole stack) can bring the chain back older than what the indexer and the service
- * already recorded from it: Ponder then refuses to start ("unrecoverable reorg"), and the service holds
- * charges for blocks the chain no longer has.
- *
- * Before the indexer starts, the stack compares every block anything recorded from a local chain (the
- * indexer's checkpoint and head, its RPC cache, the service's charges, events and relayer transactions)
- * with the chain itself. On a divergence it rebuilds what derives from that chain: the indexer's build
- * schemas are dropped and its cache for the chain is cleared (it reindexes from the chain as it is), and
- * the service's records of the chain (mandates, charges, subscriptions and their invoices and usage,
- * relayer transactions, the events that reported them and their deliveries, stored idempotent replies)
- * are removed. Merchants, API keys, payout addresses, webhook endpoints, prices and coupons are kept.
- * Mandates still on the chain come back from it, as mandates signed on chain (`origin: "chain"`).
- */
-import { PgClient } from "@effect/sql-pg";
-import { Effect, Redacted } from "effect";
+import { Effect } from "effect";
 import { SqlClient } from "effect/sql";
+import { forgetChain, forgetChainLayer } from "../../service/maintenance/forget-chain.ts";
 import { rpc } from "./anvil.ts";
 
 interface SeenBlock {
@@ -98,63 +83,6 @@ const seenBlocks = (chainId: number, buildSchema: string) =>
     return seen;
   });
 
-/** Removes the service's records of one chain, children first; returns what was removed, by kind. */
-const clearServiceRecords = (chainId: number) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient;
-    const count = (rows: ReadonlyArray<unknown>) => rows.length;
-    return yield* sql.withTransaction(
-      Effect.gen(function* () {
-        const objects = sql`(
-          SELECT id FROM billing.mandates WHERE chain_id = ${chainId}
-          UNION ALL SELECT id FROM billing.charges WHERE chain_id = ${chainId}
-          UNION ALL SELECT id FROM billing.subscriptions WHERE chain_id = ${chainId}
-          UNION ALL SELECT i.id FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
-            WHERE s.chain_id = ${chainId}
-          UNION ALL SELECT u.id FROM billing.usage_records u JOIN billing.subscriptions s ON s.id = u.subscription_id
-            WHERE s.chain_id = ${chainId})`;
-        const events = yield* sql<{ id: string }>`SELECT id FROM billing.events
-          WHERE chain_id = ${chainId}
-             OR payload #>> '{data,object,id}' IN ${objects}
-             OR payload #>> '{data,object,mandate}' IN ${objects}
-             OR payload #>> '{data,object,subscription}' IN ${objects}`;
-        const eventIds = events.map((row) => row.id);
-        yield* sql`DELETE FROM billing.webhook_attempts a USING billing.webhook_deliveries d
-          WHERE a.delivery_id = d.id AND d.event_id = ANY(${eventIds})`;
-        yield* sql`DELETE FROM billing.webhook_deliveries WHERE event_id = ANY(${eventIds})`;
-        yield* sql`DELETE FROM billing.events WHERE id = ANY(${eventIds})`;
-        yield* sql`DELETE FROM billing.usage_records u USING billing.subscriptions s
-          WHERE s.id = u.subscription_id AND s.chain_id = ${chainId}`;
-        yield* sql`DELETE FROM billing.invoices i USING billing.subscriptions s
-          WHERE s.id = i.subscription_id AND s.chain_id = ${chainId}`;
-        const subscriptions = count(
-          yield* sql`DELETE FROM billing.subscriptions WHERE chain_id = ${chainId} RETURNING id`,
-        );
-        const charges = count(
-          yield* sql`DELETE FROM billing.charges WHERE chain_id = ${chainId} RETURNING id`,
-        );
-        const mandates = count(
-          yield* sql`DELETE FROM billing.mandates WHERE chain_id = ${chainId} RETURNING id`,
-        );
-        const transactions = count(
-          yield* sql`DELETE FROM billing.relayer_transactions WHERE chain_id = ${chainId} RETURNING id`,
-        );
-        // The chain's facts are relayed afresh from the start: the cursor could name a block that is gone.
-        yield* sql`DELETE FROM billing.fact_relay_cursors WHERE chain_id = ${chainId}`;
-        yield* sql`DELETE FROM billing.skipped_facts WHERE chain_id = ${chainId}`;
-        // A stored reply could name a record that no longer exists: replaying it would be a lie.
-        yield* sql`DELETE FROM billing.idempotency_keys`;
-        return {
-          mandates,
-          charges,
-          subscriptions,
-          events: eventIds.length,
-          "relayer transactions": transactions,
-        };
-      }),
-    );
-  });
-
 /** Drops the indexer's build schemas and its RPC cache of the chain, so it indexes the chain afresh. */
 const clearIndexer = (chainId: number) =>
   Effect.gen(function* () {
@@ -195,7 +123,7 @@ export const recoverLocalChains = (
         if (lost.length === 0) continue;
         const newest = lost.reduce((a, b) => (b.number > a.number ? b : a));
         yield* clearIndexer(chain.id);
-        const cleared = yield* clearServiceRecords(chain.id);
+        const cleared = yield* forgetChain(chain.id);
         const removed = Object.entries(cleared)
           .map(([kind, n]) => `${kind}: ${n}`)
           .join(", ");
@@ -206,5 +134,5 @@ export const recoverLocalChains = (
         );
       }
       return lines;
-    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 }))),
+    }).pipe(Effect.provide(forgetChainLayer(databaseUrl))),
   );

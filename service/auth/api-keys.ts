@@ -9,11 +9,11 @@ import { SqlClient, type SqlError } from "effect/sql";
 import { decodeRows } from "../db/rows.ts";
 import { NotFound, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
 
-export interface Caller {
-  readonly merchantId: string;
+/** An authenticated API request: the merchant and mode of its key, and the key (idempotency is per key). */
+export interface Caller extends MerchantScope {
   readonly apiKeyId: string;
-  readonly livemode: boolean;
 }
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -46,6 +46,9 @@ const ApiKeyRow = Schema.Struct({
 });
 export type ApiKeyRecord = typeof ApiKeyRow.Type;
 const decodeKeys = decodeRows(ApiKeyRow);
+const decodeCallers = decodeRows(
+  Schema.Struct({ id: Schema.String, merchant_id: Schema.String, livemode: Schema.Boolean }),
+);
 
 export interface CreatedApiKey {
   readonly record: ApiKeyRecord;
@@ -91,9 +94,11 @@ export class ApiKeys extends Context.Service<
           const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
           const key = match?.[1];
           if (key === undefined || !API_KEY_PATTERN.test(key)) return yield* malformedKey;
-          const rows = yield* sql<{ id: string; merchant_id: string; livemode: boolean }>`
+          const rows = yield* sql`
             SELECT id, merchant_id, livemode FROM billing.api_keys
-            WHERE secret_sha256 = ${hashApiKey(key)} AND revoked_at IS NULL`;
+            WHERE secret_sha256 = ${hashApiKey(key)} AND revoked_at IS NULL`.pipe(
+            Effect.flatMap(decodeCallers),
+          );
           const row = rows[0];
           if (row === undefined) return yield* unknownKey;
           return { merchantId: row.merchant_id, apiKeyId: row.id, livemode: row.livemode };

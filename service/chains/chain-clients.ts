@@ -58,6 +58,13 @@ export class ChainClients extends Context.Service<
       functionName: EscrowFunction,
       args: readonly unknown[],
     ) => Effect.Effect<void, EscrowRevert | ChainUnavailable>;
+    /** The same simulation with a revert as its result: undefined when the call would succeed. */
+    readonly simulateOutcome: (
+      chain: ResolvedChain,
+      from: Hex,
+      functionName: EscrowFunction,
+      args: readonly unknown[],
+    ) => Effect.Effect<EscrowRevert | undefined, ChainUnavailable>;
     readonly rpc: <A>(
       chain: ResolvedChain,
       what: string,
@@ -116,7 +123,17 @@ export class ChainClients extends Context.Service<
             : Effect.fail(new EscrowRevert({ errorName: name, message: firstLine(error) }));
         }),
       );
-    return { client, latestTime, simulateEscrow, rpc };
+    const simulateOutcome = (
+      chain: ResolvedChain,
+      from: Hex,
+      functionName: EscrowFunction,
+      args: readonly unknown[],
+    ) =>
+      simulateEscrow(chain, from, functionName, args).pipe(
+        Effect.as(undefined),
+        Effect.catchTag("EscrowRevert", (revert: EscrowRevert) => Effect.succeed(revert)),
+      );
+    return { client, latestTime, simulateEscrow, simulateOutcome, rpc };
   });
 }
 

@@ -74,6 +74,10 @@ export interface ResolvedChain extends ChainConfig {
   }>;
 }
 
+/** The chain's token at `address` (any case), if the chain lists it. */
+export const tokenOf = (chain: ResolvedChain | undefined, address: string) =>
+  chain?.tokens.find((token) => token.address.toLowerCase() === address.toLowerCase());
+
 export class ChainConfigError extends Schema.TaggedError<ChainConfigError>()("ChainConfigError", {
   message: Schema.String,
 }) {}

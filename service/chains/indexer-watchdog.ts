@@ -11,7 +11,7 @@ import { Clock, Context, Duration, Effect, Layer, Option, Ref, Schema } from "ef
 import { SqlClient } from "effect/sql";
 import { ONCHAIN_SCHEMA } from "../db/client.ts";
 import { decodeRows } from "../db/rows.ts";
-import type { Worker } from "../workers/workers.ts";
+import type { Worker } from "../workers/worker.ts";
 import { ChainClients } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
 import { ChainRegistry } from "./registry.ts";

@@ -6,10 +6,10 @@
 import { Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { getAddress, isAddress, zeroAddress } from "viem";
-import type { Caller } from "../auth/api-keys.ts";
 import { decodeRows } from "../db/rows.ts";
 import { type InvalidRequest, invalidParam } from "../errors.ts";
 import { newId } from "../ids.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
 import type { ResolvedChain } from "./config.ts";
 import type { MerchantChainObject } from "./objects.ts";
 import { ChainRegistry } from "./registry.ts";
@@ -50,14 +50,34 @@ const toObject = (row: Row, chain: ResolvedChain): MerchantChainObject => ({
   created: Math.floor(row.created_at.getTime() / 1000),
 });
 
+const decodeOwners = decodeRows(
+  Schema.Struct({ chain_id: Schema.Number, payout: Schema.String, merchant_id: Schema.String }),
+);
+
+/**
+ * Told of each payout address registered (in the registration's transaction): the fact relay goes
+ * through the address's history once. A port, so that this module needs nothing of the relay.
+ */
+export class PayoutRegistrations extends Context.Service<
+  PayoutRegistrations,
+  { readonly registered: (chainId: number, payee: string) => Effect.Effect<void, SqlError.SqlError> }
+>()("PayoutRegistrations") {}
+
 export class MerchantChains extends Context.Service<
   MerchantChains,
   {
     readonly configure: (
-      caller: Caller,
+      scope: MerchantScope,
       input: ConfigureMerchantChain,
     ) => Effect.Effect<MerchantChainObject, InvalidRequest | SqlError.SqlError>;
-    readonly list: (caller: Caller) => Effect.Effect<readonly MerchantChainObject[], SqlError.SqlError>;
+    readonly list: (scope: MerchantScope) => Effect.Effect<readonly MerchantChainObject[], SqlError.SqlError>;
+    /**
+     * The merchant owning each (chain, payout address), keyed `chain:address` in lower case; a payout
+     * address has one owner per chain. Chain facts are attributed by it.
+     */
+    readonly owners: (
+      pairs: ReadonlyArray<{ readonly chainId: number; readonly payee: string }>,
+    ) => Effect.Effect<ReadonlyMap<string, string>, SqlError.SqlError>;
   }
 >()("MerchantChains") {
   static readonly layer = Layer.effect(
@@ -65,14 +85,15 @@ export class MerchantChains extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient;
       const registry = yield* ChainRegistry;
+      const registrations = yield* PayoutRegistrations;
 
-      const configure = (caller: Caller, input: ConfigureMerchantChain) =>
+      const configure = (scope: MerchantScope, input: ConfigureMerchantChain) =>
         Effect.gen(function* () {
-          const chain = registry.find(input.chain, caller.livemode);
+          const chain = registry.find(input.chain, scope.livemode);
           if (chain === undefined)
             return yield* invalidParam(
               "chain",
-              `No such ${caller.livemode ? "live" : "test"} chain: ${input.chain}. See GET /v1/chains.`,
+              `No such ${scope.livemode ? "live" : "test"} chain: ${input.chain}. See GET /v1/chains.`,
               "chain_unknown",
             );
           if (
@@ -100,12 +121,12 @@ export class MerchantChains extends Context.Service<
             Effect.gen(function* () {
               // One configuration call per merchant and chain at a time: two concurrent ones would both
               // supersede the same row and then collide on the one-current-configuration index.
-              yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`merchant-chain:${caller.merchantId}:${chain.id}`}))`;
+              yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`merchant-chain:${scope.merchantId}:${chain.id}`}))`;
               // A payout address identifies its merchant on chain (events are attributed by payee): one owner.
               yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`payout:${chain.id}:${payout.toLowerCase()}`}))`;
               const owners = yield* sql`SELECT 1 FROM billing.merchant_chains
                 WHERE chain_id = ${chain.id} AND lower(payout_address) = ${payout.toLowerCase()}
-                  AND merchant_id <> ${caller.merchantId} LIMIT 1`;
+                  AND merchant_id <> ${scope.merchantId} LIMIT 1`;
               if (owners.length > 0)
                 return yield* invalidParam(
                   "payout_address",
@@ -113,16 +134,13 @@ export class MerchantChains extends Context.Service<
                   "payout_address_in_use",
                 );
               yield* sql`UPDATE billing.merchant_chains SET superseded_at = now()
-                WHERE merchant_id = ${caller.merchantId} AND chain_id = ${chain.id} AND superseded_at IS NULL`;
+                WHERE merchant_id = ${scope.merchantId} AND chain_id = ${chain.id} AND superseded_at IS NULL`;
               // The fact relay's cursor may have passed facts sent to this address before it was ours: the
               // first registration asks the relay to go through the address's history once.
-              yield* sql`INSERT INTO billing.fact_relay_backfills ${sql.insert({
-                chain_id: chain.id,
-                payee: payout.toLowerCase(),
-              })} ON CONFLICT DO NOTHING`;
+              yield* registrations.registered(chain.id, payout);
               return yield* sql`INSERT INTO billing.merchant_chains ${sql.insert({
                 id,
-                merchant_id: caller.merchantId,
+                merchant_id: scope.merchantId,
                 chain_id: chain.id,
                 livemode: chain.livemode,
                 payout_address: payout,
@@ -134,33 +152,34 @@ export class MerchantChains extends Context.Service<
           return toObject(row as Row, chain);
         });
 
-      const list = (caller: Caller) =>
+      const list = (scope: MerchantScope) =>
         sql`SELECT id, chain_id, payout_address, tokens, created_at FROM billing.merchant_chains
-            WHERE merchant_id = ${caller.merchantId} AND livemode = ${caller.livemode} AND superseded_at IS NULL
+            WHERE merchant_id = ${scope.merchantId} AND livemode = ${scope.livemode} AND superseded_at IS NULL
             ORDER BY chain_id`.pipe(
           Effect.flatMap(decodeConfigRows),
           Effect.map((rows) =>
             rows.flatMap((row) => {
-              const chain = registry.find(Number(row.chain_id), caller.livemode);
+              const chain = registry.find(Number(row.chain_id), scope.livemode);
               return chain ? [toObject(row, chain)] : [];
             }),
           ),
         );
 
-      return { configure, list };
+      const owners = (pairs: ReadonlyArray<{ readonly chainId: number; readonly payee: string }>) =>
+        Effect.gen(function* () {
+          const owners = new Map<string, string>();
+          if (pairs.length === 0) return owners;
+          const rows = yield* sql`
+            SELECT DISTINCT chain_id::int, lower(payout_address) AS payout, merchant_id
+            FROM billing.merchant_chains
+            WHERE lower(payout_address) IN ${sql.in([...new Set(pairs.map((p) => p.payee.toLowerCase()))])}`.pipe(
+            Effect.flatMap(decodeOwners),
+          );
+          for (const row of rows) owners.set(`${row.chain_id}:${row.payout}`, row.merchant_id);
+          return owners;
+        });
+
+      return { configure, list, owners };
     }),
   );
 }
-
-/** The merchant owning each (chain, payout address); a payout address has one owner per chain. */
-export const payoutOwners = (pairs: ReadonlyArray<{ readonly chainId: number; readonly payee: string }>) =>
-  Effect.gen(function* () {
-    const owners = new Map<string, string>();
-    if (pairs.length === 0) return owners;
-    const sql = yield* SqlClient.SqlClient;
-    const rows = yield* sql<{ chain_id: string; payout: string; merchant_id: string }>`
-      SELECT DISTINCT chain_id::text, lower(payout_address) AS payout, merchant_id FROM billing.merchant_chains
-      WHERE lower(payout_address) IN ${sql.in([...new Set(pairs.map((p) => p.payee.toLowerCase()))])}`;
-    for (const row of rows) owners.set(`${row.chain_id}:${row.payout}`, row.merchant_id);
-    return owners;
-  });

@@ -7,6 +7,7 @@ export const TokenObject = Schema.Struct({
   address: Schema.String,
   decimals: Schema.Int,
 }).annotate({ identifier: "Token" });
+export type TokenObject = typeof TokenObject.Type;
 
 export const ChainObject = Schema.Struct({
   object: Schema.Literal("chain"),

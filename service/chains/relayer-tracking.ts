@@ -53,3 +53,32 @@ export const nonceGaps = (poolNonce: number, pendingNonces: readonly number[]): 
   for (let nonce = poolNonce; nonce < highest; nonce++) if (!ours.has(nonce)) gaps.push(nonce);
   return gaps;
 };
+
+/**
+ * The nonce of a new transaction: the larger of the node's pending count and one past the highest we
+ * recorded (a transaction recorded and not yet broadcast is not in the node's count).
+ */
+export const nextNonce = (nodePending: number, highestRecorded: number | undefined): number =>
+  Math.max(nodePending, highestRecorded === undefined ? 0 : highestRecorded + 1);
+
+/** Gas limit for an estimate: 20% of headroom (state may change a little before it is mined). */
+export const gasLimitFor = (estimate: bigint): bigint => (estimate * 12n) / 10n;
+
+/**
+ * Fees of a replacement: each at least 12.5% above the old one (nodes require 10%) and no less than
+ * the chain asks now; the fee cap never below the tip.
+ */
+export const replacementFees = (
+  old: { readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint },
+  current: { readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint } | undefined,
+) => {
+  const larger = (a: bigint, b: bigint) => (a > b ? a : b);
+  const bump = (previous: bigint, now: bigint | undefined) =>
+    larger((previous * 1125n) / 1000n + 1n, now ?? 0n);
+  const maxPriorityFeePerGas = bump(old.maxPriorityFeePerGas, current?.maxPriorityFeePerGas);
+  const maxFeePerGas = larger(bump(old.maxFeePerGas, current?.maxFeePerGas), maxPriorityFeePerGas);
+  return { maxFeePerGas, maxPriorityFeePerGas };
+};
+
+/** Whether a transaction costing at most `cost` wei fits the hourly budget after `spent`. */
+export const withinBudget = (spent: bigint, cost: bigint, budget: bigint): boolean => spent + cost <= budget;

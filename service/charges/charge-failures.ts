@@ -2,8 +2,10 @@
  * What a simulated or reverted charge means for the merchant. Pure. Refusals are the merchant's
  * mistakes (400, nothing recorded); failures are the customer's situation (a failed charge, an event).
  */
+import type { ErrorCode } from "../error-codes.ts";
+
 export type ChargeRevertOutcome =
-  | { readonly kind: "refuse"; readonly code: string; readonly message: string }
+  | { readonly kind: "refuse"; readonly code: ErrorCode; readonly message: string }
   | {
       readonly kind: "fail";
       readonly failureCode: "insufficient_funds" | "approval_exhausted" | "processing_error";

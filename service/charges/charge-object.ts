@@ -1,11 +1,12 @@
 /** A charge record as stored, and as the API shows it. */
 import { Schema } from "effect";
-import type { ResolvedChain } from "../chains/config.ts";
-import { tokenOf } from "../mandates/mandate-object.ts";
+import { type ResolvedChain, tokenOf } from "../chains/config.ts";
+
 import { formatDecimal } from "../money/decimal.ts";
 
 export const CHARGE_STATUSES = ["pending", "succeeded", "released", "returned", "failed"] as const;
 export const FAILURE_CODES = ["insufficient_funds", "approval_exhausted", "processing_error"] as const;
+export type FailureCode = (typeof FAILURE_CODES)[number];
 
 export const ChargeRow = Schema.Struct({
   id: Schema.String,

@@ -1,11 +1,12 @@
 /** Reading events back (polling, for development; production merchants receive them by webhook). */
 import { Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
-import type { Caller } from "../auth/api-keys.ts";
-import { decodeRows } from "../db/rows.ts";
-import { NotFound } from "../errors.ts";
-import { PageQuery, pageOf } from "../pagination.ts";
-import { EventTypeSchema } from "../webhooks/event-types.ts";
+import { type Page, type PageOrder, pageRows, relation, renderPage, selectRows } from "../db/query.ts";
+import { firstOr } from "../db/rows.ts";
+import { type InvalidRequest, type NotFound, resourceMissing } from "../errors.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
+import { PageQuery } from "../pagination.ts";
+import { EventTypeSchema } from "./event-types.ts";
 
 export const ListEventsQuery = Schema.Struct({
   ...PageQuery.fields,
@@ -25,21 +26,22 @@ export const EventObject = Schema.Struct({
 }).annotate({ identifier: "Event" });
 export type EventObject = typeof EventObject.Type;
 
-const Row = Schema.Struct({ payload: EventObject });
-const decodeEvents = decodeRows(Row);
-
-export const notFoundEvent = (id: string) =>
-  new NotFound({ code: "resource_missing", message: `No such event: '${id.slice(0, 80)}'`, param: "id" });
+const EVENTS = relation({
+  from: "billing.events e",
+  alias: "e",
+  columns: "e.payload",
+  row: Schema.Struct({ payload: EventObject }),
+});
 
 export class Events extends Context.Service<
   Events,
   {
     readonly list: (
-      caller: Caller,
+      scope: MerchantScope,
       query: ListEventsQuery,
-    ) => Effect.Effect<{ object: "list"; data: EventObject[]; has_more: boolean }, SqlError.SqlError>;
+    ) => Effect.Effect<Page<EventObject>, InvalidRequest | SqlError.SqlError>;
     readonly retrieve: (
-      caller: Caller,
+      scope: MerchantScope,
       id: string,
     ) => Effect.Effect<EventObject, NotFound | SqlError.SqlError>;
   }
@@ -48,32 +50,33 @@ export class Events extends Context.Service<
     Events,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient;
+      const inScope = (scope: MerchantScope) => [
+        sql`e.merchant_id = ${scope.merchantId}`,
+        sql`e.livemode = ${scope.livemode}`,
+      ];
       // Newest first, in the order events were recorded (ids of chain facts sort by chain time instead).
-      const list = (caller: Caller, query: ListEventsQuery) =>
-        Effect.gen(function* () {
-          const limit = query.limit ?? 10;
-          const type = query.type ?? null;
-          const after = query.starting_after ?? null;
-          const rows = yield* sql`
-            SELECT payload FROM billing.events e
-            WHERE merchant_id = ${caller.merchantId} AND livemode = ${caller.livemode}
-              AND (${type}::text IS NULL OR type = ${type})
-              AND (${after}::text IS NULL OR (inserted_at, id) < (
-                SELECT inserted_at, id FROM billing.events WHERE id = ${after} AND merchant_id = ${caller.merchantId}))
-            ORDER BY inserted_at DESC, id DESC
-            LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeEvents));
-          return pageOf(
-            rows.map((row) => row.payload),
-            limit,
-          );
-        });
-      const retrieve = (caller: Caller, id: string) =>
-        sql`SELECT payload FROM billing.events
-            WHERE id = ${id} AND merchant_id = ${caller.merchantId} AND livemode = ${caller.livemode}`.pipe(
-          Effect.flatMap(decodeEvents),
-          Effect.flatMap((rows) =>
-            rows[0] ? Effect.succeed(rows[0].payload) : Effect.fail(notFoundEvent(id)),
+      const recorded = (scope: MerchantScope): PageOrder => ({
+        key: sql`(e.inserted_at, e.id)`,
+        newestFirst: sql`e.inserted_at DESC, e.id DESC`,
+        oldestFirst: sql`e.inserted_at ASC, e.id ASC`,
+        cursorKey: (_, id) =>
+          sql`(SELECT inserted_at, id FROM billing.events WHERE id = ${id} AND merchant_id = ${scope.merchantId})`,
+      });
+      const list = (scope: MerchantScope, query: ListEventsQuery) =>
+        Effect.map(
+          pageRows(
+            sql,
+            EVENTS,
+            [...inScope(scope), ...(query.type !== undefined ? [sql`e.type = ${query.type}`] : [])],
+            query,
+            recorded(scope),
           ),
+          (page) => renderPage(page, (row) => row.payload),
+        );
+      const retrieve = (scope: MerchantScope, id: string) =>
+        selectRows(sql, EVENTS, [sql`e.id = ${id}`, ...inScope(scope)]).pipe(
+          Effect.flatMap(firstOr(() => resourceMissing("event", id))),
+          Effect.map((row) => row.payload),
         );
       return { list, retrieve };
     }),

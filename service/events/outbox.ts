@@ -1,12 +1,16 @@
 /**
- * The outbox: every event a merchant receives is a row of billing.events, written in the same
- * transaction as the state change it reports. `key` names the outcome (a chain fact, or a charge's
- * failure), and its uniqueness makes each outcome one event however often it is processed.
+ * The outbox, the one writer of `billing.events`: every event a merchant receives is a row written in
+ * the same transaction as the state change it reports. `key` names the outcome (a chain fact, a
+ * charge's failure…), and its uniqueness makes each outcome one event however often it is processed.
+ * New events are handed, in that transaction, to the `EventFanOut` (the webhooks' deliveries), so an
+ * event committed is an event offered to its subscribers and one rolled back never was.
  */
 import { PgClient } from "@effect/sql-pg";
-import { Array as Arr, Clock, Effect } from "effect";
+import { Array as Arr, Clock, Context, Effect, Layer, Schema } from "effect";
+import type { SqlError } from "effect/sql";
+import { decodeRows } from "../db/rows.ts";
 import { newId } from "../ids.ts";
-import { fanOut } from "../webhooks/fan-out.ts";
+import type { EventType } from "./event-types.ts";
 
 export const EVENTS_CHANNEL = "billing_events";
 
@@ -14,7 +18,7 @@ export interface NewEvent {
   readonly id: string;
   readonly merchantId: string;
   readonly livemode: boolean;
-  readonly type: string;
+  readonly type: EventType;
   /** Unix seconds: chain time for chain facts, the service's time for its own outcomes. */
   readonly created: number;
   readonly object: unknown;
@@ -27,6 +31,9 @@ export interface NewEvent {
   };
 }
 
+/** An outcome the service itself observed (not a chain fact): id and time are given by `raise`. */
+export type RaisedEvent = Omit<NewEvent, "id" | "created">;
+
 /** The payload merchants receive: `{id, object: "event", type, created, livemode, data: {object}}`. */
 export const eventPayload = (event: NewEvent) => ({
   id: event.id,
@@ -37,40 +44,93 @@ export const eventPayload = (event: NewEvent) => ({
   data: { object: event.object },
 });
 
-/** Inserts events whose key is new, with their webhook deliveries; returns the ids inserted. */
-export const insertEvents = (events: readonly NewEvent[]) =>
-  Effect.gen(function* () {
-    if (!Arr.isReadonlyArrayNonEmpty(events)) return [] as string[];
-    const sql = yield* PgClient.PgClient;
-    const inserted = yield* sql<{ id: string }>`
-      INSERT INTO billing.events ${sql.insert(
-        Arr.map(events, (event) => ({
-          id: event.id,
-          merchant_id: event.merchantId,
-          livemode: event.livemode,
-          type: event.type,
-          created: new Date(event.created * 1000),
-          payload: sql.json(eventPayload(event)),
-          fact_key: event.key,
-          chain_id: event.onchain?.chainId ?? null,
-          block_number: event.onchain?.blockNumber ?? null,
-          tx_hash: event.onchain?.txHash ?? null,
-          log_index: event.onchain?.logIndex ?? null,
-        })),
-      )}
-      ON CONFLICT DO NOTHING
-      RETURNING id`;
-    if (inserted.length === 0) return [] as string[];
-    yield* sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${String(inserted.length)})`;
-    const ids = new Set(inserted.map((row) => row.id));
-    yield* fanOut(events.filter((event) => ids.has(event.id)));
-    return [...ids];
-  });
+/** What subscribers of new events are told of each. */
+export interface FannedEvent {
+  readonly id: string;
+  readonly merchantId: string;
+  readonly livemode: boolean;
+  readonly type: string;
+}
 
-/** An outcome the service itself observed (not a chain fact), e.g. a charge refused for funds. */
-export const raiseEvent = (input: Omit<NewEvent, "id" | "created">) =>
-  Effect.gen(function* () {
-    const id = yield* newId("event");
-    const created = Math.floor((yield* Clock.currentTimeMillis) / 1000);
-    return yield* insertEvents([{ ...input, id, created }]);
-  });
+/** Receives each batch of new events in the transaction that wrote them (the webhooks' fan-out). */
+export class EventFanOut extends Context.Service<
+  EventFanOut,
+  { readonly deliver: (events: ReadonlyArray<FannedEvent>) => Effect.Effect<void, SqlError.SqlError> }
+>()("EventFanOut") {}
+
+const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
+
+const make = Effect.gen(function* () {
+  const sql = yield* PgClient.PgClient;
+  const fanOut = yield* EventFanOut;
+
+  /** Inserts the events whose key is new and fans them out; returns the ids inserted. */
+  const insert = (events: ReadonlyArray<NewEvent>) =>
+    Effect.gen(function* () {
+      if (!Arr.isReadonlyArrayNonEmpty(events)) return [] as string[];
+      const inserted = yield* sql`
+        INSERT INTO billing.events ${sql.insert(
+          Arr.map(events, (event) => ({
+            id: event.id,
+            merchant_id: event.merchantId,
+            livemode: event.livemode,
+            type: event.type,
+            created: new Date(event.created * 1000),
+            payload: sql.json(eventPayload(event)),
+            fact_key: event.key,
+            chain_id: event.onchain?.chainId ?? null,
+            block_number: event.onchain?.blockNumber ?? null,
+            tx_hash: event.onchain?.txHash ?? null,
+            log_index: event.onchain?.logIndex ?? null,
+          })),
+        )}
+        ON CONFLICT DO NOTHING
+        RETURNING id`.pipe(Effect.flatMap(decodeIds));
+      if (inserted.length === 0) return [] as string[];
+      yield* sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${String(inserted.length)})`;
+      const ids = new Set(inserted.map((row) => row.id));
+      yield* fanOut.deliver(events.filter((event) => ids.has(event.id)));
+      return [...ids];
+    });
+
+  /** Outcomes the service observed, timed by the Clock; returns the ids inserted (none for a known key). */
+  const raise = (...raised: ReadonlyArray<RaisedEvent>) =>
+    Effect.gen(function* () {
+      const created = Math.floor((yield* Clock.currentTimeMillis) / 1000);
+      const events = yield* Effect.forEach(raised, (event) =>
+        Effect.map(newId("event"), (id): NewEvent => ({ ...event, id, created })),
+      );
+      return yield* insert(events);
+    });
+
+  /**
+   * The events about a chain (its facts, and outcomes whose object is one of the chain's mandates,
+   * charges, subscriptions, invoices or usage records): what the local stack's crash recovery deletes.
+   */
+  const ofChain = (chainId: number) =>
+    Effect.map(
+      sql`SELECT id FROM billing.events WHERE chain_id = ${chainId}
+           OR payload #>> '{data,object,id}' IN ${objectsOf(chainId)}
+           OR payload #>> '{data,object,mandate}' IN ${objectsOf(chainId)}
+           OR payload #>> '{data,object,subscription}' IN ${objectsOf(chainId)}`.pipe(
+        Effect.flatMap(decodeIds),
+      ),
+      (rows) => rows.map((row) => row.id),
+    );
+  const objectsOf = (chainId: number) => sql`(
+    SELECT id FROM billing.mandates WHERE chain_id = ${chainId}
+    UNION ALL SELECT id FROM billing.charges WHERE chain_id = ${chainId}
+    UNION ALL SELECT id FROM billing.subscriptions WHERE chain_id = ${chainId}
+    UNION ALL SELECT i.id FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
+      WHERE s.chain_id = ${chainId}
+    UNION ALL SELECT u.id FROM billing.usage_records u JOIN billing.subscriptions s ON s.id = u.subscription_id
+      WHERE s.chain_id = ${chainId})`;
+  const forget = (ids: ReadonlyArray<string>) =>
+    Effect.asVoid(sql`DELETE FROM billing.events WHERE id = ANY (${ids}::text[])`);
+
+  return { insert, raise, ofChain, forget };
+});
+
+export class Outbox extends Context.Service<Outbox>()("Outbox", { make }) {
+  static readonly layer = Layer.effect(Outbox, make);
+}

@@ -4,9 +4,10 @@
  * error shape too, instead of Node's bare `400 Bad Request` without a body.
  */
 import type { Duplex } from "node:stream";
+import type { ErrorCode } from "../error-codes.ts";
 import type { ErrorBody } from "./error-response.ts";
 
-const answerFor = (code: string | undefined) =>
+const answerFor = (code: string | undefined): { status: string; code: ErrorCode; message: string } =>
   code === "HPE_HEADER_OVERFLOW"
     ? {
         status: "431 Request Header Fields Too Large",

@@ -1,5 +1,6 @@
 /** One error body everywhere: `{"error":{"type","code","message","param"}}`. */
 import { Schema } from "effect";
+import type { ErrorCode } from "../error-codes.ts";
 import type { ApiFailure } from "../errors.ts";
 
 export type ErrorType = "invalid_request_error" | "authentication_error" | "idempotency_error" | "api_error";
@@ -28,7 +29,7 @@ export interface ErrorResponse {
 const make = (
   status: number,
   type: ErrorType,
-  code: string,
+  code: ErrorCode,
   message: string,
   param: string | null = null,
 ) => ({

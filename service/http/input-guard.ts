@@ -4,7 +4,8 @@
  * silently altered on the way in (a lone UTF-16 surrogate becomes U+FFFD). Pure: the HTTP layer maps
  * the findings to 404 (path ids) or 400 (query and body).
  */
-import { ID_PREFIXES, type IdKind } from "../ids.ts";
+import { type NotFound, resourceMissing } from "../errors.ts";
+import { ID_NOUNS, ID_PREFIXES, type IdKind } from "../ids.ts";
 
 /** Longest string accepted anywhere in a query or body (characters); fields have their own, lower limits. */
 export const MAX_STRING_LENGTH = 5000;
@@ -81,8 +82,8 @@ export interface PathParam<E> {
   readonly notFound: (value: string) => E;
 }
 
-/** A path id of one kind (`mdt_` + 26 Crockford base32 characters). */
-export const idParam = <E>(kind: IdKind, notFound: (value: string) => E): PathParam<E> => ({
+/** A path id of one kind (`mdt_` + 26 Crockford base32 characters); anything else is that kind's 404. */
+export const idParam = (kind: IdKind): PathParam<NotFound> => ({
   pattern: new RegExp(`^${ID_PREFIXES[kind]}_[0-9A-HJKMNP-TV-Z]{26}$`),
-  notFound,
+  notFound: (value) => resourceMissing(ID_NOUNS[kind], value),
 });

@@ -1,12 +1,14 @@
 /**
  * Request limits of the hosted authorization page (`/authorize/…`), whose routes need no API key: per
- * client address and per authorization token, in fixed one-minute windows counted in Postgres, so that
- * every service process shares the same counts. Beyond a limit: 429 `rate_limited` with `Retry-After`.
+ * client address and per authorization token, counted in fixed one-minute windows shared by every
+ * service process (limits/request-counts.ts). Beyond a limit: 429 `rate_limited` with `Retry-After`.
  */
 import { Effect } from "effect";
-import { SqlClient, type SqlError } from "effect/sql";
+import type { SqlClient } from "effect/sql";
 import type { Context as HonoContext } from "hono";
-import { RateLimited } from "../errors.ts";
+import type { RateLimited } from "../errors.ts";
+import { countRequest } from "../limits/request-counts.ts";
+import { AUTHORIZATION_TOKEN_PATTERN } from "../mandates/authorization-session.ts";
 
 export interface PageRateLimits {
   /** Requests per minute from one client address to the page and its API; 0: unlimited. */
@@ -16,8 +18,6 @@ export interface PageRateLimits {
   /** Take the client address from X-Forwarded-For (behind a proxy this service trusts). */
   readonly trustProxy: boolean;
 }
-
-const WINDOW_SECONDS = 60;
 
 /**
  * The client's address: the socket's remote address, or, only when the proxy in front is trusted,
@@ -42,41 +42,9 @@ export const clientAddress = (
 
 /** The authorization token a page path names, if any (`/authorize/{token}` and its API). */
 export const tokenOfPath = (path: string): string | undefined => {
-  const match = /^\/authorize\/([A-Za-z0-9_-]{20,80})(?:\/|$)/.exec(path);
-  return match?.[1];
+  const token = /^\/authorize\/([^/]+)(?:\/|$)/.exec(path)?.[1];
+  return token !== undefined && AUTHORIZATION_TOKEN_PATTERN.test(token) ? token : undefined;
 };
-
-/**
- * Counts one request against each key; fails with 429 when any key is over its limit. The counters of
- * windows that ended are deleted by the first request of a new window.
- */
-export const countRequest = (
-  keys: ReadonlyArray<{ readonly key: string; readonly limit: number }>,
-): Effect.Effect<void, RateLimited | SqlError.SqlError, SqlClient.SqlClient> =>
-  Effect.gen(function* () {
-    const limited = keys.filter((k) => k.limit > 0);
-    if (limited.length === 0) return;
-    const sql = yield* SqlClient.SqlClient;
-    const rows = yield* sql<{ key: string; hits: number; retry_after: number }>`
-      INSERT INTO billing.rate_limits AS r (key, window_start, hits)
-      SELECT k, to_timestamp(floor(extract(epoch FROM now()) / ${WINDOW_SECONDS}) * ${WINDOW_SECONDS}), 1
-      FROM unnest(${limited.map((k) => k.key)}::text[]) AS k
-      ON CONFLICT (key, window_start) DO UPDATE SET hits = r.hits + 1
-      RETURNING key, hits,
-        ceil(extract(epoch FROM window_start + make_interval(secs => ${WINDOW_SECONDS}) - now()))::int AS retry_after`;
-    if (rows.some((row) => row.hits === 1))
-      yield* sql`DELETE FROM billing.rate_limits
-        WHERE window_start < now() - make_interval(secs => ${2 * WINDOW_SECONDS})`;
-    for (const row of rows) {
-      const limit = limited.find((k) => k.key === row.key)?.limit ?? 0;
-      if (row.hits > limit)
-        return yield* new RateLimited({
-          code: "rate_limited",
-          message: `Too many requests (${limit} a minute allowed). Retry after ${row.retry_after} seconds.`,
-          retryAfterSeconds: row.retry_after,
-        });
-    }
-  });
 
 /** The keys and limits one page request counts against. */
 export const pageRequestKeys = (

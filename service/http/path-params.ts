@@ -1,24 +1,16 @@
-/** What each route's path params must look like, with the answer the route gives for an unknown one. */
-import { notFoundCharge } from "../charges/charges.ts";
-import { notFoundEvent } from "../events/events.ts";
-import { notFoundAuthorization } from "../mandates/authorization.ts";
-import { notFoundMandate } from "../mandates/mandates.ts";
-import { notFoundCoupon } from "../subscriptions/coupons.ts";
-import { notFoundPrice } from "../subscriptions/prices.ts";
-import { notFoundInvoice, notFoundSubscription } from "../subscriptions/subscriptions.ts";
-import { notFoundEndpoint } from "../webhooks/endpoints.ts";
-import { AUTHORIZATION_TOKEN } from "./authorization-page/routes.ts";
+/** What each route's path params must look like; anything else gets the route's own 404. */
+import { AUTHORIZATION_TOKEN_PATTERN, notFoundAuthorization } from "../mandates/authorization-session.ts";
 import { idParam } from "./input-guard.ts";
 
-export const mandateIdParam = idParam("mandate", notFoundMandate);
-export const chargeIdParam = idParam("charge", notFoundCharge);
-export const eventIdParam = idParam("event", notFoundEvent);
-export const priceIdParam = idParam("price", notFoundPrice);
-export const couponIdParam = idParam("coupon", notFoundCoupon);
-export const subscriptionIdParam = idParam("subscription", notFoundSubscription);
-export const invoiceIdParam = idParam("invoice", notFoundInvoice);
-export const endpointIdParam = idParam("webhookEndpoint", notFoundEndpoint);
+export const mandateIdParam = idParam("mandate");
+export const chargeIdParam = idParam("charge");
+export const eventIdParam = idParam("event");
+export const priceIdParam = idParam("price");
+export const couponIdParam = idParam("coupon");
+export const subscriptionIdParam = idParam("subscription");
+export const invoiceIdParam = idParam("invoice");
+export const endpointIdParam = idParam("webhookEndpoint");
 export const authorizationTokenParam = {
-  pattern: AUTHORIZATION_TOKEN,
+  pattern: AUTHORIZATION_TOKEN_PATTERN,
   notFound: () => notFoundAuthorization,
 };

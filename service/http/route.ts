@@ -1,6 +1,7 @@
 /**
  * A route is data: method, path, schemas and a handler. The same definition registers the Hono
- * handler, validates the request and generates the OpenAPI document, so the docs cannot drift.
+ * handler, validates the request, encodes the response (a handler's value that does not match its
+ * response schema is a 500, never a silent drift) and generates the OpenAPI document.
  */
 import type { Effect, Schema } from "effect";
 import type { SqlError } from "effect/sql";
@@ -12,10 +13,9 @@ export interface RouteContext<B> {
   readonly caller: Caller;
   readonly body: B;
   readonly params: Readonly<Record<string, string>>;
-  readonly query: URLSearchParams;
 }
 
-export interface Route<B, R> {
+export interface Route<B, S extends Schema.Top, R> {
   readonly method: "GET" | "POST" | "DELETE";
   /** OpenAPI-style path, e.g. `/v1/mandates/{id}`. */
   readonly path: string;
@@ -28,7 +28,8 @@ export interface Route<B, R> {
    * must be empty or `{}`), the query string of a GET (omitted: no query parameters).
    */
   readonly body?: Schema.Codec<B, unknown>;
-  readonly response: Schema.Top;
+  /** The success response: the handler's value is encoded with it before it is sent. */
+  readonly response: S;
   /**
    * Every `{param}` of the path and what it must look like; anything else gets the route's own 404
    * before the handler runs (so no malformed id reaches Postgres).
@@ -38,36 +39,42 @@ export interface Route<B, R> {
   readonly testOnly?: boolean;
   /** Status of a successful response (default 200). */
   readonly status?: 200 | 201;
-  readonly handler: (context: RouteContext<B>) => Effect.Effect<unknown, ApiFailure | SqlError.SqlError, R>;
-  /** Another representation than JSON for some results (e.g. CSV exports). */
-  readonly render?: (value: unknown) => { readonly contentType: string; readonly body: string } | undefined;
+  readonly handler: (context: RouteContext<B>) => Effect.Effect<S["Type"], ApiFailure | SqlError.SqlError, R>;
+  /** Another representation than JSON for some requests (e.g. a CSV export); undefined: JSON. */
+  readonly render?: (
+    value: S["Type"],
+    input: B,
+  ) => { readonly contentType: string; readonly body: string } | undefined;
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: a heterogeneous route table needs an existential body type
-export type AnyRoute<R> = Route<any, R>;
+// biome-ignore lint/suspicious/noExplicitAny: a heterogeneous route table needs existential body and response types
+export type AnyRoute<R> = Route<any, any, R>;
 
 /**
  * A route of the hosted authorization page's own API: no API key (the unguessable link is the
- * credential) and no Idempotency-Key (its writes are idempotent by nature); same body decoding and
- * error shape as /v1.
+ * credential) and no Idempotency-Key (its writes are idempotent by nature); same body decoding, response
+ * encoding and error shape as /v1.
  */
-export interface PublicRoute<B, R> {
+export interface PublicRoute<B, S extends Schema.Top, R> {
   readonly method: "GET" | "POST";
   readonly path: string;
   readonly body?: Schema.Codec<B, unknown>;
+  readonly response: S;
   /** As Route.params. */
   readonly params?: Readonly<Record<string, PathParam<NotFound>>>;
   readonly handler: (context: {
     readonly body: B;
     readonly params: Readonly<Record<string, string>>;
-  }) => Effect.Effect<unknown, ApiFailure | SqlError.SqlError, R>;
+  }) => Effect.Effect<S["Type"], ApiFailure | SqlError.SqlError, R>;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: as AnyRoute
-export type AnyPublicRoute<R> = PublicRoute<any, R>;
+export type AnyPublicRoute<R> = PublicRoute<any, any, R>;
 
-export const definePublicRoute = <B, R>(route: PublicRoute<B, R>): PublicRoute<B, R> => route;
+export const definePublicRoute = <B, S extends Schema.Top, R>(
+  route: PublicRoute<B, S, R>,
+): PublicRoute<B, S, R> => route;
 
-export const defineRoute = <B, R>(route: Route<B, R>): Route<B, R> => route;
+export const defineRoute = <B, S extends Schema.Top, R>(route: Route<B, S, R>): Route<B, S, R> => route;
 
 export const toHonoPath = (path: string): string => path.replace(/\{(\w+)\}/g, ":$1");

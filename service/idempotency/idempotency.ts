@@ -10,11 +10,9 @@
  */
 import { createHash } from "node:crypto";
 import { Context, Duration, Effect, Layer, Schema } from "effect";
-import { SqlClient, type SqlError } from "effect/sql";
-import type { Caller } from "../auth/api-keys.ts";
+import { SqlClient, SqlError } from "effect/sql";
 import { decodeRows } from "../db/rows.ts";
-import { type ApiFailure, IdempotencyError, isApiFailure } from "../errors.ts";
-import { toErrorResponse } from "../http/error-response.ts";
+import { IdempotencyError } from "../errors.ts";
 import { canonicalJson } from "./canonical-json.ts";
 
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
@@ -64,21 +62,32 @@ export const validateIdempotencyKey = (key: string | undefined): Effect.Effect<s
   return Effect.succeed(key);
 };
 
+/** A reply as stored and replayed: its status and the exact body text. */
+export interface Reply {
+  readonly status: number;
+  readonly bodyText: string;
+}
+
 export class Idempotency extends Context.Service<
   Idempotency,
   {
     readonly retention: Duration.Duration;
-    readonly run: <R>(
-      caller: Caller,
+    /**
+     * Runs `handler` once per (API key, Idempotency-Key): its reply is stored with the request's
+     * fingerprint and replayed to a retry of the same request. A failure `storable` turns into a reply
+     * (the caller's mistakes, 4xx) is stored and replayed too, with the handler's writes rolled back;
+     * any other failure stores nothing, so a retry with the same key is safe.
+     */
+    readonly run: <E, R>(
+      apiKeyId: string,
       request: IdempotentRequest,
-      handler: Effect.Effect<
-        { readonly status: number; readonly body: unknown },
-        ApiFailure | SqlError.SqlError,
-        R
-      >,
-    ) => Effect.Effect<StoredResponse, ApiFailure | SqlError.SqlError, R>;
+      handler: Effect.Effect<Reply, E, R>,
+      storable: (failure: E) => Reply | undefined,
+    ) => Effect.Effect<StoredResponse, E | IdempotencyError | SqlError.SqlError, R>;
     /** Deletes records older than the retention; returns how many. */
     readonly purgeExpired: Effect.Effect<number, SqlError.SqlError>;
+    /** Deletes every record (a stored reply could name records that no longer exist: crash recovery). */
+    readonly forgetAll: Effect.Effect<void, SqlError.SqlError>;
   }
 >()("Idempotency") {
   static readonly layer = (retention: Duration.Duration) =>
@@ -87,14 +96,11 @@ export class Idempotency extends Context.Service<
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient;
 
-        const run = <R>(
-          caller: Caller,
+        const run = <E, R>(
+          apiKeyId: string,
           request: IdempotentRequest,
-          handler: Effect.Effect<
-            { readonly status: number; readonly body: unknown },
-            ApiFailure | SqlError.SqlError,
-            R
-          >,
+          handler: Effect.Effect<Reply, E, R>,
+          storable: (failure: E) => Reply | undefined,
         ) =>
           sql.withTransaction(
             Effect.gen(function* () {
@@ -102,13 +108,13 @@ export class Idempotency extends Context.Service<
               const inserted = yield* sql`
                 INSERT INTO billing.idempotency_keys
                   (api_key_id, key, request_sha256, method, path, status, response_body)
-                VALUES (${caller.apiKeyId}, ${request.key}, ${fingerprint}, ${request.method}, ${request.path}, 0, '')
+                VALUES (${apiKeyId}, ${request.key}, ${fingerprint}, ${request.method}, ${request.path}, 0, '')
                 ON CONFLICT (api_key_id, key) DO NOTHING
                 RETURNING 1 AS inserted`;
               if (inserted.length === 0) {
                 const [existing] = yield* sql`
                   SELECT request_sha256, status, response_body FROM billing.idempotency_keys
-                  WHERE api_key_id = ${caller.apiKeyId} AND key = ${request.key}`.pipe(
+                  WHERE api_key_id = ${apiKeyId} AND key = ${request.key}`.pipe(
                   Effect.flatMap(decodeExisting),
                 );
                 if (existing === undefined)
@@ -124,14 +130,13 @@ export class Idempotency extends Context.Service<
               }
               // The handler runs in a savepoint: a caller's error rolls back its writes but is still stored.
               const outcome = yield* sql.withTransaction(handler).pipe(
-                Effect.map(({ status, body }) => ({ status, bodyText: JSON.stringify(body) })),
-                Effect.catchIf(
-                  (error) => isApiFailure(error) && toErrorResponse(error).status < 500,
-                  (failure) => Effect.succeed(stored(failure as ApiFailure)),
-                ),
+                Effect.catch((failure: E | SqlError.SqlError) => {
+                  const reply = failure instanceof SqlError.SqlError ? undefined : storable(failure as E);
+                  return reply ? Effect.succeed(reply) : Effect.fail(failure);
+                }),
               );
               yield* sql`UPDATE billing.idempotency_keys SET status = ${outcome.status}, response_body = ${outcome.bodyText}
-                WHERE api_key_id = ${caller.apiKeyId} AND key = ${request.key}`;
+                WHERE api_key_id = ${apiKeyId} AND key = ${request.key}`;
               return { ...outcome, replayed: false };
             }),
           );
@@ -141,12 +146,9 @@ export class Idempotency extends Context.Service<
           WHERE created_at < now() - make_interval(secs => ${Duration.toSeconds(retention)})
           RETURNING 1`.pipe(Effect.map((rows) => rows.length));
 
-        return { retention, run, purgeExpired };
+        const forgetAll = Effect.asVoid(sql`DELETE FROM billing.idempotency_keys`);
+
+        return { retention, run, purgeExpired, forgetAll };
       }),
     );
 }
-
-const stored = (failure: ApiFailure) => {
-  const response = toErrorResponse(failure);
-  return { status: response.status, bodyText: JSON.stringify(response.body) };
-};

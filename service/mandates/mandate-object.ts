@@ -1,6 +1,6 @@
 /** A mandate record as stored, and as the API shows it. */
 import { Schema } from "effect";
-import type { ResolvedChain } from "../chains/config.ts";
+import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { formatDecimal } from "../money/decimal.ts";
 
 export const MANDATE_STATUSES = ["pending", "active", "requires_authorization", "revoked"] as const;
@@ -87,9 +87,6 @@ export const MandateObject = Schema.Struct({
   created: Schema.Int,
 }).annotate({ identifier: "Mandate" });
 export type MandateObject = typeof MandateObject.Type;
-
-export const tokenOf = (chain: ResolvedChain | undefined, address: string) =>
-  chain?.tokens.find((token) => token.address.toLowerCase() === address.toLowerCase());
 
 export const authorizationUrl = (publicUrl: string, token: string) => `${publicUrl}/authorize/${token}`;
 

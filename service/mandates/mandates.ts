@@ -1,37 +1,37 @@
 /**
- * Mandates as merchants open and read them. A mandate record fixes the terms the customer will sign
- * (chain, token, payee, cap, approval periods, anchor, hold, operator); chain facts then move its status
- * (see events/fact-application.ts) and charges spend it (see charges/charges.ts).
+ * Mandates as merchants open and read them. A mandate fixes the terms the customer will sign (chain,
+ * token, payee, cap, approval periods, anchor, hold, operator); chain facts then move its status
+ * (facts/fact-application.ts) and charges spend it (charges/). Records are written by mandate-store.ts.
  */
 import { randomBytes } from "node:crypto";
 import { Context, Effect, Layer, Result, Schema } from "effect";
-import { SqlClient, type SqlError } from "effect/sql";
-import { getAddress } from "viem";
-import type { Caller } from "../auth/api-keys.ts";
+import type { SqlError } from "effect/sql";
+import type { Hex } from "viem";
+import { chooseChain, chooseToken, requireRecurringOpen } from "../chains/chain-choice.ts";
 import { ChainClients } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
-import type { MerchantChainObject } from "../chains/objects.ts";
+import type { TokenObject } from "../chains/objects.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
 import { PublicUrl } from "../config/public-url.ts";
-import { decodeRows, firstOr, theRow } from "../db/rows.ts";
-import { type InvalidRequest, invalidParam, NotFound, Unavailable } from "../errors.ts";
-import { newId } from "../ids.ts";
+import { type Page, renderPage } from "../db/query.ts";
+import { type InvalidRequest, invalidParam, type NotFound, type Unavailable } from "../errors.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
 import { MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
-import { PageQuery, pageOf } from "../pagination.ts";
-import {
-  MANDATE_COLUMNS,
-  MANDATE_STATUSES,
-  type MandateObject,
-  MandateRow,
-  toMandateObject,
-} from "./mandate-object.ts";
+import { PageQuery } from "../pagination.ts";
+import { MANDATE_STATUSES, type MandateObject, type MandateRow, toMandateObject } from "./mandate-object.ts";
+import { MandateStore } from "./mandate-store.ts";
 
 export const DEFAULT_APPROVAL_PERIODS = 12;
 export const MAX_APPROVAL_PERIODS = 120;
 
 const Text = (max: number) => Schema.String.check(Schema.isBetweenLength(1, max));
+
+export const ApprovalPeriods = Schema.Int.check(
+  Schema.isBetween({ minimum: 1, maximum: MAX_APPROVAL_PERIODS }),
+);
 
 export const CreateMandate = Schema.Struct({
   cap_decimal: Schema.String.annotate({
@@ -54,7 +54,7 @@ export const CreateMandate = Schema.Struct({
     }),
   ),
   approval_periods: Schema.optionalKey(
-    Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: MAX_APPROVAL_PERIODS })).annotate({
+    ApprovalPeriods.annotate({
       description: `Periods one signature covers (approval = cap × approval_periods), 1-${MAX_APPROVAL_PERIODS}, default ${DEFAULT_APPROVAL_PERIODS}`,
     }),
   ),
@@ -68,165 +68,78 @@ export const ListMandatesQuery = Schema.Struct({
 }).annotate({ identifier: "ListMandatesQuery" });
 export type ListMandatesQuery = typeof ListMandatesQuery.Type;
 
-const decodeMandates = decodeRows(MandateRow);
+/** What a new mandate asks the customer to sign, in base units, on a chain the merchant configured. */
+export interface MandateTerms {
+  readonly chain: ResolvedChain;
+  readonly token: TokenObject;
+  readonly payee: Hex;
+  readonly cap: bigint;
+  readonly approvalPeriods: number;
+  readonly customer: string;
+  readonly reference: string | null;
+}
 
-export const notFoundMandate = (id: string) =>
-  new NotFound({ code: "resource_missing", message: `No such mandate: '${id.slice(0, 80)}'`, param: "id" });
-
-/** The merchant's chain configuration a mandate is opened on, from `chain` or the only one configured. */
-export const chooseChain = (
-  registry: ChainRegistry["Service"],
-  caller: Caller,
-  configured: readonly MerchantChainObject[],
-  requested: number | undefined,
-): Effect.Effect<{ chain: ResolvedChain; config: MerchantChainObject }, InvalidRequest> => {
-  if (requested !== undefined) {
-    const chain = registry.find(requested, caller.livemode);
-    if (!chain)
-      return Effect.fail(
-        invalidParam(
-          "chain",
-          `No such ${caller.livemode ? "live" : "test"} chain: ${requested}. See GET /v1/chains.`,
-          "chain_unknown",
-        ),
-      );
-    const config = configured.find((c) => c.chain === requested);
-    if (!config)
-      return Effect.fail(
-        invalidParam(
-          "chain",
-          `You have not configured chain ${requested}: set a payout address with POST /v1/merchant/chains first.`,
-          "chain_not_configured",
-        ),
-      );
-    return Effect.succeed({ chain, config });
-  }
-  if (configured.length === 0)
-    return Effect.fail(
-      invalidParam(
-        "chain",
-        "You have no chain configured in this mode: set a payout address with POST /v1/merchant/chains first.",
-        "chain_not_configured",
-      ),
-    );
-  // Without `chain`: the one configured chain where recurring billing is open.
-  const open = configured.filter((c) => registry.find(c.chain, caller.livemode)?.subscriptions_available);
-  const [only, ...others] = open.length > 0 ? open : configured;
-  if (others.length > 0 || !only)
-    return Effect.fail(
-      invalidParam(
-        "chain",
-        `You have configured several chains (${open.map((c) => c.chain).join(", ")}): say which one with \`chain\`.`,
-        "parameter_missing",
-      ),
-    );
-  const chain = registry.find(only.chain, caller.livemode);
-  return chain
-    ? Effect.succeed({ chain, config: only })
-    : Effect.fail(invalidParam("chain", `Chain ${only.chain} is no longer offered.`, "chain_unknown"));
-};
-
-export const chooseToken = (config: MerchantChainObject, requested: string | undefined) => {
-  if (requested !== undefined) {
-    const wanted = requested.toLowerCase();
-    const token = config.tokens.find(
-      (t) => t.symbol.toLowerCase() === wanted || t.address.toLowerCase() === wanted,
-    );
-    return token
-      ? Effect.succeed(token)
-      : Effect.fail(
-          invalidParam(
-            "token",
-            `You do not accept ${JSON.stringify(requested.slice(0, 60))} on chain ${config.chain}; you accept ${config.tokens.map((t) => t.symbol).join(", ")}.`,
-            "token_unknown",
-          ),
-        );
-  }
-  const [only, ...others] = config.tokens;
-  if (only && others.length === 0) return Effect.succeed(only);
-  return Effect.fail(
-    invalidParam(
-      "token",
-      `You accept several tokens on chain ${config.chain} (${config.tokens.map((t) => t.symbol).join(", ")}): say which one with \`token\`.`,
-      "parameter_missing",
-    ),
-  );
-};
+type Failure = InvalidRequest | Unavailable | SqlError.SqlError;
 
 export class Mandates extends Context.Service<
   Mandates,
   {
-    readonly create: (
-      caller: Caller,
-      input: CreateMandate,
-    ) => Effect.Effect<MandateObject, InvalidRequest | Unavailable | SqlError.SqlError>;
+    /** `POST /v1/mandates`: the request checked and turned into terms, then `open`. */
+    readonly create: (scope: MerchantScope, input: CreateMandate) => Effect.Effect<MandateObject, Failure>;
+    /** Opens a mandate on terms already checked (a subscription opens its own this way). */
+    readonly open: (scope: MerchantScope, terms: MandateTerms) => Effect.Effect<MandateRow, Failure>;
     readonly retrieve: (
-      caller: Caller,
+      scope: MerchantScope,
       id: string,
     ) => Effect.Effect<MandateObject, NotFound | SqlError.SqlError>;
     readonly list: (
-      caller: Caller,
+      scope: MerchantScope,
       query: ListMandatesQuery,
-    ) => Effect.Effect<
-      { object: "list"; data: MandateObject[]; has_more: boolean },
-      InvalidRequest | SqlError.SqlError
-    >;
-    /** The caller's own mandate (charging locks mandates with `lockMany`). */
-    readonly load: (caller: Caller, id: string) => Effect.Effect<MandateRow, NotFound | SqlError.SqlError>;
-    /**
-     * The mandates named, each only for its own caller's merchant and mode, locked for update in id
-     * order (so two batches naming the same mandates cannot deadlock). Inside a transaction.
-     */
-    readonly lockMany: (
-      refs: readonly { readonly caller: Caller; readonly mandateId: string }[],
-    ) => Effect.Effect<readonly MandateRow[], SqlError.SqlError>;
-    readonly byAuthorizationToken: (
-      token: string,
-    ) => Effect.Effect<MandateRow | undefined, SqlError.SqlError>;
-    readonly reload: (id: string) => Effect.Effect<MandateRow, SqlError.SqlError>;
+    ) => Effect.Effect<Page<MandateObject>, InvalidRequest | SqlError.SqlError>;
+    /** The API object of a record (its link needs the public URL, its amounts the chain's tokens). */
     readonly render: (row: MandateRow) => MandateObject;
   }
 >()("Mandates") {
-  static readonly layer = Layer.effect(
+  static readonly layer: Layer.Layer<
+    Mandates,
+    never,
+    MandateStore | ChainRegistry | MerchantChains | ChainClients | Relayer | PublicUrl
+  > = Layer.effect(
     Mandates,
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient;
       const registry = yield* ChainRegistry;
       const merchantChains = yield* MerchantChains;
       const clients = yield* ChainClients;
       const relayer = yield* Relayer;
       const { url: publicUrl } = yield* PublicUrl;
+      const store = yield* MandateStore;
 
       const render = (row: MandateRow) => toMandateObject(row, registry.byId(row.chain_id), publicUrl);
 
-      const select = (where: string, params: unknown[], suffix = "") =>
-        sql
-          .unsafe(`SELECT ${MANDATE_COLUMNS} FROM billing.mandates WHERE ${where} ${suffix}`, params)
-          .pipe(Effect.flatMap(decodeMandates));
+      const open = (scope: MerchantScope, terms: MandateTerms) =>
+        Effect.gen(function* () {
+          yield* requireRecurringOpen(terms.chain, "chain", "");
+          const operator = relayer.address;
+          if (!operator) return yield* relayerUnavailable("open mandates");
+          // Period 0 starts now, as the chain tells time (a test clock moves it).
+          const anchor = yield* clients.latestTime(terms.chain).pipe(Effect.mapError(unavailable));
+          return yield* store.insert({
+            scope,
+            chainId: terms.chain.id,
+            token: terms.token.address as Hex,
+            cap: terms.cap,
+            approvalPeriods: terms.approvalPeriods,
+            customer: terms.customer,
+            reference: terms.reference,
+            payee: terms.payee,
+            operator,
+            holdSeconds: terms.chain.escrow_available ? terms.chain.hold_seconds : 0,
+            anchor,
+            salt: BigInt(`0x${randomBytes(12).toString("hex")}`),
+          });
+        });
 
-      const load = (caller: Caller, id: string) =>
-        select("id = $1 AND merchant_id = $2 AND livemode = $3", [
-          id,
-          caller.merchantId,
-          caller.livemode,
-        ]).pipe(Effect.flatMap(firstOr(() => notFoundMandate(id))));
-
-      const reload = (id: string) => select("id = $1", [id]).pipe(Effect.flatMap(theRow(`mandate ${id}`)));
-
-      const lockMany = (refs: readonly { readonly caller: Caller; readonly mandateId: string }[]) =>
-        refs.length === 0
-          ? Effect.succeed([] as readonly MandateRow[])
-          : select(
-              "id = ANY($1) AND (id, merchant_id, livemode) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[]))",
-              [
-                refs.map((r) => r.mandateId),
-                refs.map((r) => r.caller.merchantId),
-                refs.map((r) => r.caller.livemode),
-              ],
-              "ORDER BY id FOR UPDATE",
-            );
-
-      const create = (caller: Caller, input: CreateMandate) =>
+      const create = (scope: MerchantScope, input: CreateMandate) =>
         Effect.gen(function* () {
           if (input.period !== "month")
             return yield* invalidParam(
@@ -234,85 +147,31 @@ export class Mandates extends Context.Service<
               `Unsupported period ${JSON.stringify(input.period.slice(0, 40))}: mandates bill per calendar month; use "month".`,
               "period_unsupported",
             );
-          const configured = yield* merchantChains.list(caller);
-          const { chain, config } = yield* chooseChain(registry, caller, configured, input.chain);
-          if (!chain.subscriptions_available)
-            return yield* invalidParam(
-              "chain",
-              `Recurring billing is closed on chain ${chain.id} (${chain.name}): its subscriptions_available is false, so new mandates and subscriptions cannot be opened there. Existing mandates on it keep charging. Choose another chain from GET /v1/chains.`,
-              "chain_closed",
-            );
+          const configured = yield* merchantChains.list(scope);
+          const { chain, config } = yield* chooseChain(registry, scope, configured, input.chain);
+          yield* requireRecurringOpen(chain, "chain", "");
           const token = yield* chooseToken(config, input.token);
           const cap = parseDecimal(input.cap_decimal, token.decimals, MAX_CAP_UNITS);
           if (Result.isFailure(cap))
             return yield* invalidParam("cap_decimal", `cap_decimal ${cap.failure.message}.`);
-          const operator = relayer.address;
-          if (!operator)
-            return yield* new Unavailable({
-              code: "relayer_unavailable",
-              message: "This service has no relayer key configured, so it cannot open mandates.",
-            });
-          // Period 0 starts now, as the chain tells time (a test clock moves it).
-          const anchor = yield* clients
-            .latestTime(chain)
-            .pipe(
-              Effect.mapError(
-                (e) =>
-                  new Unavailable({ code: "chain_unavailable", message: `Chain ${chain.id}: ${e.message}` }),
-              ),
-            );
-          const id = yield* newId("mandate");
-          const salt = BigInt(`0x${randomBytes(12).toString("hex")}`);
-          const rows = yield* sql`INSERT INTO billing.mandates ${sql.insert({
-            id,
-            merchant_id: caller.merchantId,
-            livemode: caller.livemode,
-            origin: "api",
-            chain_id: chain.id,
-            token_address: getAddress(token.address),
-            cap: cap.success.toString(),
-            period: "month",
-            approval_periods: input.approval_periods ?? DEFAULT_APPROVAL_PERIODS,
+          const row = yield* open(scope, {
+            chain,
+            token,
+            payee: config.payout_address as Hex,
+            cap: cap.success,
+            approvalPeriods: input.approval_periods ?? DEFAULT_APPROVAL_PERIODS,
             customer: input.customer,
             reference: input.reference ?? null,
-            payee_address: getAddress(config.payout_address),
-            operator_address: operator,
-            hold_seconds: chain.escrow_available ? chain.hold_seconds : 0,
-            anchor,
-            salt: salt.toString(),
-            authorization_token: randomBytes(24).toString("base64url"),
-            status: "pending",
-          })} RETURNING ${sql.literal(MANDATE_COLUMNS)}`.pipe(Effect.flatMap(decodeMandates));
-          return render(rows[0] as MandateRow);
+          });
+          return render(row);
         });
 
-      const retrieve = (caller: Caller, id: string) => Effect.map(load(caller, id), render);
+      const retrieve = (scope: MerchantScope, id: string) => Effect.map(store.load(scope, id), render);
 
-      const list = (caller: Caller, query: ListMandatesQuery) =>
-        Effect.gen(function* () {
-          const params: unknown[] = [caller.merchantId, caller.livemode];
-          const where = ["merchant_id = $1", "livemode = $2"];
-          if (query.customer !== undefined) {
-            params.push(query.customer);
-            where.push(`customer = $${params.length}`);
-          }
-          if (query.status !== undefined) {
-            params.push(query.status);
-            where.push(`status = $${params.length}`);
-          }
-          if (query.starting_after !== undefined) {
-            params.push(query.starting_after);
-            where.push(`id < $${params.length}`);
-          }
-          const limit = query.limit ?? 10;
-          const rows = yield* select(where.join(" AND "), params, `ORDER BY id DESC LIMIT ${limit + 1}`);
-          return pageOf(rows.map(render), limit);
-        });
+      const list = (scope: MerchantScope, query: ListMandatesQuery) =>
+        Effect.map(store.page(scope, query, query), (page) => renderPage(page, render));
 
-      const byAuthorizationToken = (token: string) =>
-        select("authorization_token = $1", [token]).pipe(Effect.map((rows) => rows[0]));
-
-      return { create, retrieve, list, load, lockMany, byAuthorizationToken, reload, render };
+      return { create, open, retrieve, list, render };
     }),
   );
 }

@@ -90,12 +90,12 @@ export const termsMessage = (input: TermsInput): TermsMessage => ({
 export const termsDomain = (chainId: number, escrow: Hex) =>
   ({ name: "MandateEscrow", version: "1", chainId, verifyingContract: escrow }) as const;
 
-export interface PermitDomain {
+export type PermitDomain = {
   readonly name: string;
   readonly version: string;
   readonly chainId: number;
   readonly verifyingContract: Hex;
-}
+};
 
 export interface PermitMessage {
   readonly owner: Hex;

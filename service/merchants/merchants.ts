@@ -1,3 +1,4 @@
+/** Merchants: the accounts API keys, chains and every object belong to. The one writer of billing.merchants. */
 import { Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { decodeRows } from "../db/rows.ts";
@@ -13,6 +14,8 @@ export class Merchants extends Context.Service<
   {
     readonly create: (name: string) => Effect.Effect<Merchant, InvalidRequest | SqlError.SqlError>;
     readonly list: Effect.Effect<readonly Merchant[], SqlError.SqlError>;
+    /** A merchant our own records name (a mandate's, say); undefined if there is none. */
+    readonly byId: (id: string) => Effect.Effect<Merchant | undefined, SqlError.SqlError>;
   }
 >()("Merchants") {
   static readonly layer = Layer.effect(
@@ -37,7 +40,12 @@ export class Merchants extends Context.Service<
       const list = sql`SELECT id, name, created_at FROM billing.merchants ORDER BY id`.pipe(
         Effect.flatMap(decodeMerchants),
       );
-      return { create, list };
+      const byId = (id: string) =>
+        sql`SELECT id, name, created_at FROM billing.merchants WHERE id = ${id}`.pipe(
+          Effect.flatMap(decodeMerchants),
+          Effect.map((rows) => rows[0]),
+        );
+      return { create, list, byId };
     }),
   );
 }

@@ -2,7 +2,7 @@
  * Operator metrics (Prometheus, with prom-client). One registry per service runtime, so two service
  * processes in one Node process (tests) never share or double-register series. This module holds the
  * instruments that code updates as things happen (counters, histograms); the gauges read from Postgres
- * and the chains at scrape time are in `operator-gauges.ts`.
+ * and the chains at scrape time are in `operations/operator-gauges.ts`.
  *
  * To count something new: add the instrument to `makeInstruments` and update it where it happens with
  * `recordMetric((m) => m.yourCounter.inc({ chain_id: String(chainId) }))`. That is a no-op where the

@@ -6,13 +6,13 @@
 import { Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { formatUnits } from "viem";
-import type { Caller } from "../auth/api-keys.ts";
 import { chainHeads } from "../chains/onchain.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { ONCHAIN_SCHEMA } from "../db/client.ts";
 import { decodeRows } from "../db/rows.ts";
 import { type InvalidRequest, invalidParam } from "../errors.ts";
-import { FactRow } from "../events/fact-events.ts";
+import { FactRow } from "../facts/fact-row.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
 
 const Natural = Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0));
 
@@ -70,6 +70,7 @@ export const ReconciliationPage = Schema.Struct({
 export type ReconciliationPage = typeof ReconciliationPage.Type;
 
 const decodeEntries = decodeRows(FactRow);
+const decodePayouts = decodeRows(Schema.Struct({ payout: Schema.String }));
 
 const TYPE_OF_KIND = {
   "charge.succeeded": "charge",
@@ -115,7 +116,7 @@ export class Reconciliation extends Context.Service<
   Reconciliation,
   {
     readonly list: (
-      caller: Caller,
+      scope: MerchantScope,
       query: ReconciliationQuery,
     ) => Effect.Effect<ReconciliationPage, InvalidRequest | SqlError.SqlError>;
   }
@@ -126,15 +127,15 @@ export class Reconciliation extends Context.Service<
       const sql = yield* SqlClient.SqlClient;
       const registry = yield* ChainRegistry;
 
-      const list = (caller: Caller, query: ReconciliationQuery) =>
+      const list = (scope: MerchantScope, query: ReconciliationQuery) =>
         Effect.gen(function* () {
           const chains = registry
-            .forMode(caller.livemode)
+            .forMode(scope.livemode)
             .filter((c) => query.chain === undefined || c.id === query.chain);
           if (query.chain !== undefined && chains.length === 0)
             return yield* invalidParam(
               "chain",
-              `No such ${caller.livemode ? "live" : "test"} chain: ${query.chain}`,
+              `No such ${scope.livemode ? "live" : "test"} chain: ${query.chain}`,
               "chain_unknown",
             );
           if (chains.length === 0) return { object: "list" as const, data: [], has_more: false };
@@ -143,9 +144,11 @@ export class Reconciliation extends Context.Service<
             .split(":")
             .map(Number);
           const kinds = query.type ? [KIND_OF_TYPE[query.type]] : Object.keys(TYPE_OF_KIND);
-          const payouts = yield* sql<{ payout: string }>`
+          const payouts = yield* sql`
             SELECT DISTINCT lower(payout_address) AS payout FROM billing.merchant_chains
-            WHERE merchant_id = ${caller.merchantId} AND chain_id IN ${sql.in(chains.map((c) => c.id))}`;
+            WHERE merchant_id = ${scope.merchantId} AND chain_id IN ${sql.in(chains.map((c) => c.id))}`.pipe(
+            Effect.flatMap(decodePayouts),
+          );
           if (payouts.length === 0) return { object: "list" as const, data: [], has_more: false };
           // One Ponder relation per statement (see chains/onchain.ts): facts here, heads below.
           const rows = yield* sql`
@@ -186,7 +189,7 @@ export class Reconciliation extends Context.Service<
               customer_address: row.customer,
               payee_address: row.payee,
               confirmations: Math.max(0, Number((heads.get(row.chain_id) ?? 0n) - BigInt(row.block_number))),
-              livemode: caller.livemode,
+              livemode: scope.livemode,
               cursor: `${row.chain_id}:${row.block_number}:${row.log_index}`,
             };
             return [entry];

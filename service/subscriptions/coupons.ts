@@ -5,12 +5,13 @@
  */
 import { Context, Effect, Layer, Result, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
-import type { Caller } from "../auth/api-keys.ts";
-import { decodeRows, firstOr } from "../db/rows.ts";
-import { type InvalidRequest, invalidParam, NotFound } from "../errors.ts";
+import { type Page, pageRows, relation, renderPage, selectRows } from "../db/query.ts";
+import { firstOr, theRow } from "../db/rows.ts";
+import { type InvalidRequest, invalidParam, type NotFound, resourceMissing } from "../errors.ts";
 import { newId } from "../ids.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
 import { MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
-import { PageQuery, pageOf } from "../pagination.ts";
+import { PageQuery } from "../pagination.ts";
 
 /** The token's decimals are known only when the coupon meets a price; 18 bounds any token's. */
 const MAX_TOKEN_DECIMALS = 18;
@@ -48,7 +49,13 @@ export const CouponRow = Schema.Struct({
   created_at: Schema.Date,
 });
 export type CouponRow = typeof CouponRow.Type;
-const decodeCoupons = decodeRows(CouponRow);
+const COUPONS = relation({
+  from: "billing.coupons k",
+  alias: "k",
+  columns: `k.id, k.merchant_id, k.livemode, k.name, k.percent_off_bps, k.amount_off_decimal, k.token_symbol,
+    k.duration_in_months, k.created_at`,
+  row: CouponRow,
+});
 
 export const CouponObject = Schema.Struct({
   id: Schema.String.annotate({ description: "cpn_…" }),
@@ -75,50 +82,46 @@ export const toCouponObject = (row: CouponRow): CouponObject => ({
   created: Math.floor(row.created_at.getTime() / 1000),
 });
 
-export const notFoundCoupon = (id: string) =>
-  new NotFound({
-    code: "resource_missing",
-    message: `No such coupon: '${id.slice(0, 80)}'`,
-    param: "coupon",
-  });
-
 export class Coupons extends Context.Service<
   Coupons,
   {
     readonly create: (
-      caller: Caller,
+      scope: MerchantScope,
       input: CreateCoupon,
     ) => Effect.Effect<CouponObject, InvalidRequest | SqlError.SqlError>;
     readonly retrieve: (
-      caller: Caller,
+      scope: MerchantScope,
       id: string,
     ) => Effect.Effect<CouponObject, NotFound | SqlError.SqlError>;
     readonly list: (
-      caller: Caller,
+      scope: MerchantScope,
       query: typeof ListCouponsQuery.Type,
-    ) => Effect.Effect<{ object: "list"; data: CouponObject[]; has_more: boolean }, SqlError.SqlError>;
-    readonly load: (caller: Caller, id: string) => Effect.Effect<CouponRow, NotFound | SqlError.SqlError>;
+    ) => Effect.Effect<Page<CouponObject>, InvalidRequest | SqlError.SqlError>;
+    readonly load: (
+      scope: MerchantScope,
+      id: string,
+    ) => Effect.Effect<CouponRow, NotFound | SqlError.SqlError>;
+    /** A coupon our own records name (a subscription's), if it exists. */
+    readonly byId: (id: string) => Effect.Effect<CouponRow | undefined, SqlError.SqlError>;
   }
 >()("Coupons") {
   static readonly layer = Layer.effect(
     Coupons,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient;
-      const COLUMNS =
-        "id, merchant_id, livemode, name, percent_off_bps, amount_off_decimal, token_symbol, duration_in_months, created_at";
-      const select = (where: string, params: unknown[], suffix = "") =>
-        sql
-          .unsafe(`SELECT ${COLUMNS} FROM billing.coupons WHERE ${where} ${suffix}`, params)
-          .pipe(Effect.flatMap(decodeCoupons));
+      const inScope = (scope: MerchantScope) => [
+        sql`k.merchant_id = ${scope.merchantId}`,
+        sql`k.livemode = ${scope.livemode}`,
+      ];
+      const byId = (id: string) =>
+        Effect.map(selectRows(sql, COUPONS, [sql`k.id = ${id}`]), (rows) => rows[0]);
 
-      const load = (caller: Caller, id: string) =>
-        select("id = $1 AND merchant_id = $2 AND livemode = $3", [
-          id,
-          caller.merchantId,
-          caller.livemode,
-        ]).pipe(Effect.flatMap(firstOr(() => notFoundCoupon(id))));
+      const load = (scope: MerchantScope, id: string) =>
+        selectRows(sql, COUPONS, [sql`k.id = ${id}`, ...inScope(scope)]).pipe(
+          Effect.flatMap(firstOr(() => resourceMissing("coupon", id))),
+        );
 
-      const create = (caller: Caller, input: CreateCoupon) =>
+      const create = (scope: MerchantScope, input: CreateCoupon) =>
         Effect.gen(function* () {
           const percent = input.percent_off;
           const amount = input.amount_off_decimal;
@@ -154,35 +157,27 @@ export class Coupons extends Context.Service<
               "parameter_unknown",
             );
           const id = yield* newId("coupon");
-          const rows = yield* sql`INSERT INTO billing.coupons ${sql.insert({
+          yield* sql`INSERT INTO billing.coupons ${sql.insert({
             id,
-            merchant_id: caller.merchantId,
-            livemode: caller.livemode,
+            merchant_id: scope.merchantId,
+            livemode: scope.livemode,
             name: input.name ?? null,
             percent_off_bps: bps,
             amount_off_decimal: amount ?? null,
             token_symbol: input.token ?? null,
             duration_in_months: input.duration_in_months,
-          })} RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeCoupons));
-          return toCouponObject(rows[0] as CouponRow);
+          })}`;
+          return toCouponObject(
+            yield* selectRows(sql, COUPONS, [sql`k.id = ${id}`]).pipe(Effect.flatMap(theRow(`coupon ${id}`))),
+          );
         });
 
-      const retrieve = (caller: Caller, id: string) => Effect.map(load(caller, id), toCouponObject);
+      const retrieve = (scope: MerchantScope, id: string) => Effect.map(load(scope, id), toCouponObject);
 
-      const list = (caller: Caller, query: typeof ListCouponsQuery.Type) =>
-        Effect.gen(function* () {
-          const params: unknown[] = [caller.merchantId, caller.livemode];
-          let where = "merchant_id = $1 AND livemode = $2";
-          if (query.starting_after !== undefined) {
-            params.push(query.starting_after);
-            where += " AND id < $3";
-          }
-          const limit = query.limit ?? 10;
-          const rows = yield* select(where, params, `ORDER BY id DESC LIMIT ${limit + 1}`);
-          return pageOf(rows.map(toCouponObject), limit);
-        });
+      const list = (scope: MerchantScope, query: typeof ListCouponsQuery.Type) =>
+        Effect.map(pageRows(sql, COUPONS, inScope(scope), query), (page) => renderPage(page, toCouponObject));
 
-      return { create, retrieve, list, load };
+      return { create, retrieve, list, load, byId };
     }),
   );
 }

@@ -3,41 +3,41 @@
  * billable usage of the period before: what billing writes at a boundary, and what a usage record is
  * checked against before it is accepted as billable.
  */
-import { Effect, Result } from "effect";
-import { SqlClient } from "effect/sql";
-import type { ResolvedChain } from "../chains/config.ts";
-import { tokenOf } from "../mandates/mandate-object.ts";
+import { Context, Effect, Layer, Result } from "effect";
+import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { parseDecimal } from "../money/decimal.ts";
-import { computeInvoice, discountApplies, type InvoiceDiscount } from "./invoice-math.ts";
+import { Coupons } from "./coupons.ts";
+import { computeInvoice, discountApplies, type InvoiceDiscount, type InvoiceTotals } from "./invoice-math.ts";
 import type { PriceRow } from "./prices.ts";
 import type { SubscriptionRow } from "./subscription-object.ts";
+import { UsageStore } from "./usage-store.ts";
 
 export interface DiscountWindow {
   readonly start: number | null;
   readonly end: number | null;
 }
 
-export const draftInvoice = (input: {
+export interface DraftRequest {
   readonly chain: ResolvedChain | undefined;
   readonly subscription: SubscriptionRow;
   readonly price: PriceRow;
   readonly period: number;
   /** Usage not yet recorded, counted with the previous period's (a record being checked). */
   readonly extraUsage?: bigint;
-}) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient;
-    const { subscription: row, price, period } = input;
-    const decimals = tokenOf(input.chain, price.token_address)?.decimals ?? 0;
-    let window: DiscountWindow = { start: null, end: null };
-    let discount: InvoiceDiscount | null = null;
-    if (row.coupon_id !== null) {
-      const [coupon] = yield* sql<{
-        percent_off_bps: number | null;
-        amount_off_decimal: string | null;
-        duration_in_months: number;
-      }>`SELECT percent_off_bps, amount_off_decimal, duration_in_months FROM billing.coupons WHERE id = ${row.coupon_id}`;
-      if (coupon) {
+}
+
+const make = Effect.gen(function* () {
+  const coupons = yield* Coupons;
+  const usage = yield* UsageStore;
+
+  const draft = (input: DraftRequest) =>
+    Effect.gen(function* () {
+      const { subscription: row, price, period } = input;
+      const decimals = tokenOf(input.chain, price.token_address)?.decimals ?? 0;
+      let window: DiscountWindow = { start: null, end: null };
+      let discount: InvoiceDiscount | null = null;
+      const coupon = row.coupon_id === null ? undefined : yield* coupons.byId(row.coupon_id);
+      if (row.coupon_id !== null && coupon !== undefined) {
         window =
           row.discount_start_period === null
             ? { start: period, end: period + coupon.duration_in_months }
@@ -53,22 +53,26 @@ export const draftInvoice = (input: {
             amountOff: amountOff && Result.isSuccess(amountOff) ? amountOff.success : null,
           };
       }
-    }
-    let usage = null;
-    if (price.usage_unit_amount !== null && price.usage_unit !== null) {
-      const [used] = yield* sql<{ quantity: string }>`SELECT COALESCE(sum(quantity), 0)::text AS quantity
-        FROM billing.usage_records WHERE subscription_id = ${row.id} AND period = ${period - 1} AND status = 'billable'`;
-      usage = {
-        quantity: BigInt(used?.quantity ?? "0") + (input.extraUsage ?? 0n),
-        unitAmount: BigInt(price.usage_unit_amount),
-        unit: price.usage_unit,
-      };
-    }
-    const totals = computeInvoice({
-      productName: price.product_name,
-      amount: BigInt(price.amount),
-      discount,
-      usage,
+      const metered =
+        price.usage_unit_amount !== null && price.usage_unit !== null
+          ? {
+              quantity: (yield* usage.billableQuantity(row.id, period - 1)) + (input.extraUsage ?? 0n),
+              unitAmount: BigInt(price.usage_unit_amount),
+              unit: price.usage_unit,
+            }
+          : null;
+      const totals: InvoiceTotals = computeInvoice({
+        productName: price.product_name,
+        amount: BigInt(price.amount),
+        discount,
+        usage: metered,
+      });
+      return { totals, window };
     });
-    return { totals, window };
-  });
+
+  return { draft };
+});
+
+export class InvoiceDrafts extends Context.Service<InvoiceDrafts>()("InvoiceDrafts", { make }) {
+  static readonly layer = Layer.effect(InvoiceDrafts, make);
+}

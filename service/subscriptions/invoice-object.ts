@@ -1,7 +1,7 @@
 /** An invoice as stored, and as the API shows it. */
 import { Schema } from "effect";
-import type { ResolvedChain } from "../chains/config.ts";
-import { tokenOf } from "../mandates/mandate-object.ts";
+import { type ResolvedChain, tokenOf } from "../chains/config.ts";
+
 import { formatDecimal } from "../money/decimal.ts";
 
 export const INVOICE_STATUSES = ["open", "paid", "uncollectible", "void"] as const;

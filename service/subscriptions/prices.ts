@@ -6,17 +6,17 @@
 import { Context, Effect, Layer, Result, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { getAddress } from "viem";
-import type { Caller } from "../auth/api-keys.ts";
-import type { ResolvedChain } from "../chains/config.ts";
+import { chooseChain, chooseToken } from "../chains/chain-choice.ts";
+import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
-import { decodeRows, firstOr, theRow } from "../db/rows.ts";
-import { type InvalidRequest, invalidParam, NotFound } from "../errors.ts";
+import { type Page, pageRows, relation, renderPage, selectRows } from "../db/query.ts";
+import { firstOr, theRow } from "../db/rows.ts";
+import { type InvalidRequest, invalidParam, type NotFound, resourceMissing } from "../errors.ts";
 import { newId } from "../ids.ts";
-import { tokenOf } from "../mandates/mandate-object.ts";
-import { chooseChain, chooseToken } from "../mandates/mandates.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
 import { formatDecimal, MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
-import { PageQuery, pageOf } from "../pagination.ts";
+import { PageQuery } from "../pagination.ts";
 
 const Text = (max: number) => Schema.String.check(Schema.isBetweenLength(1, max));
 
@@ -71,9 +71,13 @@ export const PriceRow = Schema.Struct({
   created_at: Schema.Date,
 });
 export type PriceRow = typeof PriceRow.Type;
-const decodePrices = decodeRows(PriceRow);
-const PRICE_COLUMNS = `id, merchant_id, livemode, product_name, chain_id, token_address, amount::text AS amount,
-  usage_unit_amount::text AS usage_unit_amount, usage_unit, active, created_at`;
+const PRICES = relation({
+  from: "billing.prices p",
+  alias: "p",
+  columns: `p.id, p.merchant_id, p.livemode, p.product_name, p.chain_id, p.token_address, p.amount::text AS amount,
+    p.usage_unit_amount::text AS usage_unit_amount, p.usage_unit, p.active, p.created_at`,
+  row: PriceRow,
+});
 
 const Decimal = Schema.String.annotate({ description: "Decimal amount in the token's units" });
 
@@ -118,32 +122,32 @@ export const toPriceObject = (row: PriceRow, chain: ResolvedChain | undefined): 
   };
 };
 
-export const notFoundPrice = (id: string) =>
-  new NotFound({ code: "resource_missing", message: `No such price: '${id.slice(0, 80)}'`, param: "price" });
-
 const ZERO = /^0+(\.0+)?$/;
 
 export class Prices extends Context.Service<
   Prices,
   {
     readonly create: (
-      caller: Caller,
+      scope: MerchantScope,
       input: CreatePrice,
     ) => Effect.Effect<PriceObject, InvalidRequest | SqlError.SqlError>;
     readonly retrieve: (
-      caller: Caller,
+      scope: MerchantScope,
       id: string,
     ) => Effect.Effect<PriceObject, NotFound | SqlError.SqlError>;
     readonly update: (
-      caller: Caller,
+      scope: MerchantScope,
       id: string,
       input: typeof UpdatePrice.Type,
     ) => Effect.Effect<PriceObject, NotFound | SqlError.SqlError>;
     readonly list: (
-      caller: Caller,
+      scope: MerchantScope,
       query: ListPricesQuery,
-    ) => Effect.Effect<{ object: "list"; data: PriceObject[]; has_more: boolean }, SqlError.SqlError>;
-    readonly load: (caller: Caller, id: string) => Effect.Effect<PriceRow, NotFound | SqlError.SqlError>;
+    ) => Effect.Effect<Page<PriceObject>, InvalidRequest | SqlError.SqlError>;
+    readonly load: (
+      scope: MerchantScope,
+      id: string,
+    ) => Effect.Effect<PriceRow, NotFound | SqlError.SqlError>;
     readonly byId: (id: string) => Effect.Effect<PriceRow, SqlError.SqlError>;
   }
 >()("Prices") {
@@ -155,24 +159,23 @@ export class Prices extends Context.Service<
       const merchantChains = yield* MerchantChains;
       const render = (row: PriceRow) => toPriceObject(row, registry.byId(row.chain_id));
 
-      const select = (where: string, params: unknown[], suffix = "") =>
-        sql
-          .unsafe(`SELECT ${PRICE_COLUMNS} FROM billing.prices WHERE ${where} ${suffix}`, params)
-          .pipe(Effect.flatMap(decodePrices));
+      const inScope = (scope: MerchantScope) => [
+        sql`p.merchant_id = ${scope.merchantId}`,
+        sql`p.livemode = ${scope.livemode}`,
+      ];
 
-      const load = (caller: Caller, id: string) =>
-        select("id = $1 AND merchant_id = $2 AND livemode = $3", [
-          id,
-          caller.merchantId,
-          caller.livemode,
-        ]).pipe(Effect.flatMap(firstOr(() => notFoundPrice(id))));
+      const load = (scope: MerchantScope, id: string) =>
+        selectRows(sql, PRICES, [sql`p.id = ${id}`, ...inScope(scope)]).pipe(
+          Effect.flatMap(firstOr(() => resourceMissing("price", id))),
+        );
 
-      const byId = (id: string) => select("id = $1", [id]).pipe(Effect.flatMap(theRow(`price ${id}`)));
+      const byId = (id: string) =>
+        selectRows(sql, PRICES, [sql`p.id = ${id}`]).pipe(Effect.flatMap(theRow(`price ${id}`)));
 
-      const create = (caller: Caller, input: CreatePrice) =>
+      const create = (scope: MerchantScope, input: CreatePrice) =>
         Effect.gen(function* () {
-          const configured = yield* merchantChains.list(caller);
-          const { chain, config } = yield* chooseChain(registry, caller, configured, input.chain);
+          const configured = yield* merchantChains.list(scope);
+          const { chain, config } = yield* chooseChain(registry, scope, configured, input.chain);
           const token = yield* chooseToken(config, input.token);
           const usageAmount =
             input.usage === undefined
@@ -194,10 +197,10 @@ export class Prices extends Context.Service<
             amount = parsed.success;
           }
           const id = yield* newId("price");
-          const rows = yield* sql`INSERT INTO billing.prices ${sql.insert({
+          yield* sql`INSERT INTO billing.prices ${sql.insert({
             id,
-            merchant_id: caller.merchantId,
-            livemode: caller.livemode,
+            merchant_id: scope.merchantId,
+            livemode: scope.livemode,
             product_name: input.product_name,
             chain_id: chain.id,
             token_address: getAddress(token.address),
@@ -205,35 +208,32 @@ export class Prices extends Context.Service<
             usage_unit_amount:
               usageAmount && Result.isSuccess(usageAmount) ? usageAmount.success.toString() : null,
             usage_unit: input.usage?.unit ?? null,
-          })} RETURNING ${sql.literal(PRICE_COLUMNS)}`.pipe(Effect.flatMap(decodePrices));
-          return render(rows[0] as PriceRow);
+          })}`;
+          return render(yield* byId(id));
         });
 
-      const retrieve = (caller: Caller, id: string) => Effect.map(load(caller, id), render);
+      const retrieve = (scope: MerchantScope, id: string) => Effect.map(load(scope, id), render);
 
-      const update = (caller: Caller, id: string, input: typeof UpdatePrice.Type) =>
+      const update = (scope: MerchantScope, id: string, input: typeof UpdatePrice.Type) =>
         Effect.gen(function* () {
-          yield* load(caller, id);
+          yield* load(scope, id);
           yield* sql`UPDATE billing.prices SET active = ${input.active}, updated_at = now() WHERE id = ${id}`;
           return render(yield* byId(id));
         });
 
-      const list = (caller: Caller, query: ListPricesQuery) =>
-        Effect.gen(function* () {
-          const params: unknown[] = [caller.merchantId, caller.livemode];
-          const where = ["merchant_id = $1", "livemode = $2"];
-          if (query.active !== undefined) {
-            params.push(query.active === "true");
-            where.push(`active = $${params.length}`);
-          }
-          if (query.starting_after !== undefined) {
-            params.push(query.starting_after);
-            where.push(`id < $${params.length}`);
-          }
-          const limit = query.limit ?? 10;
-          const rows = yield* select(where.join(" AND "), params, `ORDER BY id DESC LIMIT ${limit + 1}`);
-          return pageOf(rows.map(render), limit);
-        });
+      const list = (scope: MerchantScope, query: ListPricesQuery) =>
+        Effect.map(
+          pageRows(
+            sql,
+            PRICES,
+            [
+              ...inScope(scope),
+              ...(query.active !== undefined ? [sql`p.active = ${query.active === "true"}`] : []),
+            ],
+            query,
+          ),
+          (page) => renderPage(page, render),
+        );
 
       return { create, retrieve, update, list, load, byId };
     }),

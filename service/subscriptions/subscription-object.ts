@@ -1,12 +1,13 @@
 /** A subscription as stored (with its mandate's terms), and as the API shows it. */
 import { Schema } from "effect";
 import { periodStart } from "../../src/ledger/period.ts";
-import type { ResolvedChain } from "../chains/config.ts";
-import { authorizationUrl, tokenOf } from "../mandates/mandate-object.ts";
+import { type ResolvedChain, tokenOf } from "../chains/config.ts";
+import { authorizationUrl } from "../mandates/mandate-object.ts";
 import { formatDecimal } from "../money/decimal.ts";
 
 export const SUBSCRIPTION_STATUSES = ["incomplete", "active", "past_due", "canceled"] as const;
 export const CANCELLATION_REASONS = ["requested", "payment_failed", "mandate_revoked"] as const;
+export type SubscriptionStatus = (typeof SUBSCRIPTION_STATUSES)[number];
 
 export const SubscriptionRow = Schema.Struct({
   id: Schema.String,

@@ -4,13 +4,13 @@
  * read against the chain (the customer's balance and the escrow's allowance) at the time of the warning.
  */
 import { Effect } from "effect";
-import { erc20Abi, type Hex } from "viem";
+import type { Hex } from "viem";
 import { periodStart } from "../../src/ledger/period.ts";
-import { ChainClients } from "../chains/chain-clients.ts";
-import type { ResolvedChain } from "../chains/config.ts";
-import { type MandateRow, tokenOf } from "../mandates/mandate-object.ts";
+import { type ResolvedChain, tokenOf } from "../chains/config.ts";
+import type { MandateRow } from "../mandates/mandate-object.ts";
+import { TokenReads } from "../mandates/token-reads.ts";
 import { formatDecimal } from "../money/decimal.ts";
-import { draftInvoice } from "./invoice-draft.ts";
+import { InvoiceDrafts } from "./invoice-draft.ts";
 import type { PriceRow } from "./prices.ts";
 import type { SubscriptionObject, SubscriptionRow } from "./subscription-object.ts";
 import type { AtRiskReason, ChargeOutlook } from "./warnings.ts";
@@ -49,7 +49,8 @@ export const draftUpcomingCharge = (input: {
 }) =>
   Effect.gen(function* () {
     const { subscription, period } = input;
-    const { totals } = yield* draftInvoice({ ...input });
+    const drafts = yield* InvoiceDrafts;
+    const { totals } = yield* drafts.draft({ ...input });
     const decimals = tokenOf(input.chain, subscription.token_address)?.decimals ?? 0;
     const object: UpcomingChargeObject = {
       object: "upcoming_charge",
@@ -76,30 +77,16 @@ export const draftUpcomingCharge = (input: {
 /** The customer's side of the coming charge: approval left (indexed), balance and allowance (chain). */
 export const readOutlook = (chain: ResolvedChain, mandate: MandateRow, amount: bigint) =>
   Effect.gen(function* () {
-    const clients = yield* ChainClients;
-    const client = clients.client(chain);
+    const tokens = yield* TokenReads;
     const customer = mandate.customer_address as Hex | null;
+    const token = mandate.token_address as Hex;
     const [balance, allowance] =
       customer === null
         ? [0n, 0n]
         : yield* Effect.all(
             [
-              clients.rpc(chain, "balance", () =>
-                client.readContract({
-                  address: mandate.token_address as Hex,
-                  abi: erc20Abi,
-                  functionName: "balanceOf",
-                  args: [customer],
-                }),
-              ),
-              clients.rpc(chain, "allowance", () =>
-                client.readContract({
-                  address: mandate.token_address as Hex,
-                  abi: erc20Abi,
-                  functionName: "allowance",
-                  args: [customer, chain.escrow.address],
-                }),
-              ),
+              tokens.balance(chain, token, customer),
+              tokens.allowance(chain, token, customer, chain.escrow.address),
             ],
             { concurrency: 2 },
           );

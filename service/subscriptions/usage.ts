@@ -4,23 +4,25 @@
  * the mandate's cap (what the customer authorised) is kept as `over_limit`, never billed, and raises
  * `usage.limit_exceeded`. Records of one subscription are decided one at a time (its row is locked).
  */
-import { PgClient } from "@effect/sql-pg";
 import { Context, Effect, Layer, Schema } from "effect";
-import { SqlClient, type SqlError } from "effect/sql";
+import type { SqlError } from "effect/sql";
 import { periodIndexAt } from "../../src/ledger/period.ts";
-import type { Caller } from "../auth/api-keys.ts";
 import { ChainClients } from "../chains/chain-clients.ts";
+import { tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
-import { decodeRows } from "../db/rows.ts";
-import { InvalidRequest, type NotFound, Unavailable } from "../errors.ts";
-import { raiseEvent } from "../events/outbox.ts";
-import { newId } from "../ids.ts";
-import { tokenOf } from "../mandates/mandate-object.ts";
+import { unavailable } from "../chains/unavailable.ts";
+import { type Page, renderPage } from "../db/query.ts";
+import type { ErrorCode } from "../error-codes.ts";
+import { InvalidRequest, type NotFound, type Unavailable } from "../errors.ts";
+import { Outbox } from "../events/outbox.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
 import { formatDecimal } from "../money/decimal.ts";
-import { PageQuery, pageOf } from "../pagination.ts";
-import { draftInvoice } from "./invoice-draft.ts";
+import { PageQuery } from "../pagination.ts";
+import { InvoiceDrafts } from "./invoice-draft.ts";
 import { Prices } from "./prices.ts";
+import { SubscriptionStore } from "./subscription-store.ts";
 import { Subscriptions } from "./subscriptions.ts";
+import { USAGE_STATUSES, type UsageRow, UsageStore } from "./usage-store.ts";
 
 export const CreateUsageRecord = Schema.Struct({
   quantity: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_000_000_000 })).annotate({
@@ -32,18 +34,6 @@ export const ListUsageRecordsQuery = Schema.Struct({ ...PageQuery.fields }).anno
   identifier: "ListUsageRecordsQuery",
 });
 
-const UsageRow = Schema.Struct({
-  id: Schema.String,
-  livemode: Schema.Boolean,
-  subscription_id: Schema.String,
-  period: Schema.Number,
-  quantity: Schema.String,
-  status: Schema.Literals(["billable", "over_limit"]),
-  created_at: Schema.Date,
-});
-const decodeUsage = decodeRows(UsageRow);
-const USAGE_COLUMNS = "id, livemode, subscription_id, period, quantity::text AS quantity, status, created_at";
-
 export const UsageRecordObject = Schema.Struct({
   id: Schema.String.annotate({ description: "ur_…" }),
   object: Schema.Literal("usage_record"),
@@ -53,14 +43,14 @@ export const UsageRecordObject = Schema.Struct({
   period: Schema.Int.annotate({
     description: "The mandate period the usage counts in; billed with the next",
   }),
-  status: Schema.Literals(["billable", "over_limit"]).annotate({
+  status: Schema.Literals(USAGE_STATUSES).annotate({
     description: "over_limit: recorded, never charged (it would take the next charge above the cap)",
   }),
   created: Schema.Int,
 }).annotate({ identifier: "UsageRecord" });
 export type UsageRecordObject = typeof UsageRecordObject.Type;
 
-const render = (row: typeof UsageRow.Type): UsageRecordObject => ({
+const render = (row: UsageRow): UsageRecordObject => ({
   id: row.id,
   object: "usage_record",
   livemode: row.livemode,
@@ -75,34 +65,33 @@ export class Usage extends Context.Service<
   Usage,
   {
     readonly record: (
-      caller: Caller,
+      scope: MerchantScope,
       subscriptionId: string,
       input: typeof CreateUsageRecord.Type,
     ) => Effect.Effect<UsageRecordObject, InvalidRequest | NotFound | Unavailable | SqlError.SqlError>;
     readonly list: (
-      caller: Caller,
+      scope: MerchantScope,
       subscriptionId: string,
       query: typeof ListUsageRecordsQuery.Type,
-    ) => Effect.Effect<
-      { object: "list"; data: UsageRecordObject[]; has_more: boolean },
-      NotFound | SqlError.SqlError
-    >;
+    ) => Effect.Effect<Page<UsageRecordObject>, InvalidRequest | NotFound | SqlError.SqlError>;
   }
 >()("Usage") {
   static readonly layer = Layer.effect(
     Usage,
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient;
-      const pg = yield* PgClient.PgClient;
       const registry = yield* ChainRegistry;
       const clients = yield* ChainClients;
       const subscriptions = yield* Subscriptions;
+      const subscriptionStore = yield* SubscriptionStore;
       const prices = yield* Prices;
+      const drafts = yield* InvoiceDrafts;
+      const store = yield* UsageStore;
+      const outbox = yield* Outbox;
 
-      const record = (caller: Caller, subscriptionId: string, input: typeof CreateUsageRecord.Type) =>
+      const record = (scope: MerchantScope, subscriptionId: string, input: typeof CreateUsageRecord.Type) =>
         Effect.gen(function* () {
-          const row = yield* subscriptions.load(caller, subscriptionId, true);
-          const refuse = (code: string, message: string) =>
+          const row = yield* subscriptionStore.load(scope, subscriptionId, { lock: true });
+          const refuse = (code: ErrorCode, message: string) =>
             new InvalidRequest({ code, message, param: null });
           const price = yield* prices.byId(row.price_id);
           if (price.usage_unit_amount === null)
@@ -117,39 +106,23 @@ export class Usage extends Context.Service<
             );
           const chain = registry.byId(row.chain_id);
           if (!chain) return yield* Effect.die(new Error(`subscription ${row.id} is on an unknown chain`));
-          const now = yield* clients.latestTime(chain).pipe(
-            Effect.mapError(
-              (e) =>
-                new Unavailable({
-                  code: "chain_unavailable",
-                  message: `Chain ${chain.id} did not answer (${e.message}); nothing was recorded, retry later.`,
-                }),
-            ),
-          );
+          const now = yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable));
           const period = periodIndexAt(row.anchor, now) ?? 0;
-          const { totals } = yield* draftInvoice({
+          const { totals } = yield* drafts.draft({
             chain,
             subscription: row,
             price,
             period: period + 1,
             extraUsage: BigInt(input.quantity),
-          }).pipe(Effect.provideService(SqlClient.SqlClient, sql));
+          });
           const cap = BigInt(row.cap);
           const status = totals.total > cap ? "over_limit" : "billable";
-          const id = yield* newId("usageRecord");
-          const [inserted] = yield* sql`INSERT INTO billing.usage_records ${sql.insert({
-            id,
-            merchant_id: row.merchant_id,
-            livemode: row.livemode,
-            subscription_id: row.id,
-            period,
-            quantity: input.quantity,
-            status,
-          })} RETURNING ${sql.literal(USAGE_COLUMNS)}`.pipe(Effect.flatMap(decodeUsage));
-          const usage = render(inserted as typeof UsageRow.Type);
+          const usage = render(
+            yield* store.insert({ scope, subscriptionId: row.id, period, quantity: input.quantity, status }),
+          );
           if (status === "over_limit") {
             const decimals = tokenOf(chain, price.token_address)?.decimals ?? 0;
-            yield* raiseEvent({
+            yield* outbox.raise({
               merchantId: row.merchant_id,
               livemode: row.livemode,
               type: "usage.limit_exceeded",
@@ -159,29 +132,16 @@ export class Usage extends Context.Service<
                 cap_decimal: formatDecimal(cap, decimals),
                 authorization_url: subscriptions.render(row).authorization_url,
               },
-              key: `${id}:limit_exceeded`,
-            }).pipe(Effect.provideService(PgClient.PgClient, pg));
+              key: `${usage.id}:limit_exceeded`,
+            });
           }
           return usage;
         });
 
-      const list = (caller: Caller, subscriptionId: string, query: typeof ListUsageRecordsQuery.Type) =>
+      const list = (scope: MerchantScope, subscriptionId: string, query: typeof ListUsageRecordsQuery.Type) =>
         Effect.gen(function* () {
-          yield* subscriptions.load(caller, subscriptionId);
-          const limit = query.limit ?? 10;
-          const params: unknown[] = [subscriptionId];
-          let where = "subscription_id = $1";
-          if (query.starting_after !== undefined) {
-            params.push(query.starting_after);
-            where += " AND id < $2";
-          }
-          const rows = yield* sql
-            .unsafe(
-              `SELECT ${USAGE_COLUMNS} FROM billing.usage_records WHERE ${where} ORDER BY id DESC LIMIT ${limit + 1}`,
-              params,
-            )
-            .pipe(Effect.flatMap(decodeUsage));
-          return pageOf(rows.map(render), limit);
+          yield* subscriptionStore.load(scope, subscriptionId);
+          return renderPage(yield* store.pageForSubscription(subscriptionId, query), render);
         });
 
       return { record, list };

@@ -6,20 +6,24 @@
  */
 import { Context, Duration, Effect, Layer, Result, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
-import { encodeFunctionData, erc20Abi, type Hex, parseAbi } from "viem";
+import { encodeFunctionData, type Hex, parseAbi } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import type { Caller } from "../auth/api-keys.ts";
+import { chooseChain } from "../chains/chain-choice.ts";
 import { ChainClients } from "../chains/chain-clients.ts";
+import { tokenOf } from "../chains/config.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { outsideTransaction } from "../db/client.ts";
 import { InvalidRequest, type NotFound, Unavailable } from "../errors.ts";
 import { newId } from "../ids.ts";
-import { Authorizations, type AuthorizeFailure } from "../mandates/authorization.ts";
-import { type MandateObject, tokenOf } from "../mandates/mandate-object.ts";
-import { chooseChain, Mandates } from "../mandates/mandates.ts";
+import { Authorizations, type AuthorizeFailure } from "../mandates/authorization-signing.ts";
+import type { MandateObject } from "../mandates/mandate-object.ts";
+import { MandateStore } from "../mandates/mandate-store.ts";
+import { Mandates } from "../mandates/mandates.ts";
 import { PERMIT_TYPES, TERMS_TYPES, termsDomain, testWalletKey } from "../mandates/terms.ts";
+import { TokenReads } from "../mandates/token-reads.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
 import { formatDecimal, parseDecimal } from "../money/decimal.ts";
 
 export const FundRequest = Schema.Struct({
@@ -60,16 +64,16 @@ export class TestHelpers extends Context.Service<
   TestHelpers,
   {
     readonly fund: (
-      caller: Caller,
+      scope: MerchantScope,
       mandateId: string,
       input: typeof FundRequest.Type,
     ) => Effect.Effect<typeof TestFunding.Type, InvalidRequest | NotFound | Unavailable | SqlError.SqlError>;
     readonly authorize: (
-      caller: Caller,
+      scope: MerchantScope,
       mandateId: string,
     ) => Effect.Effect<MandateObject, AuthorizeFailure | NotFound>;
     readonly advanceClock: (
-      caller: Caller,
+      scope: MerchantScope,
       input: typeof AdvanceClockRequest.Type,
     ) => Effect.Effect<typeof TestClock.Type, InvalidRequest | Unavailable | SqlError.SqlError>;
   }
@@ -82,6 +86,8 @@ export class TestHelpers extends Context.Service<
       const clients = yield* ChainClients;
       const relayer = yield* Relayer;
       const mandates = yield* Mandates;
+      const store = yield* MandateStore;
+      const tokens = yield* TokenReads;
       const merchantChains = yield* MerchantChains;
       const authorizations = yield* Authorizations;
 
@@ -99,9 +105,9 @@ export class TestHelpers extends Context.Service<
           }),
         ).pipe(Effect.provideService(SqlClient.SqlClient, sql));
 
-      const fund = (caller: Caller, mandateId: string, input: typeof FundRequest.Type) =>
+      const fund = (scope: MerchantScope, mandateId: string, input: typeof FundRequest.Type) =>
         Effect.gen(function* () {
-          const mandate = yield* mandates.load(caller, mandateId);
+          const mandate = yield* store.load(scope, mandateId);
           const chain = yield* chainOf(mandate.chain_id);
           const token = tokenOf(chain, mandate.token_address);
           const decimals = token?.decimals ?? 0;
@@ -143,15 +149,8 @@ export class TestHelpers extends Context.Service<
             return yield* unavailable(
               "The funding transaction was not mined in time. Retry with a new Idempotency-Key.",
             );
-          const balance = yield* clients
-            .rpc(chain, "balance", () =>
-              clients.client(chain).readContract({
-                address: mandate.token_address as Hex,
-                abi: erc20Abi,
-                functionName: "balanceOf",
-                args: [vault],
-              }),
-            )
+          const balance = yield* tokens
+            .balance(chain, mandate.token_address as Hex, vault)
             .pipe(Effect.mapError((e) => unavailable(e.message)));
           return {
             object: "test_funding" as const,
@@ -164,9 +163,9 @@ export class TestHelpers extends Context.Service<
           };
         });
 
-      const authorize = (caller: Caller, mandateId: string) =>
+      const authorize = (scope: MerchantScope, mandateId: string) =>
         Effect.gen(function* () {
-          const mandate = yield* mandates.load(caller, mandateId);
+          const mandate = yield* store.load(scope, mandateId);
           const wallet = privateKeyToAccount(testWalletKey(mandate.id));
           if (
             mandate.customer_address !== null &&
@@ -221,7 +220,7 @@ export class TestHelpers extends Context.Service<
           // mandate.authorized comes from the indexed chain event; answer once it has been applied.
           const applied = yield* Effect.gen(function* () {
             for (;;) {
-              const row = yield* mandates.reload(mandate.id);
+              const row = yield* store.reload(mandate.id);
               if ((row.signature_version ?? 0) >= Number(submitted.nonce)) return row;
               yield* Effect.sleep("50 millis");
             }
@@ -233,10 +232,10 @@ export class TestHelpers extends Context.Service<
           return mandates.render(applied.value);
         });
 
-      const advanceClock = (caller: Caller, input: typeof AdvanceClockRequest.Type) =>
+      const advanceClock = (scope: MerchantScope, input: typeof AdvanceClockRequest.Type) =>
         Effect.gen(function* () {
-          const configured = yield* merchantChains.list(caller);
-          const { chain } = yield* chooseChain(registry, caller, configured, input.chain);
+          const configured = yield* merchantChains.list(scope);
+          const { chain } = yield* chooseChain(registry, scope, configured, input.chain);
           if (!chain.local)
             return yield* new InvalidRequest({
               code: "test_clock_unsupported",

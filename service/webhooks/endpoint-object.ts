@@ -16,8 +16,8 @@ export const EndpointRow = Schema.Struct({
 });
 export type EndpointRow = typeof EndpointRow.Type;
 
-export const ENDPOINT_COLUMNS = `id, merchant_id, livemode, url, events, description, status,
-  previous_secret_expires_at, created_at`;
+export const ENDPOINT_COLUMNS = `w.id, w.merchant_id, w.livemode, w.url, w.events, w.description, w.status,
+  w.previous_secret_expires_at, w.created_at`;
 
 export const WebhookEndpointObject = Schema.Struct({
   id: Schema.String.annotate({ description: "we_…" }),

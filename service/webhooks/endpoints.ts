@@ -5,19 +5,20 @@
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
-import type { Caller } from "../auth/api-keys.ts";
-import { decodeRows, firstOr } from "../db/rows.ts";
-import { type InvalidRequest, invalidParam, NotFound } from "../errors.ts";
+import { type Page, pageRows, relation, selectRows } from "../db/query.ts";
+import { firstOr } from "../db/rows.ts";
+import { type InvalidRequest, invalidParam, type NotFound, resourceMissing } from "../errors.ts";
+import { EVENT_TYPES, isEventType } from "../events/event-types.ts";
 import { newId } from "../ids.ts";
-import { PageQuery, pageOf } from "../pagination.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
+import { PageQuery } from "../pagination.ts";
+import { DELIVERIES_CHANNEL, DeliveryStore } from "./delivery-store.ts";
 import {
   ENDPOINT_COLUMNS,
   EndpointRow,
   toEndpointObject,
   type WebhookEndpointObject,
 } from "./endpoint-object.ts";
-import { EVENT_TYPES, isEventType } from "./event-types.ts";
-import { DELIVERIES_CHANNEL } from "./fan-out.ts";
 import { generateSigningSecret, SecretBox } from "./secret-box.ts";
 import {
   checkWebhookHost,
@@ -69,14 +70,14 @@ export const ListEndpointsQuery = Schema.Struct({ ...PageQuery.fields }).annotat
 });
 export type ListEndpointsQuery = typeof ListEndpointsQuery.Type;
 
-const decodeEndpoints = decodeRows(EndpointRow);
-
-export const notFoundEndpoint = (id: string) =>
-  new NotFound({
-    code: "resource_missing",
-    message: `No such webhook endpoint: '${id.slice(0, 80)}'`,
-    param: "id",
-  });
+/** The merchant's endpoints that were not deleted. */
+const ENDPOINTS = relation({
+  from: "billing.webhook_endpoints w",
+  alias: "w",
+  columns: ENDPOINT_COLUMNS,
+  row: EndpointRow,
+});
+const notFoundEndpoint = (id: string) => resourceMissing("webhook endpoint", id);
 
 /** Every name must be one the service emits; the error lists the unknown ones. Duplicates collapse. */
 export const checkEventNames = (names: readonly string[]): Effect.Effect<string[], InvalidRequest> => {
@@ -104,35 +105,35 @@ export class WebhookEndpoints extends Context.Service<
   WebhookEndpoints,
   {
     readonly create: (
-      caller: Caller,
+      scope: MerchantScope,
       input: CreateWebhookEndpoint,
     ) => Effect.Effect<WebhookEndpointObject & { secret: string }, InvalidRequest | SqlError.SqlError>;
     readonly list: (
-      caller: Caller,
+      scope: MerchantScope,
       query: ListEndpointsQuery,
-    ) => Effect.Effect<
-      { object: "list"; data: WebhookEndpointObject[]; has_more: boolean },
-      SqlError.SqlError
-    >;
-    readonly load: (caller: Caller, id: string) => Effect.Effect<EndpointRow, NotFound | SqlError.SqlError>;
+    ) => Effect.Effect<Page<WebhookEndpointObject>, InvalidRequest | SqlError.SqlError>;
+    readonly load: (
+      scope: MerchantScope,
+      id: string,
+    ) => Effect.Effect<EndpointRow, NotFound | SqlError.SqlError>;
     readonly retrieve: (
-      caller: Caller,
+      scope: MerchantScope,
       id: string,
     ) => Effect.Effect<WebhookEndpointObject, NotFound | SqlError.SqlError>;
     readonly update: (
-      caller: Caller,
+      scope: MerchantScope,
       id: string,
       input: UpdateWebhookEndpoint,
     ) => Effect.Effect<WebhookEndpointObject, InvalidRequest | NotFound | SqlError.SqlError>;
     readonly remove: (
-      caller: Caller,
+      scope: MerchantScope,
       id: string,
     ) => Effect.Effect<
       { id: string; object: "webhook_endpoint"; deleted: true },
       NotFound | SqlError.SqlError
     >;
     readonly rotateSecret: (
-      caller: Caller,
+      scope: MerchantScope,
       id: string,
       input: RotateSecret,
     ) => Effect.Effect<WebhookEndpointObject & { secret: string }, NotFound | SqlError.SqlError>;
@@ -145,6 +146,13 @@ export class WebhookEndpoints extends Context.Service<
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient;
         const box = yield* SecretBox;
+        const deliveries = yield* DeliveryStore;
+        const inScope = (scope: MerchantScope) => [
+          sql`w.merchant_id = ${scope.merchantId}`,
+          sql`w.livemode = ${scope.livemode}`,
+          sql`w.deleted_at IS NULL`,
+        ];
+        const returning = sql`RETURNING ${ENDPOINTS.columns}`;
 
         const textArray = (values: readonly string[]) =>
           sql`ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`;
@@ -152,71 +160,61 @@ export class WebhookEndpoints extends Context.Service<
         const render = (row: EndpointRow) =>
           Effect.map(Clock.currentTimeMillis, (now) => toEndpointObject(row, now));
 
-        const checkUrl = (caller: Caller, raw: string) =>
+        const checkUrl = (scope: MerchantScope, raw: string) =>
           Effect.gen(function* () {
-            const parsed = parseWebhookUrl(raw, { requireHttps: caller.livemode });
+            const parsed = parseWebhookUrl(raw, { requireHttps: scope.livemode });
             if (!parsed.ok)
               return yield* Effect.fail(invalidParam("url", parsed.refusal.message, parsed.refusal.code));
             // Every mode: test mode on a local deployment allows loopback and private addresses too.
-            const scope = !caller.livemode && policy.allowPrivateInTest ? PRIVATE_ALLOWED : PUBLIC_ONLY;
-            const host = yield* Effect.promise(() => checkWebhookHost(parsed.url, systemResolve, scope));
+            const addresses = !scope.livemode && policy.allowPrivateInTest ? PRIVATE_ALLOWED : PUBLIC_ONLY;
+            const host = yield* Effect.promise(() => checkWebhookHost(parsed.url, systemResolve, addresses));
             if (!host.ok)
               return yield* Effect.fail(invalidParam("url", host.refusal.message, host.refusal.code));
             return parsed.url.href;
           });
 
-        const load = (caller: Caller, id: string) =>
-          sql`SELECT ${sql.unsafe(ENDPOINT_COLUMNS)} FROM billing.webhook_endpoints
-              WHERE id = ${id} AND merchant_id = ${caller.merchantId} AND livemode = ${caller.livemode}
-                AND deleted_at IS NULL`.pipe(
-            Effect.flatMap(decodeEndpoints),
+        const load = (scope: MerchantScope, id: string) =>
+          selectRows(sql, ENDPOINTS, [sql`w.id = ${id}`, ...inScope(scope)]).pipe(
             Effect.flatMap(firstOr(() => notFoundEndpoint(id))),
           );
 
-        const create = (caller: Caller, input: CreateWebhookEndpoint) =>
+        const create = (scope: MerchantScope, input: CreateWebhookEndpoint) =>
           Effect.gen(function* () {
-            const url = yield* checkUrl(caller, input.url);
+            const url = yield* checkUrl(scope, input.url);
             const events = yield* checkEventNames(input.events);
             const id = yield* newId("webhookEndpoint");
             const secret = generateSigningSecret();
             const now = new Date(yield* Clock.currentTimeMillis);
             const rows = yield* sql`
-              INSERT INTO billing.webhook_endpoints
+              INSERT INTO billing.webhook_endpoints AS w
                 (id, merchant_id, livemode, url, events, description, status, secret_ciphertext, created_at, updated_at)
-              VALUES (${id}, ${caller.merchantId}, ${caller.livemode}, ${url}, ${textArray(events)},
+              VALUES (${id}, ${scope.merchantId}, ${scope.livemode}, ${url}, ${textArray(events)},
                       ${input.description ?? null}, 'enabled', ${box.seal(secret, id)}, ${now}, ${now})
-              RETURNING ${sql.unsafe(ENDPOINT_COLUMNS)}`.pipe(Effect.flatMap(decodeEndpoints));
+              ${returning}`.pipe(Effect.flatMap(ENDPOINTS.decode));
             const row = rows[0] as EndpointRow;
             return { ...(yield* render(row)), secret };
           });
 
-        const list = (caller: Caller, query: ListEndpointsQuery) =>
+        const list = (scope: MerchantScope, query: ListEndpointsQuery) =>
           Effect.gen(function* () {
-            const limit = query.limit ?? 10;
-            const after = query.starting_after ?? null;
-            const rows = yield* sql`
-              SELECT ${sql.unsafe(ENDPOINT_COLUMNS)} FROM billing.webhook_endpoints
-              WHERE merchant_id = ${caller.merchantId} AND livemode = ${caller.livemode} AND deleted_at IS NULL
-                AND (${after}::text IS NULL OR id < ${after})
-              ORDER BY id DESC LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeEndpoints));
-            const page = pageOf(rows, limit);
+            const page = yield* pageRows(sql, ENDPOINTS, inScope(scope), query);
             return { ...page, data: yield* Effect.forEach(page.data, render) };
           });
 
-        const update = (caller: Caller, id: string, input: UpdateWebhookEndpoint) =>
+        const update = (scope: MerchantScope, id: string, input: UpdateWebhookEndpoint) =>
           Effect.gen(function* () {
-            const current = yield* load(caller, id);
-            const url = input.url === undefined ? current.url : yield* checkUrl(caller, input.url);
+            const current = yield* load(scope, id);
+            const url = input.url === undefined ? current.url : yield* checkUrl(scope, input.url);
             const events = input.events === undefined ? current.events : yield* checkEventNames(input.events);
             const description = input.description === undefined ? current.description : input.description;
             const status =
               input.disabled === undefined ? current.status : input.disabled ? "disabled" : "enabled";
             const rows = yield* sql`
-              UPDATE billing.webhook_endpoints
+              UPDATE billing.webhook_endpoints w
               SET url = ${url}, events = ${textArray(events)}, description = ${description},
                   status = ${status}, updated_at = now()
-              WHERE id = ${id} AND deleted_at IS NULL
-              RETURNING ${sql.unsafe(ENDPOINT_COLUMNS)}`.pipe(Effect.flatMap(decodeEndpoints));
+              WHERE w.id = ${id} AND w.deleted_at IS NULL
+              ${returning}`.pipe(Effect.flatMap(ENDPOINTS.decode));
             const row = rows[0];
             if (!row) return yield* Effect.fail(notFoundEndpoint(id));
             // Re-enabling wakes the dispatchers for the deliveries that waited.
@@ -225,33 +223,31 @@ export class WebhookEndpoints extends Context.Service<
             return yield* render(row);
           });
 
-        const remove = (caller: Caller, id: string) =>
+        const remove = (scope: MerchantScope, id: string) =>
           sql.withTransaction(
             Effect.gen(function* () {
-              yield* load(caller, id);
+              yield* load(scope, id);
               yield* sql`UPDATE billing.webhook_endpoints SET deleted_at = now(), updated_at = now() WHERE id = ${id}`;
-              // Nothing more is sent to a deleted endpoint.
-              yield* sql`UPDATE billing.webhook_deliveries SET status = 'failed', next_attempt_at = NULL
-                         WHERE endpoint_id = ${id} AND status = 'pending'`;
+              yield* deliveries.failPendingOf(id);
               return { id, object: "webhook_endpoint" as const, deleted: true as const };
             }),
           );
 
-        const rotateSecret = (caller: Caller, id: string, input: RotateSecret) =>
+        const rotateSecret = (scope: MerchantScope, id: string, input: RotateSecret) =>
           Effect.gen(function* () {
-            yield* load(caller, id);
+            yield* load(scope, id);
             const secret = generateSigningSecret();
             const overlap = input.expire_previous_after_seconds ?? DEFAULT_ROTATION_OVERLAP_SECONDS;
             const now = yield* Clock.currentTimeMillis;
             const expires = overlap > 0 ? new Date(now + overlap * 1000) : null;
             const rows = yield* sql`
-              UPDATE billing.webhook_endpoints
+              UPDATE billing.webhook_endpoints w
               SET previous_secret_ciphertext = CASE WHEN ${expires}::timestamptz IS NULL THEN NULL ELSE secret_ciphertext END,
                   previous_secret_expires_at = ${expires},
                   secret_ciphertext = ${box.seal(secret, id)},
                   updated_at = now()
-              WHERE id = ${id} AND deleted_at IS NULL
-              RETURNING ${sql.unsafe(ENDPOINT_COLUMNS)}`.pipe(Effect.flatMap(decodeEndpoints));
+              WHERE w.id = ${id} AND w.deleted_at IS NULL
+              ${returning}`.pipe(Effect.flatMap(ENDPOINTS.decode));
             const row = rows[0];
             if (!row) return yield* Effect.fail(notFoundEndpoint(id));
             return { ...(yield* render(row)), secret };
@@ -261,7 +257,7 @@ export class WebhookEndpoints extends Context.Service<
           create,
           list,
           load,
-          retrieve: (caller: Caller, id: string) => Effect.flatMap(load(caller, id), render),
+          retrieve: (scope: MerchantScope, id: string) => Effect.flatMap(load(scope, id), render),
           update,
           remove,
           rotateSecret,

@@ -36,7 +36,7 @@ it("answers the inputs that once reached Postgres with the route's own 4xx", asy
   for (const [method, path, status, code, param] of [
     ["GET", "/v1/charges/inv_%00", 404, "resource_missing", "id"],
     ["GET", "/v1/events/1%00", 404, "resource_missing", "id"],
-    ["GET", "/v1/prices/price_%00", 404, "resource_missing", "price"],
+    ["GET", "/v1/prices/price_%00", 404, "resource_missing", "id"],
     ["GET", "/v1/webhook_endpoints/%ED%A0%80/deliveries", 404, "resource_missing", "id"],
     ["POST", "/v1/test/mandates/x%00/authorize", 404, "resource_missing", "id"],
     ["POST", "/v1/events/evt_%00/replay", 404, "resource_missing", "id"],

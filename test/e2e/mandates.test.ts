@@ -78,6 +78,17 @@ describe("mandates", () => {
     expect(listed.json.has_more).toBe(true);
     const next = await m.call(`/v1/mandates?limit=1&starting_after=${other.id}`);
     expect(next.json.data.map((x: { id: string }) => x.id)).toEqual([mandate.id]);
+    // Paging back: the newer objects just before the cursor, still newest first.
+    const third = await openMandate(m, { customer: "cus_third" });
+    const back = await m.call(`/v1/mandates?limit=1&ending_before=${mandate.id}`);
+    expect(back.json.data.map((x: { id: string }) => x.id)).toEqual([other.id]);
+    expect(back.json.has_more).toBe(true);
+    const backAll = await m.call(`/v1/mandates?ending_before=${mandate.id}`);
+    expect(backAll.json.data.map((x: { id: string }) => x.id)).toEqual([third.id, other.id]);
+    expect(backAll.json.has_more).toBe(false);
+    const both = await m.call(`/v1/mandates?starting_after=${other.id}&ending_before=${mandate.id}`);
+    expect(both.status).toBe(400);
+    expect(expectErrorShape(both.json)).toMatchObject({ code: "parameter_conflict", param: "ending_before" });
     const byCustomer = await m.call("/v1/mandates?customer=cus_123&status=pending");
     expect(byCustomer.json.data.map((x: { id: string }) => x.id)).toEqual([mandate.id]);
   });

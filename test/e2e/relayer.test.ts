@@ -3,29 +3,24 @@
  * under concurrency, no gas spent on a transaction that would revert, lost broadcasts healed, and stuck
  * transactions replaced with higher fees.
  */
-import { type Duration, Effect, Layer, Redacted } from "effect";
+import { Effect } from "effect";
 import { encodeFunctionData, type Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, rpc, startAnvil } from "../../scripts/stack/anvil.ts";
-import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
-import { ChainClients } from "../../service/chains/chain-clients.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
-import { ChainRegistry } from "../../service/chains/registry.ts";
 import { Relayer, type RelayerError } from "../../service/chains/relayer.ts";
-import { databaseLayer } from "../../service/db/client.ts";
 import { deployTestUsdc } from "./chain-driver.ts";
-import { stack } from "./helpers.ts";
+import { type RelayerServices, relayerRunner, track } from "./relayer-harness.ts";
 
 const CHAIN_ID = 31341;
 let anvil: RunningAnvil;
 let chain: ResolvedChain;
 let token: Hex;
-let run: <A, E>(effect: Effect.Effect<A, E, Relayer>) => Promise<A>;
-/** The same relayer with a long bump delay: a young transaction is only re-broadcast. */
-let runPatient: <A, E>(effect: Effect.Effect<A, E, Relayer>) => Promise<A>;
+let run: <A, E>(effect: Effect.Effect<A, E, RelayerServices>) => Promise<A>;
+let dispose: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
   anvil = await startAnvil({ port: await freePort(), chainId: CHAIN_ID });
@@ -43,19 +38,12 @@ beforeAll(async () => {
     hold_seconds: 0,
     confirmations: 0,
   };
-  const dependencies = Layer.mergeAll(
-    databaseLayer(stack().databaseUrl, 10),
-    ChainRegistry.fromChains([chain]),
-    ChainClients.layer,
-  );
-  const relayer = (bumpAfter: Duration.Input) =>
-    Relayer.layer({ key: Redacted.make(LOCAL_DEPLOYER_KEY), bumpAfter }).pipe(Layer.provide(dependencies));
-  const quick = relayer("1 second");
-  const patient = relayer("1 hour");
-  run = (effect) => Effect.runPromise(Effect.provide(effect, quick));
-  runPatient = (effect) => Effect.runPromise(Effect.provide(effect, patient));
+  const runner = relayerRunner(chain);
+  dispose = runner.dispose;
+  run = runner.run;
 });
 afterAll(async () => {
+  await dispose?.();
   await anvil?.stop();
 });
 
@@ -67,7 +55,10 @@ const mint = (amount: bigint) =>
   });
 const submit = (purpose: string, data: Hex = mint(1n), to: Hex = token) =>
   Effect.flatMap(Effect.service(Relayer), (relayer) => relayer.submit(CHAIN_ID, { to, data, purpose }));
-const track = Effect.flatMap(Effect.service(Relayer), (relayer) => relayer.track);
+/** A tracking pass that replaces a transaction unmined for a second. */
+const quickTrack = track("1 second");
+/** A tracking pass with a long bump delay: a young transaction is only re-broadcast. */
+const patientTrack = track("1 hour");
 const find = (purpose: string) =>
   Effect.flatMap(Effect.service(Relayer), (relayer) => relayer.find(CHAIN_ID, purpose));
 
@@ -86,7 +77,7 @@ describe("relayer", () => {
     const nonces = [...byPurpose.values()].map((tx) => tx.nonce).sort((a, b) => a - b);
     const first = nonces[0] ?? 0;
     expect(nonces).toEqual(nonces.map((_, i) => first + i));
-    await run(track);
+    await run(quickTrack);
     for (const purpose of purposes) expect((await run(find(purpose)))?.status).toBe("mined");
   });
 
@@ -108,9 +99,9 @@ describe("relayer", () => {
       await rpc(anvil.http, "anvil_dropTransaction", [tx.hash]);
       await rpc(anvil.http, "evm_mine");
       expect(await rpc(anvil.http, "eth_getTransactionReceipt", [tx.hash])).toBeNull();
-      await runPatient(track); // not due for a replacement: the same bytes again
+      await run(patientTrack); // not due for a replacement: the same bytes again
       await rpc(anvil.http, "evm_mine");
-      await runPatient(track);
+      await run(patientTrack);
       const after = await run(find("test:lost"));
       expect(after?.status).toBe("mined");
       expect(after?.hashes).toEqual([tx.hash]);
@@ -125,12 +116,12 @@ describe("relayer", () => {
       const tx = await run(submit("test:stuck"));
       await rpc(anvil.http, "anvil_dropTransaction", [tx.hash]); // never to be mined as first sent
       await new Promise((resolve) => setTimeout(resolve, 1100));
-      await run(track);
+      await run(quickTrack);
       const replaced = await run(find("test:stuck"));
       expect(replaced?.hashes).toHaveLength(2);
       expect(replaced?.nonce).toBe(tx.nonce);
       await rpc(anvil.http, "evm_mine");
-      await run(track);
+      await run(quickTrack);
       const mined = await run(find("test:stuck"));
       expect(mined?.status).toBe("mined");
       const receipt = (await rpc(anvil.http, "eth_getTransactionReceipt", [mined?.hashes[1]])) as {

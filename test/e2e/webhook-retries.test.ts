@@ -9,12 +9,13 @@ import type { PgClient } from "@effect/sql-pg";
 import { Clock, Effect, Layer, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Caller } from "../../service/auth/api-keys.ts";
 import { databaseLayer } from "../../service/db/client.ts";
 import { runMigrations } from "../../service/db/migrations.ts";
-import { insertEvents } from "../../service/events/outbox.ts";
+import { Outbox } from "../../service/events/outbox.ts";
+import { DeliveryStore } from "../../service/webhooks/delivery-store.ts";
 import { deliverDue } from "../../service/webhooks/dispatcher.ts";
 import { WebhookEndpoints } from "../../service/webhooks/endpoints.ts";
+import { webhookFanOut } from "../../service/webhooks/fan-out.ts";
 import { MAX_ATTEMPTS, RETRY_WAITS_MS } from "../../service/webhooks/retry-schedule.ts";
 import { SecretBox } from "../../service/webhooks/secret-box.ts";
 import { AttemptSender } from "../../service/webhooks/sender.ts";
@@ -46,17 +47,27 @@ const layer = () => {
     SecretBox.layer(Redacted.make(stack().webhookSecretsKey)),
     AttemptSender.layer({ timeoutMs: OPTIONS.timeoutMs, connectionsPerOrigin: 16 }),
   );
-  return WebhookEndpoints.layer({ allowPrivateInTest: true }).pipe(
+  const stores = Layer.mergeAll(DeliveryStore.layer).pipe(
     Layer.provideMerge(base),
     Layer.provideMerge(Layer.effectDiscard(runMigrations).pipe(Layer.provide(base))),
   );
+  return Layer.mergeAll(
+    WebhookEndpoints.layer({ allowPrivateInTest: true }),
+    Outbox.layer.pipe(Layer.provide(webhookFanOut)),
+  ).pipe(Layer.provideMerge(stores));
 };
 
 const run = <A, E>(
   effect: Effect.Effect<
     A,
     E,
-    WebhookEndpoints | SecretBox | AttemptSender | SqlClient.SqlClient | PgClient.PgClient
+    | WebhookEndpoints
+    | Outbox
+    | DeliveryStore
+    | SecretBox
+    | AttemptSender
+    | SqlClient.SqlClient
+    | PgClient.PgClient
   >,
 ) =>
   Effect.runPromise(
@@ -71,10 +82,12 @@ const oneDelivery = (url: string) =>
     const sql = yield* SqlClient.SqlClient;
     const merchantId = `mer_retry${Math.random().toString(36).slice(2, 10)}`;
     yield* sql`INSERT INTO billing.merchants (id, name) VALUES (${merchantId}, 'Retries')`;
-    const caller: Caller = { merchantId, apiKeyId: "key_none", livemode: false };
     const endpoints = yield* WebhookEndpoints;
-    const endpoint = yield* endpoints.create(caller, { url, events: ["mandate.authorized"] });
-    yield* insertEvents([
+    const endpoint = yield* endpoints.create(
+      { merchantId, livemode: false },
+      { url, events: ["mandate.authorized"] },
+    );
+    yield* (yield* Outbox).insert([
       {
         id: `evt_retry${Math.random().toString(36).slice(2, 12)}`,
         merchantId,

@@ -6,7 +6,7 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
-import { EVENT_TYPES } from "../../service/webhooks/event-types.ts";
+import { EVENT_TYPES } from "../../service/events/event-types.ts";
 import { verifySignature } from "../../service/webhooks/signature.ts";
 import { api, expectErrorShape, newAddress, newMerchantWithKey, query } from "./helpers.ts";
 import { type Answer, type Received, startReceiver } from "./receiver.ts";

@@ -66,11 +66,15 @@ describe("input guard", () => {
   });
 
   it("path ids match only their own prefix", () => {
-    const mandate = idParam("mandate", (value) => value);
+    const mandate = idParam("mandate");
     expect(mandate.pattern.test("mdt_01JD3ZZZZZZZZZZZZZZZZZZZZZ")).toBe(true);
     expect(mandate.pattern.test("ch_01JD3ZZZZZZZZZZZZZZZZZZZZZ")).toBe(false);
     expect(mandate.pattern.test("mdt_01JD3ZZZZZZZZZZZZZZZZZZZZZ\u0000")).toBe(false);
     expect(mandate.pattern.test("mdt_01JD3ZZZZZZZZZZZZZZZZZZZZI")).toBe(false);
+    expect(mandate.notFound("x")).toMatchObject({
+      code: "resource_missing",
+      message: "No such mandate: 'x'",
+    });
   });
 
   it("prints values without NUL or lone surrogates, cut short", () => {

@@ -3,7 +3,7 @@ import { getAddress, type Hex, recoverTypedDataAddress } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { classifyChargeRevert } from "../../service/charges/charge-failures.ts";
-import { onchainChargeId } from "../../service/charges/charges.ts";
+import { onchainChargeId } from "../../service/charges/charge-ids.ts";
 import {
   onchainMandateId,
   saltOf,

@@ -6,7 +6,7 @@ import {
   MAX_ANCHORS,
   rewindAnchors,
   thinAnchors,
-} from "../../service/events/relay-cursor.ts";
+} from "../../service/facts/relay-cursor.ts";
 
 const at = (block: number, logIndex = 0): FactPosition => ({
   block: String(block),

@@ -1,7 +1,15 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { relayerBudgetExhausted } from "../../service/chains/relayer.ts";
-import { decideTracking, nonceGaps, type TrackingInput } from "../../service/chains/relayer-tracking.ts";
+import {
+  decideTracking,
+  gasLimitFor,
+  nextNonce,
+  nonceGaps,
+  replacementFees,
+  type TrackingInput,
+  withinBudget,
+} from "../../service/chains/relayer-tracking.ts";
 import { RateLimited } from "../../service/errors.ts";
 import { toErrorResponse } from "../../service/http/error-response.ts";
 import { clientAddress, pageRequestKeys, tokenOfPath } from "../../service/http/page-rate-limit.ts";
@@ -127,5 +135,41 @@ describe("refusals in the error shape", () => {
     expect(response.status).toBe(429);
     expect(response.headers).toEqual({ "Retry-After": "17" });
     expect(response.body.error.code).toBe("rate_limited");
+  });
+});
+
+describe("relayer nonces, gas and fees", () => {
+  it("takes the larger of the node's pending count and one past our highest record", () => {
+    fc.assert(
+      fc.property(fc.nat(10_000), fc.option(fc.nat(10_000), { nil: undefined }), (node, recorded) => {
+        const nonce = nextNonce(node, recorded);
+        expect(nonce).toBeGreaterThanOrEqual(node);
+        if (recorded !== undefined) expect(nonce).toBeGreaterThan(recorded);
+        expect(nonce === node || nonce === (recorded ?? -1) + 1).toBe(true);
+      }),
+    );
+  });
+
+  it("gives a replacement at least 12.5% more on both fees, never below the chain's price, the cap never below the tip", () => {
+    const gwei = fc.bigInt({ min: 1n, max: 10n ** 15n });
+    fc.assert(
+      fc.property(gwei, gwei, fc.option(fc.tuple(gwei, gwei), { nil: undefined }), (fee, tip, current) => {
+        const old = { maxFeePerGas: fee, maxPriorityFeePerGas: tip };
+        const next = replacementFees(
+          old,
+          current && { maxFeePerGas: current[0], maxPriorityFeePerGas: current[1] },
+        );
+        expect(next.maxPriorityFeePerGas * 1000n).toBeGreaterThan(tip * 1125n - 1000n);
+        expect(next.maxFeePerGas * 1000n).toBeGreaterThan(fee * 1125n - 1000n);
+        expect(next.maxFeePerGas).toBeGreaterThanOrEqual(next.maxPriorityFeePerGas);
+        if (current) expect(next.maxFeePerGas).toBeGreaterThanOrEqual(current[0]);
+      }),
+    );
+  });
+
+  it("allows a transaction only while what it may cost fits what is left of the hour's budget", () => {
+    expect(withinBudget(60n, 40n, 100n)).toBe(true);
+    expect(withinBudget(61n, 40n, 100n)).toBe(false);
+    expect(gasLimitFor(100_000n)).toBe(120_000n);
   });
 });

@@ -3,7 +3,8 @@ import { describe, expect, it } from "@effect/vitest";
 import { Context, Duration, Effect, Layer, Logger, Ref } from "effect";
 import { SqlError } from "effect/sql";
 import { TestClock } from "effect/testing";
-import { runWorkers, staleAfter, type Worker, Workers } from "../../service/workers/workers.ts";
+import { runWorkers, Workers } from "../../service/workers/runtime.ts";
+import { staleAfter, type Worker } from "../../service/workers/worker.ts";
 
 // The workers below have no `wakeOn`, so the Postgres client is never touched; the layer's type asks for it.
 const unusedPg = Layer.succeed(PgClient.PgClient, {} as PgClient.PgClient);

@@ -3,6 +3,7 @@
  * endpoints it calls (`/authorize/{token}/session`, `/terms`, `/signatures`) are registered elsewhere.
  */
 import type { Context, Env, Hono } from "hono";
+import { AUTHORIZATION_TOKEN_PATTERN } from "../../mandates/authorization-session.ts";
 import { type Asset, type Assets, assetCache } from "./assets.ts";
 import {
   CONTENT_SECURITY_POLICY,
@@ -10,9 +11,6 @@ import {
   renderNotFoundPage,
   type ShellAssets,
 } from "./html.ts";
-
-/** Tokens are opaque, URL-safe strings; anything else is not one. */
-export const AUTHORIZATION_TOKEN = /^[A-Za-z0-9_-]{20,80}$/;
 
 export const ASSET_PATHS = {
   script: "/authorize/assets/authorize.js",
@@ -84,7 +82,7 @@ export const registerAuthorizationPage = <E extends Env>(
   app.get("/authorize/:token", async (c) => {
     const token = c.req.param("token");
     const bundled = shellAssets(await assets());
-    if (!AUTHORIZATION_TOKEN.test(token) || !(await tokenExists(token)))
+    if (!AUTHORIZATION_TOKEN_PATTERN.test(token) || !(await tokenExists(token)))
       return c.body(renderNotFoundPage(bundled), 404, PAGE_HEADERS);
     return c.body(renderAuthorizationPage(token, bundled), 200, PAGE_HEADERS);
   });

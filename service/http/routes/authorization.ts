@@ -1,15 +1,21 @@
-/** The hosted authorization page's JSON API (see mandates/authorization.ts and docs/authorization-page.md). */
+/** The hosted authorization page's JSON API (see mandates/authorization-*.ts and docs/authorization-page.md). */
 import { Effect } from "effect";
 import { getAddress, type Hex } from "viem";
-import { Authorizations, SignaturesRequest, TermsRequest } from "../../mandates/authorization.ts";
-import { Mandates } from "../../mandates/mandates.ts";
+import {
+  AuthorizationRequestObject,
+  SignaturesRequest,
+  TermsRequest,
+} from "../../mandates/authorization-requests.ts";
+import { AuthorizationSessionObject, AuthorizationSessions } from "../../mandates/authorization-session.ts";
+import { Authorizations } from "../../mandates/authorization-signing.ts";
+import { MandateStore } from "../../mandates/mandate-store.ts";
 import { authorizationTokenParam } from "../path-params.ts";
 import { definePublicRoute } from "../route.ts";
 
-const withSession = (token: string) =>
+const sessionOf = (token: string) =>
   Effect.gen(function* () {
-    const authorizations = yield* Authorizations;
-    return { authorizations, mandate: yield* authorizations.mandateFor(token) };
+    const sessions = yield* AuthorizationSessions;
+    return { sessions, mandate: yield* sessions.mandateFor(token) };
   });
 
 export const authorizationRoutes = [
@@ -17,35 +23,35 @@ export const authorizationRoutes = [
     method: "GET",
     path: "/authorize/{token}/session",
     params: { token: authorizationTokenParam },
+    response: AuthorizationSessionObject,
     handler: ({ params }) =>
-      Effect.flatMap(withSession(params.token ?? ""), ({ authorizations, mandate }) =>
-        authorizations.session(mandate),
-      ),
+      Effect.flatMap(sessionOf(params.token ?? ""), ({ sessions, mandate }) => sessions.session(mandate)),
   }),
   definePublicRoute({
     method: "POST",
     path: "/authorize/{token}/terms",
     params: { token: authorizationTokenParam },
     body: TermsRequest,
+    response: AuthorizationRequestObject,
     handler: ({ body, params }) =>
-      Effect.flatMap(withSession(params.token ?? ""), ({ authorizations, mandate }) =>
-        Effect.map(
-          authorizations.request(mandate, getAddress(body.customer_address) as Hex),
-          (request) => request.json,
-        ),
-      ),
+      Effect.gen(function* () {
+        const { mandate } = yield* sessionOf(params.token ?? "");
+        const authorizations = yield* Authorizations;
+        const request = yield* authorizations.request(mandate, getAddress(body.customer_address) as Hex);
+        return request.json;
+      }),
   }),
   definePublicRoute({
     method: "POST",
     path: "/authorize/{token}/signatures",
     params: { token: authorizationTokenParam },
     body: SignaturesRequest,
+    response: AuthorizationSessionObject,
     handler: ({ body, params }) =>
       Effect.gen(function* () {
-        const { authorizations, mandate } = yield* withSession(params.token ?? "");
-        yield* authorizations.submit(mandate, body);
-        const mandates = yield* Mandates;
-        return yield* authorizations.session(yield* mandates.reload(mandate.id));
+        const { sessions, mandate } = yield* sessionOf(params.token ?? "");
+        yield* (yield* Authorizations).submit(mandate, body);
+        return yield* sessions.session(yield* (yield* MandateStore).reload(mandate.id));
       }),
   }),
 ];

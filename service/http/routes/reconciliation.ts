@@ -20,14 +20,8 @@ export const reconciliationRoutes = [
     body: ReconciliationQuery,
     response: ReconciliationPage,
     handler: ({ caller, body }) =>
-      Effect.flatMap(Effect.service(Reconciliation), (reconciliation) =>
-        Effect.map(reconciliation.list(caller, body), (page) => ({ ...page, format: body.format ?? "json" })),
-      ),
-    render: (value) => {
-      const { format, ...page } = value as ReconciliationPage & { format: string };
-      return format === "csv"
-        ? { contentType: "text/csv; charset=utf-8", body: toCsv(page.data) }
-        : { contentType: "application/json; charset=utf-8", body: JSON.stringify(page) };
-    },
+      Effect.flatMap(Effect.service(Reconciliation), (reconciliation) => reconciliation.list(caller, body)),
+    render: (page, query) =>
+      query.format === "csv" ? { contentType: "text/csv; charset=utf-8", body: toCsv(page.data) } : undefined,
   }),
 ];

@@ -1,5 +1,6 @@
 import { Effect, Schema } from "effect";
 import { listOf } from "../../chains/objects.ts";
+import { EventTypeObject, eventTypeList } from "../../events/event-types.ts";
 import { Deliveries, DeliveryObject, ListDeliveriesQuery, ReplayEvent } from "../../webhooks/deliveries.ts";
 import {
   DeletedWebhookEndpoint,
@@ -13,7 +14,6 @@ import {
   UpdateWebhookEndpoint,
   WebhookEndpoints,
 } from "../../webhooks/endpoints.ts";
-import { EventTypeObject, eventTypeList } from "../../webhooks/event-types.ts";
 import { endpointIdParam, eventIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 

@@ -2,6 +2,9 @@
  * The authorization flow: connect the wallet, switch its chain, sign the terms and the permit (or send
  * the approval), submit, and wait for the chain. It runs the effects and feeds the state machine; the
  * wallet, the service, timers and closing the tab are injected, so the flow runs in tests without a DOM.
+ *
+ * One module of some length on purpose: each step of the signing flow waits on the one before it (a
+ * wallet answer, a chain receipt), and reading them in order is what makes the flow checkable.
  */
 import { type Api, ApiError } from "./api.ts";
 import { sameAddress } from "./format.ts";

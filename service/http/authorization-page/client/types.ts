@@ -1,6 +1,6 @@
 /** The JSON the page exchanges with the service (see docs/authorization-page.md). */
 
-import type { AuthorizationSession } from "../../../mandates/authorization.ts";
+import type { AuthorizationSession } from "../../../mandates/authorization-session.ts";
 
 export type Address = `0x${string}`;
 

@@ -11,7 +11,7 @@ import { Gauge } from "prom-client";
 import { ChainWatch, type ChainWatchEntry, indexedHeads } from "../chains/indexer-watchdog.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { decodeRows } from "../db/rows.ts";
-import { Metrics } from "./metrics.ts";
+import { Metrics } from "../metrics/metrics.ts";
 
 /** A scrape's database reads must end within this; Prometheus' own default timeout is 10 s. */
 export const COLLECT_TIMEOUT = Duration.seconds(2);
@@ -109,10 +109,11 @@ export const operatorGaugesLayer = Layer.effectDiscard(
     const metrics = yield* Metrics;
     const context = yield* Effect.context<SqlClient.SqlClient | ChainRegistry | ChainWatch>();
     const run = Effect.runPromiseWith(context);
-    // One snapshot per scrape: every gauge's collect asks for it within the same moment.
+    // One snapshot per scrape: every gauge's collect asks for it within the same moment (a monotonic
+    // clock decides "the same moment"; nothing here is business time).
     let last: { readonly at: number; readonly snapshot: Promise<Snapshot> } | undefined;
     const snapshot = () => {
-      const now = Date.now();
+      const now = performance.now();
       if (last === undefined || now - last.at > 500) last = { at: now, snapshot: run(takeSnapshot) };
       return last.snapshot;
     };

@@ -4,12 +4,10 @@
  * few earlier positions with their block hashes (anchors). A reorg replaces a suffix of the chain, so
  * while the block of a position still holds that fact under the same hash, nothing at or before the
  * position has changed; when the cursor's own block was replaced, the relay rewinds to the newest
- * anchor whose block is still there (or to the start) and reads forward again.
+ * anchor whose block is still there (or to the start) and reads forward again. Pure; the cursor is
+ * stored by relay-store.ts.
  */
-import { PgClient } from "@effect/sql-pg";
-import { Effect, Schema } from "effect";
-import { SqlClient } from "effect/sql";
-import { decodeRows } from "../db/rows.ts";
+import { Schema } from "effect";
 
 export const FactPosition = Schema.Struct({
   block: Schema.String,
@@ -74,64 +72,3 @@ export const rewindAnchors = (
   }
   return [];
 };
-
-const CursorRow = Schema.Struct({ anchors: Schema.Array(FactPosition) });
-const decodeCursorRows = decodeRows(CursorRow);
-
-/** The chain's anchors, newest (the cursor) last; [] before the first fact. */
-export const loadAnchors = (chainId: number) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient;
-    const rows = yield* sql`SELECT anchors FROM billing.fact_relay_cursors WHERE chain_id = ${chainId}`.pipe(
-      Effect.flatMap(decodeCursorRows),
-    );
-    return rows[0]?.anchors ?? [];
-  });
-
-/** Moves the chain's cursor (its last anchor). */
-export const saveAnchors = (chainId: number, anchors: ReadonlyArray<FactPosition>) =>
-  Effect.gen(function* () {
-    const sql = yield* PgClient.PgClient;
-    const cursor = anchors[anchors.length - 1];
-    const row = {
-      chain_id: chainId,
-      block_number: cursor?.block ?? null,
-      log_index: cursor?.log_index ?? null,
-      fact_key: cursor?.key ?? null,
-      block_hash: cursor?.hash ?? null,
-      anchors: sql.json(anchors),
-    };
-    yield* sql`INSERT INTO billing.fact_relay_cursors ${sql.insert(row)}
-      ON CONFLICT (chain_id) DO UPDATE SET block_number = EXCLUDED.block_number,
-        log_index = EXCLUDED.log_index, fact_key = EXCLUDED.fact_key, block_hash = EXCLUDED.block_hash,
-        anchors = EXCLUDED.anchors, updated_at = now()`;
-  });
-
-/** Adds facts the relay declined to the chain's counter. */
-export const countSkipped = (chainId: number, skipped: number) =>
-  Effect.gen(function* () {
-    if (skipped === 0) return;
-    const sql = yield* SqlClient.SqlClient;
-    yield* sql`INSERT INTO billing.fact_relay_cursors (chain_id, skipped_facts) VALUES (${chainId}, ${skipped})
-      ON CONFLICT (chain_id) DO UPDATE
-      SET skipped_facts = billing.fact_relay_cursors.skipped_facts + EXCLUDED.skipped_facts, updated_at = now()`;
-  });
-
-const Counter = Schema.Struct({
-  chain_id: Schema.Number,
-  block_number: Schema.NullOr(Schema.String),
-  skipped_facts: Schema.NumberFromString,
-});
-const decodeCounters = decodeRows(Counter);
-
-/** Per chain: the relay cursor's block (null before the first fact) and how many facts it skipped. */
-export const relayCounters = Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient;
-  const rows = yield* sql`SELECT chain_id::int, block_number::text, skipped_facts::text
-    FROM billing.fact_relay_cursors ORDER BY chain_id`.pipe(Effect.flatMap(decodeCounters));
-  return rows.map((row) => ({
-    chainId: row.chain_id,
-    cursorBlock: row.block_number === null ? null : BigInt(row.block_number),
-    skippedFacts: row.skipped_facts,
-  }));
-});

@@ -1,23 +1,12 @@
 /**
  * The background worker runtime. Each worker is a fiber forked into the runtime's scope when the
  * layer is built and interrupted when it is disposed, so a process runs each worker exactly once.
- * Workers coordinate across processes only through Postgres (unique keys, row claims, advisory locks).
+ * Readiness is per worker: each successful pass records its time from the Clock.
  */
 import type { PgClient } from "@effect/sql-pg";
-import { Clock, Context, Duration, Effect, Layer, Queue, Ref } from "effect";
-import type { SqlError } from "effect/sql";
+import { Clock, Context, Effect, Layer, Queue, Ref } from "effect";
 import { wakeUps } from "../db/notifications.ts";
-import { Idempotency } from "../idempotency/idempotency.ts";
-
-export interface Worker<R> {
-  readonly name: string;
-  /** One pass. Failures are logged and the worker carries on with its next pass. */
-  readonly pass: Effect.Effect<void, SqlError.SqlError, R>;
-  /** Longest wait between passes. */
-  readonly interval: Duration.Input;
-  /** A Postgres notification channel that starts the next pass at once. */
-  readonly wakeOn?: string;
-}
+import { staleWorkers, type Worker } from "./worker.ts";
 
 export interface WorkersStatus {
   readonly ready: boolean;
@@ -29,27 +18,6 @@ export class Workers extends Context.Service<
   Workers,
   { readonly ready: Effect.Effect<boolean>; readonly status: Effect.Effect<WorkersStatus> }
 >()("Workers") {}
-
-/** Room for a slow pass (a billing boundary, a slow RPC) on top of the intervals. */
-export const STALE_SLACK = Duration.seconds(30);
-
-/**
- * How old a worker's last successful pass may be before the worker counts as not ready: three of its
- * intervals (a pass or two may fail on a passing hiccup) plus `STALE_SLACK`. Until its first success, the
- * worker's start counts as one.
- */
-export const staleAfter = (interval: Duration.Input): Duration.Duration =>
-  Duration.sum(Duration.times(Duration.fromInputUnsafe(interval), 3), STALE_SLACK);
-
-/** The workers whose last success (ms) is older than their bound at `now` (ms). */
-export const staleWorkers = (
-  workers: ReadonlyArray<Pick<Worker<unknown>, "name" | "interval">>,
-  lastSuccess: ReadonlyMap<string, number>,
-  now: number,
-): ReadonlyArray<string> =>
-  workers
-    .filter((w) => now - (lastSuccess.get(w.name) ?? now) > Duration.toMillis(staleAfter(w.interval)))
-    .map((w) => w.name);
 
 const runWorker = <R>(worker: Worker<R>, succeeded: Effect.Effect<void>) =>
   Effect.gen(function* () {
@@ -70,9 +38,14 @@ const runWorker = <R>(worker: Worker<R>, succeeded: Effect.Effect<void>) =>
     );
   }).pipe(Effect.annotateLogs({ worker: worker.name }));
 
-export const runWorkers = <R>(
-  workers: ReadonlyArray<Worker<R>>,
-): Layer.Layer<Workers, never, R | PgClient.PgClient> =>
+/** What a list of workers needs: the union of each worker's requirements. */
+// biome-ignore lint/suspicious/noExplicitAny: inferring each worker's own requirements
+export type WorkerRequirements<W extends Worker<any>> = W extends Worker<infer R> ? R : never;
+
+// biome-ignore lint/suspicious/noExplicitAny: inferring each worker's own requirements
+export const runWorkers = <const W extends ReadonlyArray<Worker<any>>>(
+  workers: W,
+): Layer.Layer<Workers, never, WorkerRequirements<W[number]> | PgClient.PgClient> =>
   Layer.effect(
     Workers,
     Effect.gen(function* () {
@@ -96,15 +69,3 @@ export const runWorkers = <R>(
       return { ready: Effect.map(status, (s) => s.ready), status };
     }),
   );
-
-/** Deletes idempotency records past their retention. Safe on every replica at once (a plain DELETE). */
-export const idempotencyPurge: Worker<Idempotency> = {
-  name: "idempotency-purge",
-  pass: Effect.gen(function* () {
-    const idempotency = yield* Idempotency;
-    const deleted = yield* idempotency.purgeExpired;
-    if (deleted > 0)
-      yield* Effect.logInfo("purged expired idempotency records").pipe(Effect.annotateLogs({ deleted }));
-  }),
-  interval: "10 minutes",
-};

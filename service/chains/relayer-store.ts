@@ -1,0 +1,195 @@
+/**
+ * The one writer of `billing.relayer_transactions`: every transaction the relayer signed, with its
+ * purpose (unique per chain), its action (a return, an authorization: at most one attempt live), the
+ * bytes and every hash broadcast, and what became of it. Times come from the Clock.
+ */
+import { Clock, Context, Effect, Layer, Schema } from "effect";
+import { SqlClient } from "effect/sql";
+import type { Hex } from "viem";
+import { type Fragment, relation, selectRows } from "../db/query.ts";
+import { decodeRows } from "../db/rows.ts";
+import { newId } from "../ids.ts";
+
+export const TransactionRow = Schema.Struct({
+  id: Schema.String,
+  chain_id: Schema.Number,
+  from_address: Schema.String,
+  nonce: Schema.Number,
+  to_address: Schema.String,
+  data: Schema.String,
+  gas_limit: Schema.BigIntFromString,
+  max_fee_per_gas: Schema.BigIntFromString,
+  max_priority_fee_per_gas: Schema.BigIntFromString,
+  hashes: Schema.Array(Schema.String),
+  raw: Schema.String,
+  purpose: Schema.String,
+  action: Schema.NullOr(Schema.String),
+  status: Schema.Literals(["pending", "mined", "reverted", "superseded"]),
+  block_number: Schema.NullOr(Schema.BigIntFromString),
+  last_broadcast_at: Schema.Date,
+});
+export type TransactionRow = typeof TransactionRow.Type;
+
+const TRANSACTIONS = relation({
+  from: "billing.relayer_transactions t",
+  alias: "t",
+  columns: `t.id, t.chain_id::int AS chain_id, t.from_address, t.nonce::int AS nonce, t.to_address, t.data,
+    t.gas_limit::text, t.max_fee_per_gas::text, t.max_priority_fee_per_gas::text, t.hashes, t.raw, t.purpose,
+    t.action, t.status, t.block_number::text, t.last_broadcast_at`,
+  row: TransactionRow,
+});
+
+export interface NewTransaction {
+  readonly chainId: number;
+  readonly from: string;
+  readonly nonce: number;
+  readonly to: Hex;
+  readonly data: Hex;
+  readonly gasLimit: bigint;
+  readonly maxFeePerGas: bigint;
+  readonly maxPriorityFeePerGas: bigint;
+  readonly hash: Hex;
+  readonly raw: Hex;
+  readonly purpose: string;
+  readonly action: string | null;
+}
+
+const decodeText = decodeRows(Schema.Struct({ value: Schema.NullOr(Schema.String) }));
+const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
+const decodeChains = decodeRows(Schema.Struct({ chain_id: Schema.Number }));
+const _decodeNonces = decodeRows(Schema.Struct({ nonce: Schema.Number }));
+const decodeActions = decodeRows(Schema.Struct({ count: Schema.Number, oldest: Schema.NullOr(Schema.Date) }));
+
+const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient;
+  const select = (where: ReadonlyArray<Fragment>, options?: Parameters<typeof selectRows>[3]) =>
+    selectRows(sql, TRANSACTIONS, where, options);
+  const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis));
+  const ofAccount = (chainId: number, from: string) => [
+    sql`t.chain_id = ${chainId}`,
+    sql`t.from_address = ${from}`,
+  ];
+
+  return {
+    byPurpose: (chainId: number, purpose: string) =>
+      Effect.map(select([sql`t.chain_id = ${chainId}`, sql`t.purpose = ${purpose}`]), (rows) => rows[0]),
+    /** The newest attempt of an action. */
+    latestOfAction: (chainId: number, action: string) =>
+      Effect.map(
+        select([sql`t.chain_id = ${chainId}`, sql`t.action = ${action}`], {
+          order: sql`t.created_at DESC, t.id DESC`,
+          limit: 1,
+        }),
+        (rows) => rows[0],
+      ),
+    /** How many transactions of actions starting with `prefix` were sent since `since`, and the oldest's time. */
+    actionsSince: (chainId: number, prefix: string, since: Date) =>
+      sql`SELECT count(*)::int AS count, min(created_at) AS oldest FROM billing.relayer_transactions
+        WHERE chain_id = ${chainId} AND starts_with(action, ${prefix}) AND created_at > ${since}`.pipe(
+        Effect.flatMap(decodeActions),
+        Effect.map((rows) => rows[0] ?? { count: 0, oldest: null }),
+      ),
+    /** Serialises nonce decisions of one account on one chain (held until the transaction ends). */
+    lockAccount: (chainId: number, from: string) =>
+      Effect.asVoid(sql`SELECT pg_advisory_xact_lock(hashtext(${`relayer:${chainId}:${from}`}))`),
+    /** Wei spent (or, while pending, at most to be spent) by the account on a chain since `since`. */
+    spentSince: (chainId: number, from: string, since: Date) =>
+      sql`SELECT coalesce(sum(coalesce(spent_wei,
+          CASE WHEN status = 'superseded' THEN 0 ELSE gas_limit * max_fee_per_gas END)), 0)::text AS value
+        FROM billing.relayer_transactions
+        WHERE chain_id = ${chainId} AND from_address = ${from} AND created_at > ${since}`.pipe(
+        Effect.flatMap(decodeText),
+        Effect.map((rows) => BigInt(rows[0]?.value ?? "0")),
+      ),
+    /** The highest nonce recorded for the account on the chain. */
+    highestNonce: (chainId: number, from: string) =>
+      sql`SELECT max(nonce)::text AS value FROM billing.relayer_transactions
+        WHERE chain_id = ${chainId} AND from_address = ${from}`.pipe(
+        Effect.flatMap(decodeText),
+        Effect.map((rows) => (rows[0]?.value == null ? undefined : Number(rows[0].value))),
+      ),
+    insert: (tx: NewTransaction) =>
+      Effect.gen(function* () {
+        const id = yield* newId("relayerTransaction");
+        const at = yield* now;
+        yield* sql`INSERT INTO billing.relayer_transactions ${sql.insert({
+          id,
+          chain_id: tx.chainId,
+          from_address: tx.from,
+          nonce: tx.nonce,
+          to_address: tx.to.toLowerCase(),
+          data: tx.data,
+          gas_limit: tx.gasLimit.toString(),
+          max_fee_per_gas: tx.maxFeePerGas.toString(),
+          max_priority_fee_per_gas: tx.maxPriorityFeePerGas.toString(),
+          hashes: [tx.hash],
+          raw: tx.raw,
+          purpose: tx.purpose,
+          action: tx.action,
+          status: "pending",
+          created_at: at,
+          last_broadcast_at: at,
+        })}`;
+        const [row] = yield* select([sql`t.id = ${id}`]);
+        return row ?? (yield* Effect.die(new Error("relayer transaction vanished")));
+      }),
+
+    /** Chains on which the account has pending transactions. */
+    chainsWithPending: (from: string) =>
+      sql`SELECT DISTINCT chain_id::int AS chain_id FROM billing.relayer_transactions
+        WHERE status = 'pending' AND from_address = ${from}`.pipe(
+        Effect.flatMap(decodeChains),
+        Effect.map((rows) => rows.map((row) => row.chain_id)),
+      ),
+    pendingNonces: (chainId: number, from: string) =>
+      select([...ofAccount(chainId, from), sql`t.status = 'pending'`]).pipe(
+        Effect.map((rows) => rows.map((row) => row.nonce)),
+      ),
+    /** The account's pending transactions, by chain and nonce. */
+    pendingIds: (from: string) =>
+      sql`SELECT id FROM billing.relayer_transactions WHERE status = 'pending' AND from_address = ${from}
+        ORDER BY chain_id, nonce`.pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((rows) => rows.map((row) => row.id)),
+      ),
+    /** A pending transaction, locked; another process tracking it now makes this undefined. */
+    lockPending: (id: string) =>
+      Effect.map(
+        select([sql`t.id = ${id}`, sql`t.status = 'pending'`], { lock: "update_skip_locked" }),
+        (rows) => rows[0],
+      ),
+    recordReceipt: (
+      id: string,
+      receipt: { status: "mined" | "reverted"; blockNumber: bigint; hash: string; spentWei: bigint },
+    ) =>
+      Effect.asVoid(sql`UPDATE billing.relayer_transactions SET status = ${receipt.status},
+          block_number = ${receipt.blockNumber}, mined_hash = ${receipt.hash}, spent_wei = ${receipt.spentWei.toString()}
+        WHERE id = ${id}`),
+    recordSuperseded: (id: string) =>
+      Effect.asVoid(sql`UPDATE billing.relayer_transactions SET status = 'superseded' WHERE id = ${id}`),
+    /** The same nonce signed again with higher fees; every hash broadcast is kept. */
+    recordReplacement: (
+      id: string,
+      replacement: { raw: Hex; hash: Hex; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint },
+    ) =>
+      Effect.gen(function* () {
+        yield* sql`UPDATE billing.relayer_transactions
+          SET raw = ${replacement.raw}, hashes = array_append(hashes, ${replacement.hash}),
+              max_fee_per_gas = ${replacement.maxFeePerGas.toString()},
+              max_priority_fee_per_gas = ${replacement.maxPriorityFeePerGas.toString()},
+              last_broadcast_at = ${yield* now}
+          WHERE id = ${id}`;
+      }),
+
+    /** Deletes a chain's transactions (the local stack's crash recovery); returns how many. */
+    forgetChain: (chainId: number) =>
+      Effect.map(
+        sql`DELETE FROM billing.relayer_transactions WHERE chain_id = ${chainId} RETURNING id`,
+        (rows) => rows.length,
+      ),
+  };
+});
+
+export class RelayerStore extends Context.Service<RelayerStore>()("RelayerStore", { make }) {
+  static readonly layer = Layer.effect(RelayerStore, make);
+}

@@ -1,0 +1,171 @@
+/**
+ * The relayer's tracker: every second, each pending transaction of the relayer's account gets a
+ * receipt recorded, its bytes sent again if the node lost them, or (next in line and unmined after
+ * `bumpAfter`) a replacement with the same nonce and fees raised by 12.5%. Nonces below our pending
+ * transactions that nothing of ours will fill (the chain lost the blocks that had them) are filled
+ * first. The decisions are pure (relayer-tracking.ts); this gathers their inputs and applies them.
+ */
+import { Clock, Duration, Effect, Option } from "effect";
+import { SqlClient } from "effect/sql";
+import type { Hex } from "viem";
+import type { Worker } from "../workers/worker.ts";
+import { ChainClients } from "./chain-clients.ts";
+import type { ResolvedChain } from "./config.ts";
+import { ChainRegistry } from "./registry.ts";
+import { RelayerAccount } from "./relayer-account.ts";
+import { RelayerStore, type TransactionRow } from "./relayer-store.ts";
+import { decideTracking, nonceGaps, replacementFees } from "./relayer-tracking.ts";
+
+type TrackerRequirements = SqlClient.SqlClient | ChainRegistry | ChainClients | RelayerAccount | RelayerStore;
+
+const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
+  Effect.gen(function* () {
+    const registry = yield* ChainRegistry;
+    const clients = yield* ChainClients;
+    const account = yield* RelayerAccount;
+    const store = yield* RelayerStore;
+    const chain = registry.byId(row.chain_id);
+    const address = account.address;
+    if (!chain || !address) return;
+    const client = clients.client(chain);
+    // The nonce is read before the receipts: a transaction of ours mined in between then shows its
+    // receipt below instead of passing for one that another transaction superseded.
+    const mined = yield* account
+      .rpc("nonce", () => client.getTransactionCount({ address }))
+      .pipe(Effect.option);
+    for (const hash of row.hashes) {
+      const receipt = yield* account
+        .rpc("receipt", () => client.getTransactionReceipt({ hash: hash as Hex }))
+        .pipe(Effect.option);
+      if (Option.isSome(receipt)) {
+        const { status, blockNumber, gasUsed, effectiveGasPrice } = receipt.value;
+        return yield* store.recordReceipt(row.id, {
+          status: status === "success" ? "mined" : "reverted",
+          blockNumber,
+          hash,
+          spentWei: gasUsed * effectiveGasPrice,
+        });
+      }
+    }
+    const newest = row.hashes[row.hashes.length - 1] as Hex;
+    // Asked before sending: re-sending bytes the node already holds only fills its log with "already
+    // imported" (and, behind a nonce gap, did so every second forever).
+    const known = yield* account
+      .rpc("transaction", () => client.request({ method: "eth_getTransactionByHash", params: [newest] }))
+      .pipe(
+        Effect.map((tx) => tx !== null),
+        Effect.option,
+      );
+    const decision = decideTracking({
+      nonce: row.nonce,
+      receipt: undefined,
+      minedNonce: Option.getOrUndefined(mined),
+      nodeHasTransaction: Option.getOrUndefined(known),
+      ageMs: (yield* Clock.currentTimeMillis) - row.last_broadcast_at.getTime(),
+      bumpAfterMs: Duration.toMillis(Duration.fromInputUnsafe(bumpAfter)),
+    });
+    switch (decision.kind) {
+      case "wait":
+      case "record":
+        return;
+      case "superseded":
+        return yield* store.recordSuperseded(row.id);
+      case "rebroadcast":
+        return yield* account.broadcast(chain, row.raw as Hex);
+      case "replace": {
+        const current = yield* account.rpc("fees", () => client.estimateFeesPerGas()).pipe(Effect.option);
+        const fees = replacementFees(
+          { maxFeePerGas: row.max_fee_per_gas, maxPriorityFeePerGas: row.max_priority_fee_per_gas },
+          Option.getOrUndefined(current),
+        );
+        const signed = yield* account.sign(chain, {
+          to: row.to_address as Hex,
+          data: row.data as Hex,
+          nonce: row.nonce,
+          gas: row.gas_limit,
+          ...fees,
+        });
+        yield* store.recordReplacement(row.id, { ...signed, ...fees });
+        yield* Effect.logInfo("replaced a stuck transaction with higher fees").pipe(
+          Effect.annotateLogs({ chain: chain.id, nonce: row.nonce, purpose: row.purpose }),
+        );
+        return yield* account.broadcast(chain, signed.raw);
+      }
+    }
+  });
+
+/**
+ * Fills the nonces below our pending transactions that nothing of ours will fill (the chain lost the
+ * blocks that had them) with empty self-transfers, so the queued transactions can be mined. Under the
+ * nonce lock, so no submission allocates a nonce meanwhile.
+ */
+const fillNonceGaps = (chain: ResolvedChain) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient;
+    const clients = yield* ChainClients;
+    const account = yield* RelayerAccount;
+    const store = yield* RelayerStore;
+    const { address, from } = account;
+    if (!address || !from) return;
+    yield* sql.withTransaction(
+      Effect.gen(function* () {
+        yield* store.lockAccount(chain.id, from);
+        const pending = yield* store.pendingNonces(chain.id, from);
+        if (pending.length === 0) return;
+        const client = clients.client(chain);
+        const pool = yield* account.rpc("nonce", () =>
+          client.getTransactionCount({ address, blockTag: "pending" }),
+        );
+        const gaps = nonceGaps(pool, pending);
+        if (gaps.length === 0) return;
+        const fees = yield* account.rpc("fees", () => client.estimateFeesPerGas());
+        for (const nonce of gaps) {
+          const signed = yield* account.sign(chain, {
+            to: address,
+            data: "0x",
+            nonce,
+            gas: 21_000n,
+            maxFeePerGas: fees.maxFeePerGas,
+            maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+          });
+          yield* account.broadcast(chain, signed.raw);
+        }
+        yield* Effect.logWarning("filled a nonce gap left by lost blocks").pipe(
+          Effect.annotateLogs({ chain: chain.id, nonces: gaps.join(",") }),
+        );
+      }),
+    );
+  }).pipe(
+    Effect.catchTag("RelayerError", (error) => Effect.logWarning("nonce gap check failed", error.message)),
+  );
+
+/** One tracking pass over the account's pending transactions, each tracked by one process (SKIP LOCKED). */
+export const trackPending = (bumpAfter: Duration.Input) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient;
+    const registry = yield* ChainRegistry;
+    const account = yield* RelayerAccount;
+    const store = yield* RelayerStore;
+    const from = account.from;
+    if (from === undefined) return;
+    for (const chainId of yield* store.chainsWithPending(from)) {
+      const chain = registry.byId(chainId);
+      if (chain) yield* fillNonceGaps(chain);
+    }
+    for (const id of yield* store.pendingIds(from))
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          const row = yield* store.lockPending(id);
+          if (row) yield* trackOne(row, bumpAfter);
+        }),
+      );
+  }).pipe(
+    Effect.catchTag("RelayerError", (error) => Effect.logWarning("relayer tracking failed", error.message)),
+  );
+
+/** Tracks the relayer's pending transactions every second. */
+export const relayerTracker = (bumpAfter: Duration.Input): Worker<TrackerRequirements> => ({
+  name: "relayer-tracker",
+  pass: trackPending(bumpAfter),
+  interval: "1 second",
+});

@@ -1,0 +1,93 @@
+/**
+ * Reads of the indexer's `fact` view (`onchain.fact`) for the relay: a chain's facts after a position,
+ * in chain order, with whether the outbox already reported each; and a payout address's facts up to a
+ * position (backfills). One Ponder relation per statement (see chains/onchain.ts).
+ */
+import { PgClient } from "@effect/sql-pg";
+import { Context, Effect, Layer, Schema } from "effect";
+import { ONCHAIN_SCHEMA } from "../db/client.ts";
+import { fixed } from "../db/query.ts";
+import { decodeRows } from "../db/rows.ts";
+import { FactRow } from "./fact-row.ts";
+import type { FactPosition } from "./relay-cursor.ts";
+
+export const READ_BATCH = 500;
+
+/** A fact read, with whether the outbox already has its event. */
+export type ReadFact = FactRow & { readonly relayed: boolean };
+
+const ReadRow = Schema.Struct({ ...FactRow.fields, anchor: Schema.Boolean, relayed: Schema.Boolean });
+const decodeReadRows = decodeRows(ReadRow);
+const decodeHashes = decodeRows(Schema.Struct({ key: Schema.String, block_hash: Schema.String }));
+
+const COLUMNS =
+  fixed(`f.key, f.kind, f.chain_id, f.block_number::text, f.block_hash, f.timestamp::text, f.tx_hash,
+  f.log_index, f.mandate_id, f.charge_id, f.amount::text, f.customer, f.payee, f.token, f.details`);
+const RELAYED = fixed("EXISTS (SELECT 1 FROM billing.events e WHERE e.fact_key = f.key)");
+
+const make = Effect.gen(function* () {
+  const sql = yield* PgClient.PgClient;
+  const facts = sql`${sql(ONCHAIN_SCHEMA)}.fact f`;
+  const position = sql`(f.block_number, f.log_index, f.key)`;
+  const at = (p: { readonly block: string; readonly logIndex: number; readonly key: string }) =>
+    sql`(${p.block}::numeric, ${p.logIndex}::int, ${p.key}::text)`;
+
+  return {
+    /**
+     * The chain's facts after `cursor` up to `confirmedBlock`, in chain order; `cursorStands` says
+     * whether the cursor's own fact still has its block hash, read in the same snapshot, so a reorg
+     * cannot slip between the check and the read.
+     */
+    after: (chainId: number, confirmedBlock: bigint, cursor: FactPosition | undefined) =>
+      Effect.gen(function* () {
+        const where = [
+          sql`f.chain_id = ${chainId}`,
+          sql`f.block_number <= ${confirmedBlock.toString()}::numeric`,
+          ...(cursor
+            ? [sql`${position} > ${at({ block: cursor.block, logIndex: cursor.log_index, key: cursor.key })}`]
+            : []),
+        ];
+        const after = sql`SELECT false AS anchor, ${RELAYED} AS relayed, ${COLUMNS} FROM ${facts}
+          WHERE ${sql.and(where)} ORDER BY f.block_number, f.log_index, f.key LIMIT ${READ_BATCH}`;
+        const rows = yield* (
+          cursor
+            ? sql`SELECT true AS anchor, false AS relayed, ${COLUMNS} FROM ${facts} WHERE f.key = ${cursor.key}
+                  UNION ALL (${after})`
+            : after
+        ).pipe(Effect.flatMap(decodeReadRows));
+        return {
+          cursorStands:
+            cursor === undefined || rows.some((row) => row.anchor && row.block_hash === cursor.hash),
+          read: rows.filter((row) => !row.anchor) as ReadonlyArray<ReadFact>,
+        };
+      }),
+    /** The block hashes the facts named now have (a fact whose block was dropped is missing). */
+    blockHashes: (keys: ReadonlyArray<string>) =>
+      sql`SELECT key, block_hash FROM ${facts} WHERE key = ANY (${keys}::text[])`.pipe(
+        Effect.flatMap(decodeHashes),
+        Effect.map((rows) => new Map(rows.map((row) => [row.key, row.block_hash]))),
+      ),
+    /** A payout address's facts after `from` (or from the start) up to `through`, in chain order. */
+    ofPayee: (
+      chainId: number,
+      payee: string,
+      through: FactPosition,
+      from: { readonly block: string; readonly logIndex: number; readonly key: string } | null,
+    ) =>
+      sql`SELECT false AS anchor, ${RELAYED} AS relayed, ${COLUMNS} FROM ${facts}
+        WHERE ${sql.and([
+          sql`f.payee = ${payee}`,
+          sql`f.chain_id = ${chainId}`,
+          sql`${position} <= ${at({ block: through.block, logIndex: through.log_index, key: through.key })}`,
+          ...(from ? [sql`${position} > ${at(from)}`] : []),
+        ])}
+        ORDER BY f.block_number, f.log_index, f.key LIMIT ${READ_BATCH}`.pipe(
+        Effect.flatMap(decodeReadRows),
+        Effect.map((rows) => rows as ReadonlyArray<ReadFact>),
+      ),
+  };
+});
+
+export class FactReader extends Context.Service<FactReader>()("FactReader", { make }) {
+  static readonly layer = Layer.effect(FactReader, make);
+}

@@ -1,0 +1,243 @@
+/**
+ * The fact relay: applies confirmed chain facts to the merchants' records and writes the events that
+ * report them, in one transaction, exactly once. A fact is confirmed once its block is `confirmations`
+ * deep under the chain's indexed head. Event ids derive from the facts and the outbox's unique key
+ * guards the rest, so restarts, reindexes and several service processes still report each fact once.
+ *
+ * Each chain has its own cursor (relay-cursor.ts) and its own lock, so a pass reads only the facts
+ * after the cursor and chains never wait for each other. Every fact read moves the cursor: relayed,
+ * not ours (no merchant's payout address), or declined (recorded as skipped and counted), so no fact
+ * is read twice and no junk can hold the relay. A payout address registered after the cursor passed
+ * its facts has its history relayed once (a backfill over the indexer's payee index).
+ */
+import { PgClient } from "@effect/sql-pg";
+import { Effect, Schema } from "effect";
+import type { SqlClient, SqlError } from "effect/sql";
+import type { ResolvedChain } from "../chains/config.ts";
+import { MerchantChains } from "../chains/merchant-chains.ts";
+import { chainHeads } from "../chains/onchain.ts";
+import { ChainRegistry } from "../chains/registry.ts";
+import { ONCHAIN_SCHEMA } from "../db/client.ts";
+import { decodeRows } from "../db/rows.ts";
+import { type NewEvent, Outbox } from "../events/outbox.ts";
+import type { Worker } from "../workers/worker.ts";
+import { declineReason, FactApplication } from "./fact-application.ts";
+import { FactReader, READ_BATCH, type ReadFact } from "./fact-reader.ts";
+import type { FactRow } from "./fact-row.ts";
+import { advanceAnchors, type FactPosition, rewindAnchors } from "./relay-cursor.ts";
+import { planSteps } from "./relay-plan.ts";
+import { RelayStore } from "./relay-store.ts";
+
+type RelayRequirements =
+  | PgClient.PgClient
+  | SqlClient.SqlClient
+  | ChainRegistry
+  | MerchantChains
+  | FactApplication
+  | FactReader
+  | RelayStore
+  | Outbox;
+
+const decodeLock = decodeRows(Schema.Struct({ locked: Schema.Boolean }));
+
+const positionOf = (fact: FactRow): FactPosition => ({
+  block: fact.block_number,
+  log_index: fact.log_index,
+  key: fact.key,
+  hash: fact.block_hash,
+});
+
+/** Serialises one chain's passes across processes; another chain's pass never waits for it. */
+const lockChain = (chainId: number) =>
+  Effect.gen(function* () {
+    const sql = yield* PgClient.PgClient;
+    const [lock] = yield* sql`
+      SELECT pg_try_advisory_xact_lock(hashtext(${`billing.fact-relay:${chainId}`})) AS locked`.pipe(
+      Effect.flatMap(decodeLock),
+    );
+    return lock?.locked === true;
+  });
+
+/**
+ * Applies the facts of merchants' payout addresses (`owners`, except payees being backfilled) in chain
+ * order, writes their events, and records those it declined; returns how many it declined.
+ */
+const applyOwned = (
+  chain: ResolvedChain,
+  facts: ReadonlyArray<FactRow>,
+  owners: ReadonlyMap<string, string>,
+  excluded: ReadonlySet<string>,
+) =>
+  Effect.gen(function* () {
+    const application = yield* FactApplication;
+    const store = yield* RelayStore;
+    const outbox = yield* Outbox;
+    const owned = facts.flatMap((fact) => {
+      const merchantId = owners.get(`${fact.chain_id}:${fact.payee.toLowerCase()}`);
+      return merchantId === undefined || excluded.has(fact.payee.toLowerCase()) ? [] : [{ fact, merchantId }];
+    });
+    const events: NewEvent[] = [];
+    for (const step of planSteps(owned)) {
+      const owner = { merchantId: step.merchantId, chain };
+      if (step.kind === "charges")
+        events.push(...(yield* application.applyChargesSucceeded(step.facts, owner)));
+      else {
+        const event = yield* application.apply(step.fact, owner);
+        if (event) events.push(event);
+      }
+    }
+    const reported = new Set(events.map((event) => event.key));
+    const declined = owned
+      .filter(({ fact }) => !reported.has(fact.key))
+      .map(({ fact, merchantId }) => ({
+        factKey: fact.key,
+        chainId: fact.chain_id,
+        merchantId,
+        kind: fact.kind,
+        reason: declineReason(fact.kind),
+        payee: fact.payee,
+        blockNumber: fact.block_number,
+        txHash: fact.tx_hash,
+        logIndex: fact.log_index,
+      }));
+    const skipped = yield* store.recordSkipped(chain.id, declined);
+    if (skipped > 0)
+      yield* Effect.logWarning("fact relay skipped facts it cannot apply").pipe(
+        Effect.annotateLogs({
+          chain: chain.id,
+          skipped,
+          reasons: [...new Set(declined.map((row) => row.reason))].join(","),
+          first: declined[0]?.factKey,
+        }),
+      );
+    yield* outbox.insert(events);
+    return skipped;
+  });
+
+/** The owners of the facts read; none of a payee being backfilled (its history is the backfill's). */
+const applyRead = (chain: ResolvedChain, read: ReadonlyArray<ReadFact>) =>
+  Effect.gen(function* () {
+    const merchantChains = yield* MerchantChains;
+    const store = yield* RelayStore;
+    const fresh = read.filter((fact) => !fact.relayed);
+    if (fresh.length === 0) return 0;
+    const owners = yield* merchantChains.owners(fresh.map((f) => ({ chainId: f.chain_id, payee: f.payee })));
+    // Read after the owners: an address registered meanwhile is either unknown above (its facts are
+    // passed here and backfilled) or already listed here, so none of its facts is applied out of order.
+    const excluded = yield* store.backfillingPayees(chain.id);
+    return yield* applyOwned(chain, fresh, owners, excluded);
+  });
+
+/** One batch of the chain's facts after its cursor; true when there may be more to read at once. */
+const relayChainBatch = (chain: ResolvedChain, confirmedBlock: bigint) =>
+  Effect.gen(function* () {
+    const store = yield* RelayStore;
+    const reader = yield* FactReader;
+    if (!(yield* lockChain(chain.id))) return false;
+    const anchors = yield* store.loadAnchors(chain.id);
+    const { cursorStands, read } = yield* reader.after(chain.id, confirmedBlock, anchors.at(-1));
+    if (!cursorStands) {
+      yield* rewind(chain, anchors);
+      return true;
+    }
+    const last = read[read.length - 1];
+    if (last === undefined) return false;
+    yield* applyRead(chain, read);
+    yield* store.saveAnchors(chain.id, advanceAnchors(anchors, positionOf(last)));
+    return read.length >= READ_BATCH;
+  });
+
+/**
+ * The block of the cursor's fact was replaced by a reorg deeper than the confirmations: back to the
+ * newest anchor whose block is still there (or the start); facts read again that were relayed are
+ * passed by their outbox key, and backfills in progress start over.
+ */
+const rewind = (chain: ResolvedChain, anchors: ReadonlyArray<FactPosition>) =>
+  Effect.gen(function* () {
+    const store = yield* RelayStore;
+    const reader = yield* FactReader;
+    const kept = rewindAnchors(anchors, yield* reader.blockHashes(anchors.map((a) => a.key)));
+    yield* store.saveAnchors(chain.id, kept);
+    yield* store.restartBackfills(chain.id);
+    yield* Effect.logWarning("fact relay cursor rewound after a reorg").pipe(
+      Effect.annotateLogs({
+        chain: chain.id,
+        from_block: anchors[anchors.length - 1]?.block,
+        to_block: kept[kept.length - 1]?.block ?? "start",
+      }),
+    );
+  });
+
+/**
+ * One batch of a newly registered payout address's facts up to the cursor (the cursor's pass leaves
+ * them to it until it is done); true when there may be more. Reads the indexer's payee index, so it
+ * costs the address's history, not the chain's.
+ */
+const backfillBatch = (chain: ResolvedChain) =>
+  Effect.gen(function* () {
+    const store = yield* RelayStore;
+    const reader = yield* FactReader;
+    const merchantChains = yield* MerchantChains;
+    const backfill = yield* store.nextBackfill(chain.id);
+    if (backfill === undefined || !(yield* lockChain(chain.id))) return false;
+    const cursor = (yield* store.loadAnchors(chain.id)).at(-1);
+    // No cursor yet: its first pass reads the chain from the start, this address included.
+    if (cursor === undefined) return yield* Effect.as(store.backfillDone(chain.id, backfill.payee), true);
+    const read = yield* reader.ofPayee(chain.id, backfill.payee, cursor, backfill.position);
+    const fresh = read.filter((fact) => !fact.relayed);
+    if (fresh.length > 0) {
+      const owners = yield* merchantChains.owners([{ chainId: chain.id, payee: backfill.payee }]);
+      yield* applyOwned(chain, fresh, owners, new Set());
+    }
+    const last = read[read.length - 1];
+    if (read.length < READ_BATCH || last === undefined) {
+      yield* store.backfillDone(chain.id, backfill.payee);
+      yield* Effect.logInfo("fact relay relayed a new payout address's history").pipe(
+        Effect.annotateLogs({ chain: chain.id, payee: backfill.payee }),
+      );
+      return true;
+    }
+    yield* store.backfillRead(chain.id, backfill.payee, {
+      block: last.block_number,
+      logIndex: last.log_index,
+      key: last.key,
+    });
+    return true;
+  });
+
+/** Relays a chain's confirmed facts until it has caught up (or another process holds its lock). */
+const drainChain = (chain: ResolvedChain, confirmedBlock: bigint) =>
+  Effect.gen(function* () {
+    const sql = yield* PgClient.PgClient;
+    for (;;) {
+      const more = yield* sql.withTransaction(relayChainBatch(chain, confirmedBlock));
+      const backfilling = yield* sql.withTransaction(backfillBatch(chain));
+      if (!more && !backfilling) return;
+      yield* Effect.yieldNow;
+    }
+  });
+
+/** One pass over every chain, the chains in parallel; fails with the first chain's failure. */
+export const relayFacts: Effect.Effect<void, SqlError.SqlError, RelayRequirements> = Effect.gen(function* () {
+  const registry = yield* ChainRegistry;
+  if (registry.all.length === 0) return;
+  const heads = yield* chainHeads;
+  const [, failures] = yield* Effect.partition(
+    registry.all,
+    (chain) => {
+      const head = heads.get(chain.id);
+      return head === undefined ? Effect.void : drainChain(chain, head - BigInt(chain.confirmations));
+    },
+    { concurrency: "unbounded" },
+  );
+  const [failure] = failures;
+  if (failure !== undefined) return yield* Effect.fail(failure);
+});
+
+/** Woken by Ponder's notification after each indexed batch (and every second regardless). */
+export const factRelay: Worker<RelayRequirements> = {
+  name: "fact-relay",
+  pass: relayFacts,
+  interval: "1 second",
+  wakeOn: `${ONCHAIN_SCHEMA}_live_query`,
+};

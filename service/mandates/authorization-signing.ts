@@ -1,0 +1,310 @@
+/**
+ * The customer's signature of a mandate: the terms (and the token permit) the wallet is asked to sign,
+ * and the submission of the signatures, which the relayer sends on chain (the customer pays no gas).
+ * A mandate is bound to the first wallet that signs it; re-signing (after the approval is spent) must
+ * come from that wallet and keeps the same mandate id, payee, token and anchor. The test-mode authorize
+ * helper goes through the same path with a deterministic test wallet.
+ */
+import { Context, Effect, Layer } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import { encodeFunctionData, erc20Abi, getAddress, type Hex, isAddress, parseSignature } from "viem";
+import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
+import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
+import type { ResolvedChain } from "../chains/config.ts";
+import { ChainRegistry } from "../chains/registry.ts";
+import { Relayer } from "../chains/relayer.ts";
+import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
+import type { ErrorCode } from "../error-codes.ts";
+import { InvalidRequest, RateLimited, type Unavailable } from "../errors.ts";
+import { newId } from "../ids.ts";
+import type {
+  AuthorizationRequest,
+  SignaturesRequest,
+  TypedAuthorizationRequest,
+} from "./authorization-requests.ts";
+import { authorizationAction, chainOfMandate, needsSignature } from "./authorization-session.ts";
+import type { MandateRow } from "./mandate-object.ts";
+import { MandateStore } from "./mandate-store.ts";
+import {
+  onchainMandateId,
+  permitTypedDataJson,
+  SIGNATURE_WINDOW_SECONDS,
+  TERMS_TYPES,
+  type TermsMessage,
+  termsDomain,
+  termsMessage,
+  termsTypedDataJson,
+} from "./terms.ts";
+import { TokenReads } from "./token-reads.ts";
+
+/** How many authorize transactions the relayer pays for one mandate in a day (re-signatures, retries). */
+export const AuthorizationLimits = Context.Reference<{ readonly transactionsPerMandatePerDay: number }>(
+  "AuthorizationLimits",
+  { defaultValue: () => ({ transactionsPerMandatePerDay: 5 }) },
+);
+
+export type AuthorizeFailure = InvalidRequest | Unavailable | RateLimited | SqlError.SqlError;
+
+const refuse = (code: ErrorCode, message: string, param: string | null = null) =>
+  new InvalidRequest({ code, message, param });
+
+const authorizeFailure: Record<string, string> = {
+  InvalidSignature: "The signature does not match the terms and the wallet.",
+  SignatureExpired: "The signature expired before it reached the chain. Sign again.",
+  StaleNonce: "These terms were already signed. Reload the page.",
+  TermsMismatch: "The terms differ from the mandate already on chain.",
+  PermitFailed: "The token refused the spending permission (permit). Sign again.",
+  Revoked: "You revoked this mandate; it cannot be signed again.",
+  InvalidTerms: "The terms are not valid on this chain.",
+};
+
+/** The signed terms are the mandate's (all but nonce and deadline, which the signer chose). */
+const sameTerms = (signed: SignaturesRequest["terms"], expected: TermsMessage) =>
+  signed.mandateId.toLowerCase() === expected.mandateId.toLowerCase() &&
+  isAddress(signed.payee) &&
+  signed.payee.toLowerCase() === expected.payee.toLowerCase() &&
+  signed.token.toLowerCase() === expected.token.toLowerCase() &&
+  BigInt(signed.cap) === expected.cap &&
+  BigInt(signed.anchor) === expected.anchor &&
+  Number(signed.approvalPeriods) === expected.approvalPeriods &&
+  signed.operator.toLowerCase() === expected.operator.toLowerCase() &&
+  BigInt(signed.holdSeconds) === expected.holdSeconds;
+
+const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient;
+  const registry = yield* ChainRegistry;
+  const clients = yield* ChainClients;
+  const relayer = yield* Relayer;
+  const store = yield* MandateStore;
+  const tokens = yield* TokenReads;
+  const limits = yield* AuthorizationLimits;
+
+  /** The signature version on chain (0 before the first signature). */
+  const onchainNonce = (chain: ResolvedChain, onchainId: Hex) =>
+    clients
+      .rpc(chain, "mandate", () =>
+        clients.client(chain).readContract({
+          address: chain.escrow.address,
+          abi: MandateEscrowAbi,
+          functionName: "mandate",
+          args: [onchainId],
+        }),
+      )
+      .pipe(
+        Effect.map((m) => BigInt((m as { nonce: bigint | number }).nonce)),
+        Effect.mapError(unavailable),
+      );
+
+  const expectedTerms = (
+    mandate: MandateRow,
+    chain: ResolvedChain,
+    customer: Hex,
+    nonce: bigint,
+    deadline: number,
+  ) =>
+    termsMessage({
+      chainId: chain.id,
+      escrow: chain.escrow.address,
+      customer,
+      salt: BigInt(mandate.salt),
+      payee: mandate.payee_address as Hex,
+      token: mandate.token_address as Hex,
+      cap: BigInt(mandate.cap),
+      anchor: mandate.anchor,
+      approvalPeriods: mandate.approval_periods,
+      operator: mandate.operator_address as Hex,
+      holdSeconds: mandate.hold_seconds,
+      nonce,
+      deadline,
+    });
+
+  const checkSigner = (mandate: MandateRow, customer: Hex, resign: boolean) =>
+    Effect.gen(function* () {
+      if (mandate.status === "revoked")
+        return yield* refuse(
+          "mandate_revoked",
+          "This mandate was revoked by the customer; it cannot be signed again.",
+        );
+      if (
+        mandate.customer_address !== null &&
+        mandate.customer_address.toLowerCase() !== customer.toLowerCase()
+      )
+        return yield* refuse(
+          "wrong_account",
+          `This mandate belongs to wallet ${mandate.customer_address}. Switch your wallet to that account.`,
+          "customer_address",
+        );
+      if (!resign && !needsSignature(mandate))
+        return yield* refuse("nothing_to_sign", "This mandate is already signed; nothing is left to sign.");
+    });
+
+  /** The terms to sign and, for a token with permits, the permit; otherwise an approve when it is short. */
+  const request = (mandate: MandateRow, customer: Hex, options: { readonly resign?: boolean } = {}) =>
+    Effect.gen(function* () {
+      const chain = yield* chainOfMandate(registry, mandate);
+      yield* checkSigner(mandate, customer, options.resign ?? false);
+      const nonce = (yield* onchainNonce(chain, onchainMandateId(customer, BigInt(mandate.salt)))) + 1n;
+      const deadline =
+        (yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable))) + SIGNATURE_WINDOW_SECONDS;
+      const message = expectedTerms(mandate, chain, customer, nonce, deadline);
+      const token = mandate.token_address as Hex;
+      const value = BigInt(mandate.cap) * BigInt(mandate.approval_periods);
+      const domain = yield* tokens.permitDomain(chain, token);
+      let permit: TypedAuthorizationRequest["permit"] = null;
+      let approve: AuthorizationRequest["approve"] = null;
+      if (domain._tag === "Some") {
+        const permitNonce = yield* tokens
+          .permitNonce(chain, token, customer)
+          .pipe(Effect.mapError(unavailable));
+        permit = {
+          domain: domain.value,
+          message: {
+            owner: customer,
+            spender: chain.escrow.address,
+            value,
+            nonce: permitNonce,
+            deadline: BigInt(deadline),
+          },
+        };
+      } else {
+        const allowance = yield* tokens
+          .allowance(chain, token, customer, chain.escrow.address)
+          .pipe(Effect.mapError(unavailable));
+        if (allowance < value)
+          approve = {
+            to: token,
+            data: encodeFunctionData({
+              abi: erc20Abi,
+              functionName: "approve",
+              args: [chain.escrow.address, value],
+            }),
+          };
+      }
+      return {
+        json: {
+          terms: termsTypedDataJson(chain.id, chain.escrow.address, message),
+          permit: permit && permitTypedDataJson(permit.domain, permit.message),
+          approve,
+        },
+        terms: message,
+        permit,
+      } satisfies TypedAuthorizationRequest;
+    });
+
+  /**
+   * Every authorize transaction is paid by the relayer, and anyone holding the link can re-sign, so a
+   * mandate gets at most `transactionsPerMandatePerDay` of them (a submission answered by an attempt
+   * already pending or mined sends nothing and is not refused).
+   */
+  const checkTransactionLimit = (chain: ResolvedChain, onchainId: Hex, action: string) =>
+    Effect.gen(function* () {
+      const live = yield* relayer.findAction(chain.id, action);
+      if (live && (live.status === "pending" || live.status === "mined")) return;
+      const recent = yield* relayer.recentActions(
+        chain.id,
+        `authorize:${chain.id}:${onchainId.toLowerCase()}:`,
+        "1 day",
+      );
+      if (recent.count >= limits.transactionsPerMandatePerDay)
+        return yield* new RateLimited({
+          code: "authorization_limit_reached",
+          message: `This mandate was sent to the chain ${limits.transactionsPerMandatePerDay} times in the last day, the most allowed. Try again later.`,
+          retryAfterSeconds: recent.retryAfterSeconds,
+        });
+    });
+
+  /** The escrow call that records the signatures (with the permit, when there is one). */
+  const authorizeCall = (expected: TermsMessage, input: SignaturesRequest) => {
+    const permitSignature = input.permit_signature ?? null;
+    if (permitSignature === null)
+      return { functionName: "authorize" as const, args: [expected, input.signature] };
+    const { v, r, s, yParity } = parseSignature(permitSignature as Hex);
+    const value = expected.cap * BigInt(expected.approvalPeriods);
+    return {
+      functionName: "authorizeWithPermit" as const,
+      args: [expected, input.signature, value, expected.deadline, Number(v ?? BigInt(yParity + 27)), r, s],
+    };
+  };
+
+  /** Verifies the signatures, binds the wallet and submits the authorization; returns the relayer purpose. */
+  const submit = (mandate: MandateRow, input: SignaturesRequest) =>
+    Effect.gen(function* () {
+      const chain = yield* chainOfMandate(registry, mandate);
+      const customer = getAddress(input.customer_address);
+      yield* checkSigner(mandate, customer, true);
+      const nonce = BigInt(input.terms.nonce);
+      const deadline = Number(input.terms.deadline);
+      const expected = expectedTerms(mandate, chain, customer, nonce, deadline);
+      if (!sameTerms(input.terms, expected))
+        return yield* refuse(
+          "terms_changed",
+          "These are not the mandate's terms. Reload the page and sign again.",
+          "terms",
+        );
+      if (deadline < (yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable))))
+        return yield* refuse(
+          "terms_expired",
+          "The signature's deadline has passed. Sign the new terms.",
+          "terms",
+        );
+      if (nonce <= (yield* onchainNonce(chain, expected.mandateId)))
+        return yield* refuse("terms_changed", "These terms were already signed. Reload the page.", "terms");
+      const valid = yield* clients
+        .rpc(chain, "verify", () =>
+          clients.client(chain).verifyTypedData({
+            address: customer,
+            domain: termsDomain(chain.id, chain.escrow.address),
+            types: TERMS_TYPES,
+            primaryType: "Terms",
+            message: expected,
+            signature: input.signature as Hex,
+          }),
+        )
+        .pipe(Effect.mapError(unavailable));
+      if (!valid)
+        return yield* refuse(
+          "signature_invalid",
+          "The signature does not match these terms and this wallet.",
+          "signature",
+        );
+      const { functionName, args } = authorizeCall(expected, input);
+      if (relayer.address === undefined) return yield* relayerUnavailable("send transactions");
+      const refused = yield* clients
+        .simulateOutcome(chain, relayer.address, functionName, args)
+        .pipe(Effect.mapError(unavailable));
+      if (refused !== undefined)
+        return yield* refuse(
+          "authorization_failed",
+          authorizeFailure[refused.errorName] ??
+            `The chain refused the authorization (${refused.errorName}).`,
+        );
+      const action = authorizationAction(chain.id, expected.mandateId, nonce);
+      return yield* sql.withTransaction(
+        Effect.gen(function* () {
+          if (!(yield* store.bindWallet(mandate.id, customer, expected.mandateId)))
+            return yield* refuse(
+              "wrong_account",
+              "Another wallet signed this mandate first.",
+              "customer_address",
+            );
+          // Under the mandate's row lock (taken by the binding): one decision per mandate at a time.
+          yield* checkTransactionLimit(chain, expected.mandateId, action);
+          const sent = yield* relayer
+            .submit(chain.id, {
+              to: chain.escrow.address,
+              data: escrowCallData(functionName, args),
+              purpose: `${action}:${yield* newId("request")}`,
+              action,
+            })
+            .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
+          return { purpose: sent.purpose, nonce };
+        }),
+      );
+    });
+
+  return { request, submit };
+});
+
+export class Authorizations extends Context.Service<Authorizations>()("Authorizations", { make }) {
+  static readonly layer = Layer.effect(Authorizations, make);
+}

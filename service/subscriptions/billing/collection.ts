@@ -1,0 +1,115 @@
+/**
+ * Collecting invoices: charging them (first attempts and retries together: each chain's batch is one
+ * `chargeMany` transaction), settling them paid, and recording a failed attempt on the dunning schedule
+ * (or ending the subscription when no retry is left). Shared by the steps of a billing round.
+ */
+import { Effect, Result } from "effect";
+import { ChargeBatches } from "../../charges/charge-batches.ts";
+import { ChargeStore } from "../../charges/charge-store.ts";
+import { Outbox } from "../../events/outbox.ts";
+import { nextRetryAt } from "../dunning.ts";
+import { InvoiceStore, type InvoiceToCharge } from "../invoice-store.ts";
+import { SubscriptionStore } from "../subscription-store.ts";
+import { Subscriptions } from "../subscriptions.ts";
+import type { BillingRound } from "./round.ts";
+
+/** Refusals no retry can cure: the customer revoked, or the invoice exceeds what they signed for. */
+const FINAL_REFUSALS = new Set(["mandate_revoked", "mandate_cap_exceeded"]);
+
+/** Invoices paid (at chain time `paidAt`), their subscriptions current again, and their `invoice.paid`. */
+export const markPaid = (paid: ReadonlyArray<{ invoice: string; subscription: string; paidAt: number }>) =>
+  Effect.gen(function* () {
+    if (paid.length === 0) return;
+    const invoices = yield* InvoiceStore;
+    const subscriptionStore = yield* SubscriptionStore;
+    const subscriptions = yield* Subscriptions;
+    const outbox = yield* Outbox;
+    yield* invoices.markPaid(paid.map((p) => ({ invoice: p.invoice, paidAt: p.paidAt })));
+    yield* subscriptionStore.markCurrent(paid.map((p) => p.subscription));
+    const rows = yield* invoices.reloadMany(paid.map((p) => p.invoice));
+    yield* outbox.raise(
+      ...rows.map((invoice) => ({
+        merchantId: invoice.merchant_id,
+        livemode: invoice.livemode,
+        type: "invoice.paid" as const,
+        object: subscriptions.renderInvoice(invoice),
+        key: `${invoice.id}:paid`,
+      })),
+    );
+  });
+
+/** A failed attempt: retry on the dunning schedule, or end the subscription when none is left. */
+export const recordFailure = (round: BillingRound, invoiceId: string, code: string) =>
+  Effect.gen(function* () {
+    const invoices = yield* InvoiceStore;
+    const subscriptionStore = yield* SubscriptionStore;
+    const subscriptions = yield* Subscriptions;
+    const outbox = yield* Outbox;
+    const invoice = yield* invoices.reload(invoiceId);
+    const firstFailedAt = invoice.first_failed_at ?? round.now;
+    const retryAt = FINAL_REFUSALS.has(code)
+      ? undefined
+      : nextRetryAt({
+          firstFailureAt: firstFailedAt,
+          failures: invoice.attempt_count,
+          periodEnd: invoice.period_end,
+        });
+    yield* invoices.recordFailedAttempt(invoiceId, firstFailedAt, retryAt);
+    if (retryAt !== undefined) yield* subscriptionStore.markPastDue(invoice.subscription_id);
+    yield* outbox.raise({
+      merchantId: invoice.merchant_id,
+      livemode: invoice.livemode,
+      type: "invoice.payment_failed",
+      object: subscriptions.renderInvoice(yield* invoices.reload(invoiceId)),
+      key: `${invoiceId}:failed:${invoice.attempt_count}`,
+    });
+    if (retryAt === undefined)
+      yield* subscriptions.end(
+        invoice.subscription_id,
+        code === "mandate_revoked" ? "mandate_revoked" : "payment_failed",
+      );
+  });
+
+/** Charges open invoices together; links each to its charge, and records the failures. */
+export const chargeInvoices = (round: BillingRound, toCharge: ReadonlyArray<InvoiceToCharge>) =>
+  Effect.gen(function* () {
+    if (toCharge.length === 0) return;
+    const invoices = yield* InvoiceStore;
+    const batches = yield* ChargeBatches;
+    const charges = yield* ChargeStore;
+    yield* invoices.markAttempted(toCharge.map((invoice) => invoice.id));
+    const outcomes = yield* batches.send(
+      toCharge.map((invoice) => ({
+        scope: { merchantId: invoice.merchantId, livemode: invoice.livemode },
+        mandateId: invoice.mandateId,
+        amount: { units: invoice.total },
+      })),
+    );
+    const recorded = new Map(
+      (yield* charges.reloadMany(outcomes.flatMap((o) => (Result.isSuccess(o) ? [o.success] : [])))).map(
+        (row) => [row.id, row] as const,
+      ),
+    );
+    const linked: { invoice: string; charge: string }[] = [];
+    const failed: { id: string; code: string }[] = [];
+    for (const [i, invoice] of toCharge.entries()) {
+      const outcome = outcomes[i];
+      if (outcome === undefined) continue;
+      if (Result.isSuccess(outcome)) {
+        linked.push({ invoice: invoice.id, charge: outcome.success });
+        const charge = recorded.get(outcome.success);
+        if (charge?.status === "failed")
+          failed.push({ id: invoice.id, code: charge.failure_code ?? "processing_error" });
+        continue;
+      }
+      // Already charged for this period (a retry after an outcome was misread): settle with that charge.
+      const taken =
+        outcome.failure.code === "period_already_charged"
+          ? yield* charges.periodCharge(invoice.mandateId, (yield* invoices.reload(invoice.id)).period)
+          : undefined;
+      if (taken !== undefined) linked.push({ invoice: invoice.id, charge: taken });
+      else failed.push({ id: invoice.id, code: outcome.failure.code });
+    }
+    yield* invoices.linkCharges(linked);
+    yield* Effect.forEach(failed, ({ id, code }) => recordFailure(round, id, code), { discard: true });
+  });

@@ -1,0 +1,29 @@
+/**
+ * Step 3 of a billing round: an invoice whose period ended unpaid can no longer be collected (the
+ * escrow charges the current period only): uncollectible, and the subscription ends. One whose charge
+ * is still pending waits for its outcome.
+ */
+import { Effect } from "effect";
+import { ChargeStore } from "../../charges/charge-store.ts";
+import { InvoiceStore } from "../invoice-store.ts";
+import { Subscriptions } from "../subscriptions.ts";
+import { BATCH, type BillingRound, eachInTransaction } from "./round.ts";
+
+export const lapseUnpaid = (round: BillingRound) =>
+  Effect.gen(function* () {
+    const invoices = yield* InvoiceStore;
+    const charges = yield* ChargeStore;
+    const subscriptions = yield* Subscriptions;
+    const ids = yield* invoices.lapsed(round.chain.id, round.now, BATCH);
+    yield* eachInTransaction(ids, (id) =>
+      Effect.gen(function* () {
+        const [invoice] = yield* invoices.lock([id], { kind: "lapsed", now: round.now });
+        if (!invoice) return;
+        if (invoice.charge_id !== null && (yield* charges.reload(invoice.charge_id)).status === "pending")
+          return;
+        yield* invoices.markUncollectible(id);
+        yield* subscriptions.end(invoice.subscription_id, "payment_failed");
+      }),
+    );
+    return ids.length === BATCH;
+  });

@@ -1,0 +1,40 @@
+/**
+ * Step 1 of a billing round: invoices whose charge reached an outcome. Paid when it succeeded; when it
+ * failed (the charge outcome worker found it reverted), settled with another charge that took the
+ * period, or recorded as a failed attempt.
+ */
+import { Effect } from "effect";
+import { ChargeStore } from "../../charges/charge-store.ts";
+import { InvoiceStore } from "../invoice-store.ts";
+import { markPaid, recordFailure } from "./collection.ts";
+import { BATCH, type BillingRound, inTransactions } from "./round.ts";
+
+const PAID = new Set(["succeeded", "released", "returned"]);
+
+export const settleCharged = (round: BillingRound) =>
+  Effect.gen(function* () {
+    const invoices = yield* InvoiceStore;
+    const charges = yield* ChargeStore;
+    const ids = yield* invoices.settleable(round.chain.id, BATCH);
+    yield* inTransactions(ids, (group) =>
+      Effect.gen(function* () {
+        const rows = yield* invoices.lockSettling(group);
+        yield* markPaid(
+          rows
+            .filter((r) => PAID.has(r.charge_status))
+            .map((r) => ({
+              invoice: r.id,
+              subscription: r.subscription_id,
+              paidAt: r.charged_at ?? round.now,
+            })),
+        );
+        for (const row of rows.filter((r) => r.charge_status === "failed")) {
+          const taken = yield* charges.periodCharge(row.mandate_id, row.period);
+          if (taken !== undefined) yield* invoices.linkCharges([{ invoice: row.id, charge: taken }]);
+          else if (row.next_attempt_at === null)
+            yield* recordFailure(round, row.id, row.failure_code ?? "processing_error");
+        }
+      }),
+    );
+    return ids.length === BATCH;
+  });

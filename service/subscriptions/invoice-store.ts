@@ -1,0 +1,243 @@
+/**
+ * The one writer of `billing.invoices`, and so the one place an invoice changes state:
+ *
+ * | from | to            | when                                                                   |
+ * |------|---------------|------------------------------------------------------------------------|
+ * | —    | open          | billing writes the period's invoice (one per subscription and period)  |
+ * | —    | paid          | written paid at once when its total is 0                                |
+ * | open | paid          | its charge succeeded on chain (`markPaid`)                              |
+ * | open | open          | an attempt failed and a retry is scheduled (`recordFailedAttempt`)      |
+ * | open | uncollectible | no retry left, a final refusal, or its period ended unpaid              |
+ * | open | void          | its subscription ended (`voidOpenOf`)                                   |
+ */
+
+import { PgClient } from "@effect/sql-pg";
+import { Array as Arr, Context, Effect, Layer, Schema } from "effect";
+import { type Fragment, lockRows, type PageRequest, pageRows, relation, selectRows } from "../db/query.ts";
+import { decodeRows, firstOr, theRow } from "../db/rows.ts";
+import { resourceMissing } from "../errors.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
+import type { InvoiceTotals } from "./invoice-math.ts";
+import { INVOICE_COLUMNS, InvoiceRow } from "./invoice-object.ts";
+
+export const INVOICES = relation({
+  from: `billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
+    JOIN billing.prices p ON p.id = s.price_id`,
+  alias: "i",
+  columns: INVOICE_COLUMNS,
+  row: InvoiceRow,
+});
+
+/** Which open invoices a lock takes: those still in the state the step expects. */
+export type InvoiceCondition =
+  | { readonly kind: "open" }
+  | { readonly kind: "lapsed"; readonly now: number }
+  | { readonly kind: "retry_due"; readonly now: number };
+
+export interface NewInvoice {
+  readonly id: string;
+  readonly scope: MerchantScope;
+  readonly subscriptionId: string;
+  readonly period: number;
+  readonly periodStart: number;
+  readonly periodEnd: number;
+  readonly totals: InvoiceTotals;
+}
+
+/** An open invoice with what charging it needs. */
+export interface InvoiceToCharge {
+  readonly id: string;
+  readonly merchantId: string;
+  readonly livemode: boolean;
+  readonly total: bigint;
+  readonly mandateId: string;
+}
+
+const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
+/** An open invoice whose charge reached an outcome, with what settling it needs. */
+const SettlingInvoice = Schema.Struct({
+  id: Schema.String,
+  subscription_id: Schema.String,
+  charge_id: Schema.String,
+  mandate_id: Schema.String,
+  period: Schema.Number,
+  charge_status: Schema.Literals(["pending", "succeeded", "released", "returned", "failed"]),
+  failure_code: Schema.NullOr(Schema.String),
+  charged_at: Schema.NullOr(Schema.Number),
+  next_attempt_at: Schema.NullOr(Schema.Number),
+});
+export type SettlingInvoice = typeof SettlingInvoice.Type;
+const decodeSettling = decodeRows(SettlingInvoice);
+const decodeToCharge = decodeRows(
+  Schema.Struct({
+    id: Schema.String,
+    merchant_id: Schema.String,
+    livemode: Schema.Boolean,
+    total: Schema.BigIntFromString,
+    mandate_id: Schema.String,
+  }),
+);
+
+const make = Effect.gen(function* () {
+  const sql = yield* PgClient.PgClient;
+  const select = (where: ReadonlyArray<Fragment>) => selectRows(sql, INVOICES, where);
+  const condition = (c: InvoiceCondition): Fragment[] => {
+    switch (c.kind) {
+      case "open":
+        return [sql`i.status = 'open'`];
+      case "lapsed":
+        return [sql`i.status = 'open'`, sql`i.period_end <= ${c.now}`];
+      case "retry_due":
+        return [sql`i.status = 'open'`, sql`i.next_attempt_at <= ${c.now}`];
+    }
+  };
+
+  return {
+    load: (scope: MerchantScope, id: string) =>
+      select([
+        sql`i.id = ${id}`,
+        sql`i.merchant_id = ${scope.merchantId}`,
+        sql`i.livemode = ${scope.livemode}`,
+      ]).pipe(Effect.flatMap(firstOr(() => resourceMissing("invoice", id)))),
+    reload: (id: string) => select([sql`i.id = ${id}`]).pipe(Effect.flatMap(theRow(`invoice ${id}`))),
+    reloadMany: (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.succeed([] as ReadonlyArray<InvoiceRow>)
+        : select([sql`i.id = ANY (${ids}::text[])`]),
+    page: (scope: MerchantScope, filters: { readonly subscription?: string }, page: PageRequest) =>
+      pageRows(
+        sql,
+        INVOICES,
+        [
+          sql`i.merchant_id = ${scope.merchantId}`,
+          sql`i.livemode = ${scope.livemode}`,
+          ...(filters.subscription !== undefined ? [sql`i.subscription_id = ${filters.subscription}`] : []),
+        ],
+        page,
+      ),
+    /** The invoices among `ids` still matching the condition, locked in id order; others' skipped. */
+    lock: (ids: ReadonlyArray<string>, when: InvoiceCondition) =>
+      lockRows(sql, INVOICES, ids, condition(when), { skipLocked: true }),
+    /** Open invoices with what charging them needs (one statement for a batch). */
+    toCharge: (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.succeed([] as InvoiceToCharge[])
+        : sql`SELECT i.id, i.merchant_id, i.livemode, i.total::text AS total, s.mandate_id
+            FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
+            WHERE i.id = ANY (${ids}::text[])`.pipe(
+            Effect.flatMap(decodeToCharge),
+            Effect.map((rows) =>
+              rows.map((row) => ({
+                id: row.id,
+                merchantId: row.merchant_id,
+                livemode: row.livemode,
+                total: row.total,
+                mandateId: row.mandate_id,
+              })),
+            ),
+          ),
+
+    /**
+     * Open invoices of the chain whose charge reached an outcome: succeeded (or later), or failed with no
+     * retry scheduled yet, or failed while another charge took its period.
+     */
+    settleable: (chainId: number, limit: number) =>
+      sql`SELECT i.id FROM billing.invoices i JOIN billing.charges c ON c.id = i.charge_id
+        WHERE i.status = 'open' AND c.chain_id = ${chainId}
+          AND (c.status IN ('succeeded', 'released', 'returned')
+            OR (c.status = 'failed' AND (i.next_attempt_at IS NULL OR EXISTS (SELECT 1 FROM billing.charges o
+                  WHERE o.mandate_id = c.mandate_id AND o.period = i.period AND o.status <> 'failed'))))
+        ORDER BY i.id LIMIT ${limit}`.pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((rows) => rows.map((r) => r.id)),
+      ),
+    /** Those of `ids` still open, locked (others' skipped), with their charge's outcome. */
+    lockSettling: (ids: ReadonlyArray<string>) =>
+      sql`SELECT i.id, i.subscription_id, c.id AS charge_id, c.mandate_id, i.period, c.status AS charge_status,
+          c.failure_code, c.charged_at::float8 AS charged_at, i.next_attempt_at::float8 AS next_attempt_at
+        FROM billing.invoices i JOIN billing.charges c ON c.id = i.charge_id
+        WHERE i.id = ANY (${ids}::text[]) AND i.status = 'open' FOR UPDATE OF i SKIP LOCKED`.pipe(
+        Effect.flatMap(decodeSettling),
+      ),
+    /** Open invoices of the chain whose period ended at chain time `now`. */
+    lapsed: (chainId: number, now: number, limit: number) =>
+      sql`SELECT i.id FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
+        WHERE i.status = 'open' AND s.chain_id = ${chainId} AND i.period_end <= ${now} LIMIT ${limit}`.pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((rows) => rows.map((r) => r.id)),
+      ),
+    /** Open invoices of the chain whose retry is due at chain time `now`. */
+    retriesDue: (chainId: number, now: number, limit: number) =>
+      sql`SELECT i.id FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
+        WHERE i.status = 'open' AND s.chain_id = ${chainId} AND i.next_attempt_at <= ${now} LIMIT ${limit}`.pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((rows) => rows.map((r) => r.id)),
+      ),
+
+    /** The periods' invoices, open; a period already invoiced keeps its invoice. Returns the ids written. */
+    insertOpen: (invoices: ReadonlyArray<NewInvoice>) =>
+      !Arr.isReadonlyArrayNonEmpty(invoices)
+        ? Effect.succeed(new Set<string>())
+        : sql`INSERT INTO billing.invoices ${sql.insert(
+            Arr.map(invoices, (invoice) => ({
+              id: invoice.id,
+              merchant_id: invoice.scope.merchantId,
+              livemode: invoice.scope.livemode,
+              subscription_id: invoice.subscriptionId,
+              period: invoice.period,
+              period_start: invoice.periodStart,
+              period_end: invoice.periodEnd,
+              status: "open",
+              lines: sql.json(invoice.totals.lines),
+              subtotal: invoice.totals.subtotal.toString(),
+              discount: invoice.totals.discount.toString(),
+              total: invoice.totals.total.toString(),
+            })),
+          )} ON CONFLICT (subscription_id, period) DO NOTHING RETURNING id`.pipe(
+            Effect.flatMap(decodeIds),
+            Effect.map((rows) => new Set(rows.map((row) => row.id))),
+          ),
+    /** An attempt is being made: counted, and no retry is due meanwhile. */
+    markAttempted: (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.void
+        : Effect.asVoid(sql`UPDATE billing.invoices SET attempt_count = attempt_count + 1, next_attempt_at = NULL,
+            updated_at = now() WHERE id = ANY (${ids}::text[])`),
+    /** Each invoice's charge (the one taking its period). */
+    linkCharges: (links: ReadonlyArray<{ readonly invoice: string; readonly charge: string }>) =>
+      links.length === 0
+        ? Effect.void
+        : Effect.asVoid(sql`UPDATE billing.invoices i SET charge_id = v.charge, updated_at = now()
+            FROM unnest(${links.map((l) => l.invoice)}::text[], ${links.map((l) => l.charge)}::text[]) AS v(id, charge)
+            WHERE i.id = ANY (${links.map((l) => l.invoice)}::text[]) AND i.id = v.id`),
+    /** Paid at chain time `paidAt`. */
+    markPaid: (paid: ReadonlyArray<{ readonly invoice: string; readonly paidAt: number }>) =>
+      paid.length === 0
+        ? Effect.void
+        : Effect.asVoid(sql`UPDATE billing.invoices i SET status = 'paid', paid_at = v.paid_at,
+              next_attempt_at = NULL, updated_at = now()
+            FROM unnest(${paid.map((p) => p.invoice)}::text[], ${paid.map((p) => p.paidAt)}::bigint[]) AS v(id, paid_at)
+            WHERE i.id = ANY (${paid.map((p) => p.invoice)}::text[]) AND i.id = v.id`),
+    /** A failed attempt: open with a retry at `retryAt`, or uncollectible when none is left. */
+    recordFailedAttempt: (id: string, firstFailedAt: number, retryAt: number | undefined) =>
+      Effect.asVoid(sql`UPDATE billing.invoices SET first_failed_at = ${firstFailedAt},
+          next_attempt_at = ${retryAt ?? null}, status = ${retryAt === undefined ? "uncollectible" : "open"},
+          updated_at = now() WHERE id = ${id}`),
+    markUncollectible: (id: string) =>
+      Effect.asVoid(sql`UPDATE billing.invoices SET status = 'uncollectible', next_attempt_at = NULL,
+          updated_at = now() WHERE id = ${id}`),
+    /** Its subscription ended: open invoices are voided. */
+    voidOpenOf: (subscriptionId: string) =>
+      Effect.asVoid(sql`UPDATE billing.invoices SET status = 'void', next_attempt_at = NULL, updated_at = now()
+        WHERE subscription_id = ${subscriptionId} AND status = 'open'`),
+
+    /** Deletes the invoices of a chain's subscriptions (the local stack's crash recovery). */
+    forgetChain: (chainId: number) =>
+      Effect.asVoid(sql`DELETE FROM billing.invoices i USING billing.subscriptions s
+        WHERE s.id = i.subscription_id AND s.chain_id = ${chainId}`),
+  };
+});
+
+export class InvoiceStore extends Context.Service<InvoiceStore>()("InvoiceStore", { make }) {
+  static readonly layer = Layer.effect(InvoiceStore, make);
+}

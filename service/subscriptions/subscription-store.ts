@@ -1,0 +1,212 @@
+/**
+ * The one writer of `billing.subscriptions`: opened with their mandate, activated when the customer has
+ * authorised, advanced period by period by billing (with the chain times of their advance warnings),
+ * past due while an invoice is retried, and ended. Rows are read with their mandate's terms.
+ */
+import { Context, Effect, Layer, Schema } from "effect";
+import { SqlClient } from "effect/sql";
+import { type Fragment, lockRows, type PageRequest, pageRows, relation, selectRows } from "../db/query.ts";
+import { decodeRows, firstOr, theRow } from "../db/rows.ts";
+import { resourceMissing } from "../errors.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
+import {
+  type CANCELLATION_REASONS,
+  SUBSCRIPTION_COLUMNS,
+  SubscriptionRow,
+  type SubscriptionStatus,
+} from "./subscription-object.ts";
+
+export const SUBSCRIPTIONS = relation({
+  from: "billing.subscriptions s JOIN billing.mandates m ON m.id = s.mandate_id",
+  alias: "s",
+  columns: SUBSCRIPTION_COLUMNS,
+  row: SubscriptionRow,
+});
+
+const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
+
+export type CancellationReason = (typeof CANCELLATION_REASONS)[number];
+
+/** The advance-warning checks a billed period schedules (chain times). */
+export type WarningCheck = "at_risk_check_at" | "discount_warning_at";
+
+/** Which subscriptions a lock takes: those still in a state the step expects. */
+export type SubscriptionCondition =
+  | { readonly kind: "incomplete" }
+  | { readonly kind: "billing_due"; readonly now: number }
+  | { readonly kind: "check_due"; readonly check: WarningCheck; readonly now: number };
+
+/** A billed period: where the subscription now stands. */
+export interface Advance {
+  readonly id: string;
+  readonly period: number;
+  readonly nextBillingAt: number;
+  /** The period's invoice, when this billing wrote it. */
+  readonly invoice: string | null;
+  readonly discountStart: number | null;
+  readonly discountEnd: number | null;
+  readonly atRiskCheckAt: number | null;
+  readonly discountWarningAt: number | null;
+}
+
+const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient;
+  const select = (where: ReadonlyArray<Fragment>, options?: Parameters<typeof selectRows>[3]) =>
+    selectRows(sql, SUBSCRIPTIONS, where, options);
+  const inScope = (scope: MerchantScope) => [
+    sql`s.merchant_id = ${scope.merchantId}`,
+    sql`s.livemode = ${scope.livemode}`,
+  ];
+  const condition = (c: SubscriptionCondition): Fragment => {
+    switch (c.kind) {
+      case "incomplete":
+        return sql`s.status = 'incomplete'`;
+      case "billing_due":
+        return sql`s.status IN ('active', 'past_due') AND s.next_billing_at <= ${c.now}`;
+      case "check_due":
+        return c.check === "at_risk_check_at"
+          ? sql`s.at_risk_check_at <= ${c.now}`
+          : sql`s.discount_warning_at <= ${c.now}`;
+    }
+  };
+  const reload = (id: string) =>
+    select([sql`s.id = ${id}`]).pipe(Effect.flatMap(theRow(`subscription ${id}`)));
+
+  return {
+    /** The merchant's subscription, or 404; locked for update when asked (inside a transaction). */
+    load: (scope: MerchantScope, id: string, options: { readonly lock?: boolean } = {}) =>
+      select([sql`s.id = ${id}`, ...inScope(scope)], options.lock ? { lock: "update" } : {}).pipe(
+        Effect.flatMap(firstOr(() => resourceMissing("subscription", id))),
+      ),
+    reload,
+    page: (
+      scope: MerchantScope,
+      filters: { readonly customer?: string; readonly status?: SubscriptionStatus },
+      page: PageRequest,
+    ) =>
+      pageRows(
+        sql,
+        SUBSCRIPTIONS,
+        [
+          ...inScope(scope),
+          ...(filters.customer !== undefined ? [sql`s.customer = ${filters.customer}`] : []),
+          ...(filters.status !== undefined ? [sql`s.status = ${filters.status}`] : []),
+        ],
+        page,
+      ),
+    /** The subscriptions among `ids` still matching the condition, locked in id order; others' skipped. */
+    lock: (ids: ReadonlyArray<string>, when: SubscriptionCondition) =>
+      lockRows(sql, SUBSCRIPTIONS, ids, [condition(when)], { skipLocked: true }),
+
+    /** Incomplete subscriptions of the chain whose customer has signed (the mandate is no longer pending). */
+    authorised: (chainId: number, limit: number) =>
+      sql`SELECT s.id FROM billing.subscriptions s JOIN billing.mandates m ON m.id = s.mandate_id
+        WHERE s.status = 'incomplete' AND s.chain_id = ${chainId} AND m.status <> 'pending' LIMIT ${limit}`.pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((rows) => rows.map((r) => r.id)),
+      ),
+    /** Subscriptions of the chain due for their next invoice at chain time `now`, the longest waiting first. */
+    due: (chainId: number, now: number, limit: number) =>
+      sql`SELECT id FROM billing.subscriptions
+        WHERE chain_id = ${chainId} AND status IN ('active', 'past_due') AND next_billing_at <= ${now}
+        ORDER BY next_billing_at LIMIT ${limit}`.pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((rows) => rows.map((r) => r.id)),
+      ),
+    /** Subscriptions of the chain whose advance-warning check is due (and whose charge is not). */
+    checksDue: (chainId: number, check: WarningCheck, now: number, limit: number) =>
+      (check === "at_risk_check_at"
+        ? sql`SELECT id FROM billing.subscriptions
+            WHERE chain_id = ${chainId} AND at_risk_check_at <= ${now} AND next_billing_at > ${now} LIMIT ${limit}`
+        : sql`SELECT id FROM billing.subscriptions
+            WHERE chain_id = ${chainId} AND discount_warning_at <= ${now} AND next_billing_at > ${now} LIMIT ${limit}`
+      ).pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((rows) => rows.map((r) => r.id)),
+      ),
+
+    insert: (subscription: {
+      readonly id: string;
+      readonly scope: MerchantScope;
+      readonly customer: string;
+      readonly priceId: string;
+      readonly mandateId: string;
+      readonly chainId: number;
+      readonly couponId: string | null;
+    }) =>
+      Effect.gen(function* () {
+        yield* sql`INSERT INTO billing.subscriptions ${sql.insert({
+          id: subscription.id,
+          merchant_id: subscription.scope.merchantId,
+          livemode: subscription.scope.livemode,
+          customer: subscription.customer,
+          price_id: subscription.priceId,
+          mandate_id: subscription.mandateId,
+          chain_id: subscription.chainId,
+          coupon_id: subscription.couponId,
+          status: "incomplete",
+        })}`;
+        return yield* reload(subscription.id);
+      }),
+    /** The customer authorised: active, with its current period due at once (chain time `now`). */
+    activate: (id: string, now: number) =>
+      Effect.asVoid(sql`UPDATE billing.subscriptions SET status = 'active', next_billing_at = ${now},
+          updated_at = now() WHERE id = ${id}`),
+    cancelAtPeriodEnd: (id: string) =>
+      Effect.asVoid(sql`UPDATE billing.subscriptions SET cancel_at_period_end = true, updated_at = now()
+        WHERE id = ${id}`),
+    /** Ended for good. */
+    end: (id: string, reason: CancellationReason) =>
+      Effect.asVoid(sql`UPDATE billing.subscriptions SET status = 'canceled', canceled_at = now(),
+          cancellation_reason = ${reason}, next_billing_at = NULL, updated_at = now() WHERE id = ${id}`),
+    /** An invoice failed and is retried. */
+    markPastDue: (id: string) =>
+      Effect.asVoid(sql`UPDATE billing.subscriptions SET status = 'past_due', updated_at = now()
+        WHERE id = ${id} AND status = 'active'`),
+    /** Their invoice was paid. */
+    markCurrent: (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.void
+        : Effect.asVoid(sql`UPDATE billing.subscriptions SET status = 'active', updated_at = now()
+            WHERE id = ANY (${ids}::text[]) AND status = 'past_due'`),
+    /** Billed periods, one statement for the batch. */
+    advance: (advances: ReadonlyArray<Advance>) => {
+      if (advances.length === 0) return Effect.void;
+      const rows = advances.map((a) => ({
+        id: a.id,
+        period: a.period,
+        next_billing_at: a.nextBillingAt,
+        invoice: a.invoice,
+        discount_start: a.discountStart,
+        discount_end: a.discountEnd,
+        at_risk_check_at: a.atRiskCheckAt,
+        discount_warning_at: a.discountWarningAt,
+      }));
+      return Effect.asVoid(sql`UPDATE billing.subscriptions s SET current_period = v.period,
+          next_billing_at = v.next_billing_at, latest_invoice = COALESCE(v.invoice, s.latest_invoice),
+          discount_start_period = v.discount_start, discount_end_period = v.discount_end,
+          at_risk_check_at = v.at_risk_check_at, discount_warning_at = v.discount_warning_at, updated_at = now()
+        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id text, period int, next_billing_at bigint,
+          invoice text, discount_start int, discount_end int, at_risk_check_at bigint, discount_warning_at bigint)
+        WHERE s.id = ANY (${rows.map((r) => r.id)}::text[]) AND s.id = v.id`);
+    },
+    /** A warning check done for this period. */
+    clearCheck: (id: string, check: WarningCheck) =>
+      Effect.asVoid(
+        check === "at_risk_check_at"
+          ? sql`UPDATE billing.subscriptions SET at_risk_check_at = NULL WHERE id = ${id}`
+          : sql`UPDATE billing.subscriptions SET discount_warning_at = NULL WHERE id = ${id}`,
+      ),
+
+    /** Deletes a chain's subscriptions (the local stack's crash recovery); returns how many. */
+    forgetChain: (chainId: number) =>
+      Effect.map(
+        sql`DELETE FROM billing.subscriptions WHERE chain_id = ${chainId} RETURNING id`,
+        (rows) => rows.length,
+      ),
+  };
+});
+
+export class SubscriptionStore extends Context.Service<SubscriptionStore>()("SubscriptionStore", { make }) {
+  static readonly layer = Layer.effect(SubscriptionStore, make);
+}

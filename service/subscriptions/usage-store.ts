@@ -1,0 +1,74 @@
+/** The one writer of `billing.usage_records`: metered usage as merchants record it, per mandate period. */
+import { Context, Effect, Layer, Schema } from "effect";
+import { SqlClient } from "effect/sql";
+import { type PageRequest, pageRows, relation, selectRows } from "../db/query.ts";
+import { decodeRows, theRow } from "../db/rows.ts";
+import { newId } from "../ids.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
+
+export const USAGE_STATUSES = ["billable", "over_limit"] as const;
+
+export const UsageRow = Schema.Struct({
+  id: Schema.String,
+  livemode: Schema.Boolean,
+  subscription_id: Schema.String,
+  period: Schema.Number,
+  quantity: Schema.String,
+  status: Schema.Literals(USAGE_STATUSES),
+  created_at: Schema.Date,
+});
+export type UsageRow = typeof UsageRow.Type;
+
+const USAGE = relation({
+  from: "billing.usage_records u",
+  alias: "u",
+  columns:
+    "u.id, u.livemode, u.subscription_id, u.period, u.quantity::text AS quantity, u.status, u.created_at",
+  row: UsageRow,
+});
+const decodeQuantity = decodeRows(Schema.Struct({ quantity: Schema.BigIntFromString }));
+
+const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient;
+  return {
+    insert: (usage: {
+      readonly scope: MerchantScope;
+      readonly subscriptionId: string;
+      readonly period: number;
+      readonly quantity: number;
+      readonly status: (typeof USAGE_STATUSES)[number];
+    }) =>
+      Effect.gen(function* () {
+        const id = yield* newId("usageRecord");
+        yield* sql`INSERT INTO billing.usage_records ${sql.insert({
+          id,
+          merchant_id: usage.scope.merchantId,
+          livemode: usage.scope.livemode,
+          subscription_id: usage.subscriptionId,
+          period: usage.period,
+          quantity: usage.quantity,
+          status: usage.status,
+        })}`;
+        return yield* selectRows(sql, USAGE, [sql`u.id = ${id}`]).pipe(
+          Effect.flatMap(theRow(`usage record ${id}`)),
+        );
+      }),
+    pageForSubscription: (subscriptionId: string, page: PageRequest) =>
+      pageRows(sql, USAGE, [sql`u.subscription_id = ${subscriptionId}`], page),
+    /** The billable units recorded for a subscription's period. */
+    billableQuantity: (subscriptionId: string, period: number) =>
+      sql`SELECT COALESCE(sum(quantity), 0)::text AS quantity FROM billing.usage_records
+        WHERE subscription_id = ${subscriptionId} AND period = ${period} AND status = 'billable'`.pipe(
+        Effect.flatMap(decodeQuantity),
+        Effect.map((rows) => rows[0]?.quantity ?? 0n),
+      ),
+    /** Deletes the usage of a chain's subscriptions (the local stack's crash recovery). */
+    forgetChain: (chainId: number) =>
+      Effect.asVoid(sql`DELETE FROM billing.usage_records u USING billing.subscriptions s
+        WHERE s.id = u.subscription_id AND s.chain_id = ${chainId}`),
+  };
+});
+
+export class UsageStore extends Context.Service<UsageStore>()("UsageStore", { make }) {
+  static readonly layer = Layer.effect(UsageStore, make);
+}

@@ -1,0 +1,304 @@
+/**
+ * The one writer of `billing.webhook_deliveries` and `billing.webhook_attempts`: deliveries created (by
+ * fan-out in the event's transaction, by a replay, by a test send), claimed as leases by the dispatcher,
+ * their attempts and outcomes recorded in batches, and stopped when their endpoint is deleted.
+ */
+import { randomBytes } from "node:crypto";
+import { PgClient } from "@effect/sql-pg";
+import { Array as Arr, Clock, Context, Effect, Layer, Schema } from "effect";
+import { type PageRequest, pageRows, relation } from "../db/query.ts";
+import { decodeRows } from "../db/rows.ts";
+import { EventObject } from "../events/events.ts";
+import type { FannedEvent } from "../events/outbox.ts";
+import { encodeId, ID_PREFIXES } from "../ids.ts";
+import { nextState } from "./retry-schedule.ts";
+import type { AttemptOutcome } from "./sender.ts";
+
+export const DELIVERIES_CHANNEL = "billing_webhook_deliveries";
+
+export type DeliveryTrigger = "event" | "replay" | "test";
+export const DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const;
+export const TRIGGERS = ["event", "replay", "test"] as const;
+
+export interface NewDelivery {
+  readonly endpointId: string;
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly trigger: DeliveryTrigger;
+}
+
+const ClaimedRow = Schema.Struct({
+  id: Schema.String,
+  endpoint_id: Schema.String,
+  event_id: Schema.String,
+  attempt_count: Schema.Number,
+  url: Schema.String,
+  livemode: Schema.Boolean,
+  secret_ciphertext: Schema.Uint8Array,
+  previous_secret_ciphertext: Schema.NullOr(Schema.Uint8Array),
+  previous_secret_expires_at: Schema.NullOr(Schema.Date),
+  payload: EventObject,
+});
+export type ClaimedDelivery = typeof ClaimedRow.Type;
+const decodeClaimed = decodeRows(ClaimedRow);
+
+export const DeliveryRow = Schema.Struct({
+  id: Schema.String,
+  endpoint_id: Schema.String,
+  event_id: Schema.String,
+  event_type: Schema.String,
+  trigger: Schema.Literals(TRIGGERS),
+  status: Schema.Literals(DELIVERY_STATUSES),
+  attempt_count: Schema.Number,
+  next_attempt_at: Schema.NullOr(Schema.Date),
+  created_at: Schema.Date,
+  livemode: Schema.Boolean,
+});
+export type DeliveryRow = typeof DeliveryRow.Type;
+const DELIVERIES = relation({
+  from: "billing.webhook_deliveries d JOIN billing.webhook_endpoints w ON w.id = d.endpoint_id",
+  alias: "d",
+  columns: `d.id, d.endpoint_id, d.event_id, d.event_type, d.trigger, d.status, d.attempt_count,
+    d.next_attempt_at, d.created_at, w.livemode`,
+  row: DeliveryRow,
+});
+
+export const AttemptRow = Schema.Struct({
+  delivery_id: Schema.String,
+  number: Schema.Number,
+  attempted_at: Schema.Date,
+  status_code: Schema.NullOr(Schema.Number),
+  duration_ms: Schema.Number,
+  error: Schema.NullOr(Schema.String),
+  response_body: Schema.NullOr(Schema.String),
+});
+export type AttemptRow = typeof AttemptRow.Type;
+const decodeAttempts = decodeRows(AttemptRow);
+const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
+const decodeSubscribers = decodeRows(
+  Schema.Struct({ endpoint_id: Schema.String, event_id: Schema.String, type: Schema.String }),
+);
+
+export interface RecordedOutcome {
+  readonly deliveryId: string;
+  readonly endpointId: string;
+  /** This attempt's number (1 for the first). */
+  readonly number: number;
+  readonly attemptedAt: number;
+  readonly outcome: AttemptOutcome;
+}
+
+export interface ClaimRequest {
+  readonly now: number;
+  readonly limit: number;
+  readonly perEndpoint: number;
+  readonly leaseMs: number;
+  /** Deliveries this process has in flight, per endpoint (they count against `perEndpoint`). */
+  readonly busy: ReadonlyMap<string, number>;
+}
+
+const make = Effect.gen(function* () {
+  const sql = yield* PgClient.PgClient;
+
+  /** Inserts deliveries due now and wakes the dispatchers on commit; returns their ids. */
+  const insert = (deliveries: ReadonlyArray<NewDelivery>) =>
+    Effect.gen(function* () {
+      if (!Arr.isReadonlyArrayNonEmpty(deliveries)) return [] as string[];
+      const now = yield* Clock.currentTimeMillis;
+      const rows = Arr.map(deliveries, (delivery) => ({
+        id: encodeId(ID_PREFIXES.webhookDelivery, now, randomBytes(10)),
+        endpoint_id: delivery.endpointId,
+        event_id: delivery.eventId,
+        event_type: delivery.eventType,
+        trigger: delivery.trigger,
+        status: "pending",
+        next_attempt_at: new Date(now),
+        created_at: new Date(now),
+      }));
+      const inserted = yield* sql`INSERT INTO billing.webhook_deliveries ${sql.insert(rows)}
+        ON CONFLICT DO NOTHING RETURNING id`.pipe(Effect.flatMap(decodeIds));
+      if (inserted.length > 0) yield* sql`SELECT pg_notify(${DELIVERIES_CHANNEL}, '')`;
+      return inserted.map((row) => row.id);
+    });
+
+  /**
+   * One delivery per enabled endpoint of the event's merchant and mode that subscribed to its type.
+   * `webhook.test` goes only to the endpoint it tests, never by subscription. The events are matched as
+   * given rather than read back, so the endpoints table is the only one this reads.
+   */
+  const fanOut = (events: ReadonlyArray<FannedEvent>) =>
+    Effect.gen(function* () {
+      if (events.length === 0) return;
+      const subscribers = yield* sql`
+        SELECT w.id AS endpoint_id, e.id AS event_id, e.type
+        FROM unnest(${events.map((e) => e.id)}::text[], ${events.map((e) => e.merchantId)}::text[],
+                    ${events.map((e) => e.livemode)}::boolean[], ${events.map((e) => e.type)}::text[])
+             AS e(id, merchant_id, livemode, type)
+        JOIN billing.webhook_endpoints w
+          ON w.merchant_id = e.merchant_id AND w.livemode = e.livemode
+         AND w.status = 'enabled' AND w.deleted_at IS NULL AND e.type = ANY (w.events)
+        WHERE e.type <> 'webhook.test'`.pipe(Effect.flatMap(decodeSubscribers));
+      yield* insert(
+        subscribers.map((row) => ({
+          endpointId: row.endpoint_id,
+          eventId: row.event_id,
+          eventType: row.type,
+          trigger: "event" as const,
+        })),
+      );
+    });
+
+  /**
+   * Leases up to `limit` due deliveries, at most `perEndpoint - busy[endpoint]` per endpoint, skipping
+   * rows another process is claiming right now. Each endpoint with due deliveries gets its share before
+   * the overall limit cuts, so a backlog at one endpoint does not starve the others.
+   */
+  const claimDue = (input: ClaimRequest) => {
+    const now = new Date(input.now);
+    const busy = JSON.stringify(Object.fromEntries(input.busy));
+    return sql`
+      WITH RECURSIVE due AS (
+        -- The endpoints with due deliveries, by a skip scan of the due index: one probe per endpoint
+        -- rather than a read of every due row.
+        (SELECT endpoint_id FROM billing.webhook_deliveries
+         WHERE status = 'pending' AND next_attempt_at <= ${now} ORDER BY endpoint_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT d.endpoint_id FROM billing.webhook_deliveries d
+                WHERE d.status = 'pending' AND d.next_attempt_at <= ${now} AND d.endpoint_id > due.endpoint_id
+                ORDER BY d.endpoint_id LIMIT 1)
+        FROM due WHERE due.endpoint_id IS NOT NULL
+      ), busy AS (
+        SELECT key AS endpoint_id, value::int AS n FROM jsonb_each_text(${busy}::jsonb)
+      ), eligible AS MATERIALIZED (
+        SELECT w.id, ${input.perEndpoint}::int - COALESCE(b.n, 0) AS room
+        FROM due
+        JOIN billing.webhook_endpoints w
+          ON w.id = due.endpoint_id AND w.status = 'enabled' AND w.deleted_at IS NULL
+        LEFT JOIN busy b ON b.endpoint_id = w.id
+        WHERE ${input.perEndpoint}::int - COALESCE(b.n, 0) > 0
+      ), picked AS (
+        SELECT p.id FROM eligible e CROSS JOIN LATERAL (
+          SELECT d.id FROM billing.webhook_deliveries d
+          WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${now}
+          ORDER BY d.next_attempt_at
+          LIMIT e.room
+          FOR UPDATE SKIP LOCKED
+        ) p
+        LIMIT ${input.limit}
+      ), claimed AS (
+        UPDATE billing.webhook_deliveries d SET next_attempt_at = ${new Date(input.now + input.leaseMs)}
+        FROM picked WHERE d.id = picked.id
+        RETURNING d.id, d.endpoint_id, d.event_id, d.attempt_count
+      ), relaxed AS MATERIALIZED (
+        -- A lease lost in a crash is a lease expired early: the claim need not wait for its WAL flush.
+        SELECT set_config('synchronous_commit', 'off', true)
+      )
+      SELECT c.id, c.endpoint_id, c.event_id, c.attempt_count, w.url, w.livemode, w.secret_ciphertext,
+             w.previous_secret_ciphertext, w.previous_secret_expires_at, ev.payload
+      FROM relaxed, claimed c
+      JOIN billing.webhook_endpoints w ON w.id = c.endpoint_id
+      JOIN billing.events ev ON ev.id = c.event_id`.pipe(Effect.flatMap(decodeClaimed));
+  };
+
+  /**
+   * Writes attempts and delivery states in one statement. A delivery already moved on (a lease that
+   * expired and was re-sent elsewhere, or an endpoint deleted meanwhile) keeps its state; the attempt is
+   * still recorded. `random` draws the retry jitter.
+   */
+  const recordOutcomes = (outcomes: ReadonlyArray<RecordedOutcome>, random: () => number) => {
+    if (outcomes.length === 0) return Effect.void;
+    const rows = outcomes.map((o) => {
+      const next = nextState(o.number, o.outcome.ok, o.attemptedAt, random());
+      return {
+        id: o.deliveryId,
+        number: o.number,
+        attempted_at: new Date(o.attemptedAt).toISOString(),
+        status_code: o.outcome.statusCode,
+        duration_ms: o.outcome.durationMs,
+        error: o.outcome.error,
+        response_body: o.outcome.responseBody,
+        status: next.status,
+        next_attempt_at: next.nextAttemptAt === null ? null : new Date(next.nextAttemptAt).toISOString(),
+      };
+    });
+    return Effect.asVoid(sql`
+      WITH input AS (
+        SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(
+          id text, number int, attempted_at timestamptz, status_code int, duration_ms int, error text,
+          response_body text, status text, next_attempt_at timestamptz)
+      ), attempts AS (
+        INSERT INTO billing.webhook_attempts
+          (delivery_id, number, attempted_at, status_code, duration_ms, error, response_body)
+        SELECT id, number, attempted_at, status_code, duration_ms, error, response_body FROM input
+        ON CONFLICT DO NOTHING
+      )
+      -- Guarded per column rather than in WHERE, and the ids given as an array too, so that the rows are
+      -- found by their primary key whatever the planner believes about the table (a join on the
+      -- recordset alone was planned as a sequential scan of every delivery).
+      UPDATE billing.webhook_deliveries d
+      SET status = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1 THEN v.status ELSE d.status END,
+          next_attempt_at = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
+                                 THEN v.next_attempt_at ELSE d.next_attempt_at END,
+          last_attempt_at = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
+                                 THEN v.attempted_at ELSE d.last_attempt_at END,
+          attempt_count = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
+                               THEN v.number ELSE d.attempt_count END
+      FROM input v
+      WHERE d.id = ANY (${rows.map((row) => row.id)}::text[]) AND d.id = v.id`);
+  };
+
+  return {
+    insert,
+    fanOut,
+    claimDue,
+    recordOutcomes,
+    /** Looked at again at `at` without counting an attempt (the deployment could not send it). */
+    defer: (id: string, at: number) =>
+      Effect.asVoid(sql`UPDATE billing.webhook_deliveries SET next_attempt_at = ${new Date(at)}
+        WHERE id = ${id} AND status = 'pending'`),
+    /** Nothing more is sent to a deleted endpoint. */
+    failPendingOf: (endpointId: string) =>
+      Effect.asVoid(sql`UPDATE billing.webhook_deliveries SET status = 'failed', next_attempt_at = NULL
+        WHERE endpoint_id = ${endpointId} AND status = 'pending'`),
+    /** The endpoint's deliveries, newest first, filtered by status and event. */
+    pageForEndpoint: (
+      endpointId: string,
+      filters: { readonly status?: string; readonly event?: string },
+      page: PageRequest,
+    ) =>
+      pageRows(
+        sql,
+        DELIVERIES,
+        [
+          sql`d.endpoint_id = ${endpointId}`,
+          ...(filters.status !== undefined ? [sql`d.status = ${filters.status}`] : []),
+          ...(filters.event !== undefined ? [sql`d.event_id = ${filters.event}`] : []),
+        ],
+        page,
+      ),
+    /** The deliveries named, newest first. */
+    byIds: (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.succeed([] as ReadonlyArray<DeliveryRow>)
+        : sql`SELECT ${DELIVERIES.columns} FROM ${DELIVERIES.from} WHERE d.id = ANY (${ids}::text[])
+            ORDER BY d.id DESC`.pipe(Effect.flatMap(DELIVERIES.decode)),
+    /** The attempts of the deliveries named, oldest first. */
+    attemptsOf: (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.succeed([] as ReadonlyArray<AttemptRow>)
+        : sql`SELECT delivery_id, number, attempted_at, status_code, duration_ms, error, response_body
+            FROM billing.webhook_attempts WHERE delivery_id = ANY (${ids}::text[])
+            ORDER BY attempted_at, number`.pipe(Effect.flatMap(decodeAttempts)),
+    /** Deletes the deliveries of these events with their attempts (the local stack's crash recovery). */
+    forgetEvents: (eventIds: ReadonlyArray<string>) =>
+      Effect.gen(function* () {
+        yield* sql`DELETE FROM billing.webhook_attempts a USING billing.webhook_deliveries d
+          WHERE a.delivery_id = d.id AND d.event_id = ANY (${eventIds}::text[])`;
+        yield* sql`DELETE FROM billing.webhook_deliveries WHERE event_id = ANY (${eventIds}::text[])`;
+      }),
+  };
+});
+
+export class DeliveryStore extends Context.Service<DeliveryStore>()("DeliveryStore", { make }) {
+  static readonly layer = Layer.effect(DeliveryStore, make);
+}

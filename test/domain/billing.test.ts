@@ -1,0 +1,212 @@
+/**
+ * Billing's steps on a real Postgres with a fake chain and relayer (harness.ts): a boundary invoices and
+ * charges, the chain's charge pays the invoice, a failing charge follows the dunning schedule to an
+ * uncollectible invoice and a canceled subscription, and a batch with one failing charge sends the rest
+ * as one `chargeMany` after bisecting.
+ */
+import { expect, layer } from "@effect/vitest";
+import { Effect, Layer } from "effect";
+import { SqlClient } from "effect/sql";
+import type { Hex } from "viem";
+import { MerchantChains } from "../../service/chains/merchant-chains.ts";
+import { onchainChargeId } from "../../service/charges/charge-ids.ts";
+import { Outbox } from "../../service/events/outbox.ts";
+import { FactApplication } from "../../service/facts/fact-application.ts";
+import type { FactRow } from "../../service/facts/fact-row.ts";
+import { MandateStore } from "../../service/mandates/mandate-store.ts";
+import { onchainMandateId } from "../../service/mandates/terms.ts";
+import { Merchants } from "../../service/merchants/merchants.ts";
+import type { MerchantScope } from "../../service/merchants/scope.ts";
+import { billChain } from "../../service/subscriptions/billing/billing-worker.ts";
+import { InvoiceStore } from "../../service/subscriptions/invoice-store.ts";
+import { Prices } from "../../service/subscriptions/prices.ts";
+import { SubscriptionStore } from "../../service/subscriptions/subscription-store.ts";
+import { Subscriptions } from "../../service/subscriptions/subscriptions.ts";
+import { periodStart } from "../../src/ledger/period.ts";
+import { CHAIN, domainTestLayer, fakeChain, freshDatabase } from "./harness.ts";
+
+const DAY = 86_400;
+const START = Date.UTC(2031, 2, 10, 12) / 1000;
+const chain = fakeChain(START);
+let payouts = 0;
+const payoutOf = new Map<string, Hex>();
+
+const testLayer = Layer.unwrap(
+  Effect.promise(async () => domainTestLayer(await freshDatabase("billing"), chain)),
+);
+
+let wallets = 0;
+const nextWallet = (): Hex => `0x${(++wallets).toString(16).padStart(40, "c")}` as Hex;
+
+const merchant = Effect.gen(function* () {
+  const created = yield* (yield* Merchants).create("Shop");
+  const scope: MerchantScope = { merchantId: created.id, livemode: false };
+  const payout = `0x${(++payouts).toString(16).padStart(40, "b")}` as Hex;
+  payoutOf.set(created.id, payout);
+  yield* (yield* MerchantChains).configure(scope, { chain: CHAIN.id, payout_address: payout });
+  return scope;
+});
+
+/** A subscription whose customer has signed (as the chain's MandateAuthorized fact would record it). */
+const signedSubscription = (scope: MerchantScope, price: string) =>
+  Effect.gen(function* () {
+    const subscription = yield* (yield* Subscriptions).create(scope, { customer: "cus_1", price });
+    const mandates = yield* MandateStore;
+    const mandate = yield* mandates.reload(subscription.mandate);
+    const customer = nextWallet();
+    const onchainId = onchainMandateId(customer, BigInt(mandate.salt));
+    yield* mandates.bindWallet(mandate.id, customer, onchainId);
+    yield* mandates.recordAuthorized(mandate.id, {
+      customer,
+      nonce: "1",
+      approval: (BigInt(mandate.cap) * 12n).toString(),
+      cap: mandate.cap,
+      approvalPeriods: 12,
+      operator: mandate.operator_address as Hex,
+      holdSeconds: 0,
+      authorizedAt: chain.time,
+    });
+    return { id: subscription.id, mandate: mandate.id, onchainId, customer, anchor: mandate.anchor };
+  });
+
+/** The chain's `Charged` log of a mandate's period, applied as the fact relay applies it. */
+const chainCharged = (
+  scope: MerchantScope,
+  sub: { onchainId: Hex; customer: Hex },
+  period: number,
+  amount: bigint,
+) =>
+  Effect.gen(function* () {
+    const fact: FactRow = {
+      key: `31337:charge:${onchainChargeId(sub.onchainId, period)}`,
+      kind: "charge.succeeded",
+      chain_id: CHAIN.id,
+      block_number: String(period + 100),
+      block_hash: `0x${"ab".repeat(32)}`,
+      timestamp: String(chain.time),
+      tx_hash: `0x${"cd".repeat(32)}`,
+      log_index: 0,
+      mandate_id: sub.onchainId,
+      charge_id: onchainChargeId(sub.onchainId, period),
+      amount: amount.toString(),
+      customer: sub.customer,
+      payee: payoutOf.get(scope.merchantId) ?? "",
+      token: CHAIN.tokens[0]?.address ?? "",
+      details: { period, release_at: 0, approval_left: "0" },
+    };
+    const event = yield* (yield* FactApplication).apply(fact, { merchantId: scope.merchantId, chain: CHAIN });
+    if (event) yield* (yield* Outbox).insert([event]);
+  }).pipe(Effect.flatMap(() => Effect.void));
+
+const bill = Effect.suspend(() => billChain(CHAIN, chain.time));
+
+const eventTypes = (subject: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ type: string }>`SELECT type FROM billing.events
+      WHERE payload::text LIKE ${`%${subject}%`} ORDER BY inserted_at, id`.pipe(
+      Effect.map((rows) => rows.map((row) => row.type)),
+    ),
+  );
+
+layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (it) => {
+  it.effect("invoices a period at its boundary, charges it once, and is paid by the chain's charge", () =>
+    Effect.gen(function* () {
+      const scope = yield* merchant;
+      const price = yield* (yield* Prices).create(scope, {
+        product_name: "Seat",
+        amount_decimal: "10",
+        chain: CHAIN.id,
+      });
+      const sub = yield* signedSubscription(scope, price.id);
+      const sent = chain.sent.length;
+
+      yield* bill; // activates it; its first period is due at once and billed in the same round
+      const subscriptions = yield* SubscriptionStore;
+      const invoices = yield* InvoiceStore;
+      const row = yield* subscriptions.reload(sub.id);
+      expect(row.status).toBe("active");
+      expect(row.current_period).toBe(0);
+      expect(row.next_billing_at).toBe(periodStart(sub.anchor, 1));
+      const [invoice] = (yield* invoices.page(scope, { subscription: sub.id }, {})).data;
+      expect(invoice).toMatchObject({ status: "open", total: "10000000", attempt_count: 1 });
+      expect(chain.sent.length).toBe(sent + 1);
+      expect(chain.sent.at(-1)?.purpose).toMatch(/^charge:31337:/);
+
+      yield* bill; // nothing new: the charge is pending on chain
+      expect(chain.sent.length).toBe(sent + 1);
+
+      yield* chainCharged(scope, sub, 0, 10_000_000n);
+      yield* bill;
+      expect((yield* invoices.reload(invoice?.id ?? "")).status).toBe("paid");
+      expect(yield* eventTypes(invoice?.id ?? "")).toEqual(["invoice.paid"]);
+    }),
+  );
+
+  it.effect("retries a failing charge on the dunning schedule, then ends the subscription", () =>
+    Effect.gen(function* () {
+      const scope = yield* merchant;
+      const price = yield* (yield* Prices).create(scope, {
+        product_name: "Seat",
+        amount_decimal: "7",
+        chain: CHAIN.id,
+      });
+      const sub = yield* signedSubscription(scope, price.id);
+      chain.failing.set(sub.onchainId.toLowerCase(), "InsufficientBalance");
+      const invoices = yield* InvoiceStore;
+
+      yield* bill;
+      const [invoice] = (yield* invoices.page(scope, { subscription: sub.id }, {})).data;
+      const id = invoice?.id ?? "";
+      const retries: number[] = [];
+      for (let attempt = 0; attempt < 10; attempt++) {
+        const current = yield* invoices.reload(id);
+        if (current.status !== "open" || current.next_attempt_at === null) break;
+        retries.push((current.next_attempt_at - (current.first_failed_at ?? 0)) / DAY);
+        chain.time = current.next_attempt_at;
+        yield* bill;
+      }
+      expect(retries).toEqual([1, 3, 5, 7]);
+      const final = yield* invoices.reload(id);
+      expect(final.status).toBe("uncollectible");
+      expect(final.attempt_count).toBe(5);
+      expect((yield* (yield* SubscriptionStore).reload(sub.id)).status).toBe("canceled");
+      const types = yield* eventTypes(id);
+      expect(types.filter((t) => t === "invoice.payment_failed")).toHaveLength(5);
+      // Each failed attempt was simulated and refused by the escrow: no transaction was sent for it.
+      expect(chain.sent.some((tx) => tx.data.includes(sub.onchainId.slice(2).toLowerCase()))).toBe(false);
+      chain.failing.delete(sub.onchainId.toLowerCase());
+    }),
+  );
+
+  it.effect("charges a boundary's invoices in one chargeMany, bisecting out the one that fails", () =>
+    Effect.gen(function* () {
+      const scope = yield* merchant;
+      const price = yield* (yield* Prices).create(scope, {
+        product_name: "Seat",
+        amount_decimal: "3",
+        chain: CHAIN.id,
+      });
+      const subs = [];
+      for (let i = 0; i < 8; i++) subs.push(yield* signedSubscription(scope, price.id));
+      const [broke] = subs.slice(5, 6);
+      chain.failing.set(broke?.onchainId.toLowerCase() ?? "", "InsufficientBalance");
+      chain.simulations.length = 0;
+      const sent = chain.sent.length;
+
+      yield* bill;
+      const batches = chain.sent.slice(sent);
+      expect(batches).toHaveLength(1);
+      expect(batches[0]?.purpose).toMatch(/^charges:31337:/);
+      for (const sub of subs) {
+        const inBatch = batches[0]?.data.includes(sub.onchainId.slice(2).toLowerCase());
+        expect(inBatch, sub.id).toBe(sub !== broke);
+      }
+      // One whole simulation, then halves down to the failing charge: 1 + 2·log2(8) at most.
+      expect(chain.simulations.length).toBeLessThanOrEqual(7);
+      const invoices = yield* InvoiceStore;
+      const [failed] = (yield* invoices.page(scope, { subscription: broke?.id ?? "" }, {})).data;
+      expect(failed?.first_failed_at).toBe(chain.time);
+      chain.failing.clear();
+    }),
+  );
+});

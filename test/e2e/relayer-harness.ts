@@ -1,0 +1,41 @@
+/**
+ * The relayer on an anvil of a test's own and the stack's database: the same layers the service builds
+ * (account, store, relayer) over one chain, with the process's metrics.
+ */
+import { type Duration, type Effect, Layer, ManagedRuntime, Redacted } from "effect";
+import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
+import { ChainClients } from "../../service/chains/chain-clients.ts";
+import type { ResolvedChain } from "../../service/chains/config.ts";
+import { ChainRegistry } from "../../service/chains/registry.ts";
+import { Relayer } from "../../service/chains/relayer.ts";
+import { RelayerAccount } from "../../service/chains/relayer-account.ts";
+import { RelayerStore } from "../../service/chains/relayer-store.ts";
+import { trackPending } from "../../service/chains/relayer-tracker.ts";
+import { databaseLayer } from "../../service/db/client.ts";
+import { Metrics } from "../../service/metrics/metrics.ts";
+import { stack } from "./helpers.ts";
+
+export const relayerLayer = (chain: ResolvedChain) => {
+  const base = Layer.mergeAll(
+    databaseLayer(stack().databaseUrl, 10),
+    ChainRegistry.fromChains([chain]),
+    ChainClients.layer,
+    Metrics.layer,
+  );
+  const parts = Layer.mergeAll(RelayerStore.layer, RelayerAccount.layer(Redacted.make(LOCAL_DEPLOYER_KEY)));
+  return Relayer.layer.pipe(Layer.provideMerge(parts), Layer.provideMerge(base));
+};
+
+export type RelayerServices = Layer.Success<ReturnType<typeof relayerLayer>>;
+
+/** One tracking pass, replacing transactions unmined for `bumpAfter`. */
+export const track = (bumpAfter: Duration.Input) => trackPending(bumpAfter);
+
+/** A runner of effects over one built relayer (one pool, one metrics registry). */
+export const relayerRunner = (chain: ResolvedChain) => {
+  const runtime = ManagedRuntime.make(relayerLayer(chain));
+  return {
+    run: <A, E>(effect: Effect.Effect<A, E, RelayerServices>) => runtime.runPromise(effect),
+    dispose: () => runtime.dispose(),
+  };
+};
