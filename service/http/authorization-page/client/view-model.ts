@@ -97,6 +97,15 @@ const base = {
   footer: null,
 } as const;
 
+const loading: ViewModel = {
+  ...base,
+  stage: "loading",
+  focus: "title",
+  title: "Authorize payments",
+  status: "Loading…",
+  busy: true,
+};
+
 export const viewModel = (state: State): ViewModel => {
   const { phase, session } = state;
   if (phase.tag === "not_found" || (session === null && phase.tag !== "loading" && phase.tag !== "error"))
@@ -119,14 +128,7 @@ export const viewModel = (state: State): ViewModel => {
         error: phase.error,
         action: { kind: "retry", label: "Try again" },
       };
-    return {
-      ...base,
-      stage: "loading",
-      focus: "title",
-      title: "Authorize payments",
-      status: "Loading…",
-      busy: true,
-    };
+    return loading;
   }
 
   const common = {
@@ -146,14 +148,7 @@ export const viewModel = (state: State): ViewModel => {
 
   switch (phase.tag) {
     case "loading":
-      return {
-        ...base,
-        stage: "loading",
-        focus: "title",
-        title: "Authorize payments",
-        status: "Loading…",
-        busy: true,
-      };
+      return loading;
     case "revoked":
       return {
         ...common,
