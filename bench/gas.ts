@@ -1,13 +1,17 @@
 /**
  * `npm run bench:gas`: gas used by each MandateEscrow operation on anvil, in steady state (payee and
  * escrow already hold tokens; every customer is a separate account with a balance and an allowance).
+ * One-time payments: sweeps of deposit addresses (first sweep deploys the address's clone; a top-up
+ * finds it deployed), payment releases and returns, the test token's EIP-3009 transferWithAuthorization,
+ * and plain ERC-20 transfers measured in the same run for comparison.
  * Prints a table with the targets and anchors and writes bench/results/gas.json.
  */
 import { writeFileSync } from "node:fs";
-import { keccak256, parseUnits, toHex } from "viem";
+import { type Hex, keccak256, parseUnits, toHex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
 import { TestUSDCAbi } from "../abis/TestUSDC.ts";
+import { type DepositTerms, depositAddress } from "../service/payments/deposit-address.ts";
 import { accountAt, mandateIdFor, startChain, type Terms } from "../test/contract/harness.ts";
 
 const DAY = 86_400;
@@ -142,6 +146,107 @@ results.batch_release_50_per_release = Math.round(
     "releaseMany(50)",
   ) / 50,
 );
+// ---------------------------------------------------------------- one-time payments
+
+let paymentCounter = 0;
+const newDeposit = (holdSeconds: bigint): DepositTerms => ({
+  paymentId: keccak256(toHex(`bench payment ${paymentCounter++}`)),
+  payee: payee.address,
+  token: chain.usdc,
+  operator: operator.address,
+  holdSeconds,
+});
+/** A payer (a customer account holding the token) pays a deposit address by a plain transfer. */
+const payer = await newCustomer();
+const pay = async (d: DepositTerms, amount = usd("50")) =>
+  gasOf(
+    await chain.send(payer, chain.usdc, TestUSDCAbi, "transfer", [depositAddress(chain.escrow, d), amount]),
+    "payer transfer",
+  );
+const sweep = async (deposits: DepositTerms[], what: string) =>
+  gasOf(await chain.send(accountAt(7), chain.escrow, MandateEscrowAbi, "sweep", [deposits]), what);
+
+const direct = newDeposit(0n);
+await pay(direct);
+results.sweep_first_without_hold = await sweep([direct], "sweep");
+const held = newDeposit(3600n);
+await pay(held);
+results.sweep_first_with_hold = await sweep([held], "sweep");
+await pay(direct);
+results.sweep_top_up_without_hold = await sweep([direct], "top-up sweep");
+await pay(held);
+results.sweep_top_up_with_hold = await sweep([held], "top-up sweep");
+
+const sweepBatch = async (holdSeconds: bigint) => {
+  const deposits = Array.from({ length: 50 }, () => newDeposit(holdSeconds));
+  for (const d of deposits) await pay(d);
+  return { deposits, perPayment: Math.round((await sweep(deposits, "sweep(50)")) / 50) };
+};
+results.batch_sweep_50_without_hold_per_payment = (await sweepBatch(0n)).perPayment;
+const heldPayments = await sweepBatch(3600n);
+results.batch_sweep_50_with_hold_per_payment = heldPayments.perPayment;
+
+const toReturnPayment = newDeposit(3600n);
+await pay(toReturnPayment);
+await sweep([toReturnPayment], "sweep");
+results.return_payment = gasOf(
+  await chain.send(operator, chain.escrow, MandateEscrowAbi, "returnPayment", [
+    toReturnPayment,
+    payer.address,
+  ]),
+  "returnPayment",
+);
+chain.clock.advance(3600);
+results.release_payment = gasOf(
+  await chain.send(accountAt(7), chain.escrow, MandateEscrowAbi, "releasePayments", [[held]]),
+  "releasePayments",
+);
+results.batch_release_payments_50_per_payment = Math.round(
+  gasOf(
+    await chain.send(accountAt(7), chain.escrow, MandateEscrowAbi, "releasePayments", [
+      heldPayments.deposits,
+    ]),
+    "releasePayments(50)",
+  ) / 50,
+);
+
+// For comparison, in the same run: the payer's own transfer, and the relayer submitting it for a payer
+// without gas (EIP-3009). Each sender keeps a balance; "fresh" recipients held nothing before.
+const freshAddress = (label: string) => privateKeyToAccount(keccak256(toHex(label))).address;
+results.erc20_transfer_to_fresh_address = gasOf(
+  await chain.send(payer, chain.usdc, TestUSDCAbi, "transfer", [freshAddress("bench fresh 1"), usd("50")]),
+  "transfer",
+);
+results.erc20_transfer_to_holder = gasOf(
+  await chain.send(payer, chain.usdc, TestUSDCAbi, "transfer", [payee.address, usd("50")]),
+  "transfer",
+);
+{
+  const gasless = await newCustomer();
+  const authorization = {
+    from: gasless.address,
+    to: depositAddress(chain.escrow, newDeposit(0n)) as `0x${string}`,
+    value: usd("50"),
+    validAfter: 0n,
+    validBefore: BigInt(chain.clock.now + DAY),
+    nonce: keccak256(toHex("bench authorization")) as Hex,
+  };
+  const { v, r, s } = await chain.signAuthorization(gasless, chain.usdc, authorization);
+  results.usdc_transfer_with_authorization_to_fresh_address = gasOf(
+    await chain.send(operator, chain.usdc, TestUSDCAbi, "transferWithAuthorization", [
+      authorization.from,
+      authorization.to,
+      authorization.value,
+      authorization.validAfter,
+      authorization.validBefore,
+      authorization.nonce,
+      v,
+      r,
+      s,
+    ]),
+    "transferWithAuthorization",
+  );
+}
 await chain.stop();
 
 const targets: Record<string, number> = {
@@ -167,7 +272,7 @@ const report = {
   command: "npm run bench:gas",
   solc: "0.8.37, optimizer 10000 runs, via-IR, evm cancun",
   conditions:
-    "anvil; payee and escrow already hold the token; each customer a separate account with an allowance",
+    "anvil; payee and escrow already hold the token; each customer a separate account with an allowance; each deposit address fresh (its first sweep deploys its clone) except for top-ups; payers keep a balance after paying",
   results: rows,
 };
 writeFileSync("bench/results/gas.json", `${JSON.stringify(report, null, 2)}\n`);

@@ -7,6 +7,8 @@ import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {SignatureChecker} from "@openzeppelin/contracts/utils/cryptography/SignatureChecker.sol";
+import {Clones} from "@openzeppelin/contracts/proxy/Clones.sol";
+import {DepositCollector} from "./DepositCollector.sol";
 import {MonthlyPeriods} from "./MonthlyPeriods.sol";
 
 /// @title MandateEscrow
@@ -14,6 +16,8 @@ import {MonthlyPeriods} from "./MonthlyPeriods.sol";
 /// may then collect at most `cap` per calendar month, and at most `cap * approvalPeriods` per signature,
 /// from the customer's own wallet (an ERC-20 allowance), paid to the `payee` fixed by the signature.
 /// With a hold, charged funds wait here until released to the payee or returned to the customer.
+/// One-time payments arrive at deposit addresses (CREATE2 clones of a collector that only this contract
+/// can empty) by plain ERC-20 transfers; a sweep moves them to the payee, or into a hold like a charge's.
 /// There is no owner, no admin, no upgrade path, and no function that moves funds anywhere else.
 /// Tokens must be standard ERC-20s (no fee on transfer, no rebasing); tokens without return values are fine.
 contract MandateEscrow is EIP712, ReentrancyGuardTransient {
@@ -58,8 +62,23 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         uint64 releaseAt;
     }
 
+    /// @notice What a payment's deposit address is bound to. The address is a CREATE2 clone whose salt
+    /// is `keccak256(abi.encode(deposit))`, so every field is fixed before anyone pays.
+    struct Deposit {
+        bytes32 paymentId;
+        address payee;
+        address token;
+        /// @dev May return a held payment to its payer (with the payee), like a charge's operator.
+        address operator;
+        uint64 holdSeconds;
+    }
+
     mapping(bytes32 mandateId => Mandate) private _mandates;
     mapping(bytes32 chargeId => Hold) private _holds;
+    mapping(bytes32 depositKey => Hold) private _paymentHolds;
+
+    /// @notice The code every deposit address runs (deployed by this contract's constructor).
+    address public immutable collector;
 
     event MandateAuthorized(
         bytes32 indexed mandateId,
@@ -89,6 +108,29 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     );
     event Released(bytes32 indexed mandateId, bytes32 indexed chargeId, uint32 period, uint256 amount, address payee);
     event Returned(bytes32 indexed mandateId, bytes32 indexed chargeId, uint32 period, uint256 amount, address customer);
+    /// @param releaseAt 0 when the payment went straight to the payee; otherwise when all of the
+    /// payment's held funds (`held`, this sweep included) may be released (a top-up keeps the open
+    /// hold's time).
+    event PaymentReceived(
+        bytes32 indexed paymentId,
+        address indexed payee,
+        address indexed depositAddress,
+        address token,
+        uint256 amount,
+        uint64 releaseAt,
+        uint256 held
+    );
+    event PaymentReleased(
+        bytes32 indexed paymentId, address indexed payee, address indexed depositAddress, address token, uint256 amount
+    );
+    event PaymentReturned(
+        bytes32 indexed paymentId,
+        address indexed payee,
+        address indexed depositAddress,
+        address token,
+        uint256 amount,
+        address to
+    );
 
     error InvalidTerms();
     error InvalidSignature();
@@ -111,7 +153,9 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     error HoldOver(uint64 releaseAt);
     error LengthMismatch();
 
-    constructor() EIP712("MandateEscrow", "1") {}
+    constructor() EIP712("MandateEscrow", "1") {
+        collector = address(new DepositCollector());
+    }
 
     // ---------------------------------------------------------------- authorization
 
@@ -289,7 +333,96 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         emit Released(id, chargeId, period, h.amount, payee);
     }
 
+    // ---------------------------------------------------------------- one-time payments
+
+    /// @notice Moves whatever each deposit address holds of its token to the payee, or into the
+    /// payment's hold (`holdSeconds` from this sweep; funds swept while a hold is open join it and are
+    /// released with it). A deposit
+    /// address holding nothing is passed over; its first non-empty sweep deploys its clone. Anyone may
+    /// call: the funds can only go where the terms say.
+    function sweep(Deposit[] calldata deposits) external nonReentrant {
+        for (uint256 i; i < deposits.length; ++i) {
+            _sweep(deposits[i]);
+        }
+    }
+
+    /// @notice Pays each payment's held funds to its payee once its hold is over. Anyone may call.
+    function releasePayments(Deposit[] calldata deposits) external nonReentrant {
+        for (uint256 i; i < deposits.length; ++i) {
+            Deposit calldata d = deposits[i];
+            bytes32 key = depositKey(d);
+            Hold memory h = _paymentHolds[key];
+            if (h.amount == 0) revert NoHold(key);
+            if (block.timestamp < h.releaseAt) revert HoldNotOver(h.releaseAt);
+            delete _paymentHolds[key];
+            IERC20(d.token).safeTransfer(d.payee, h.amount);
+            emit PaymentReleased(d.paymentId, d.payee, _depositAddress(key), d.token, h.amount);
+        }
+    }
+
+    /// @notice Gives a payment's held funds back while its hold lasts: the operator, on the merchant's
+    /// behalf, or the payee itself, to the payer's address `to` (a plain transfer does not tell the
+    /// chain who paid, so the caller names it).
+    function returnPayment(Deposit calldata d, address to) external nonReentrant {
+        if (msg.sender != d.operator && msg.sender != d.payee) revert NotOperator();
+        if (to == address(0)) revert InvalidTerms();
+        bytes32 key = depositKey(d);
+        Hold memory h = _paymentHolds[key];
+        if (h.amount == 0) revert NoHold(key);
+        if (block.timestamp >= h.releaseAt) revert HoldOver(h.releaseAt);
+        delete _paymentHolds[key];
+        IERC20(d.token).safeTransfer(to, h.amount);
+        emit PaymentReturned(d.paymentId, d.payee, _depositAddress(key), d.token, h.amount, to);
+    }
+
+    function _sweep(Deposit calldata d) private {
+        if (d.payee == address(0) || d.token == address(0) || d.operator == address(0)) revert InvalidTerms();
+        bytes32 key = depositKey(d);
+        address deposit = _depositAddress(key);
+        IERC20 token = IERC20(d.token);
+        uint256 amount = token.balanceOf(deposit);
+        if (amount == 0) return;
+        if (deposit.code.length == 0) Clones.cloneDeterministic(collector, key);
+        uint64 releaseAt;
+        uint256 held;
+        if (d.holdSeconds == 0) {
+            DepositCollector(deposit).collect(token, d.payee);
+        } else {
+            Hold storage h = _paymentHolds[key];
+            held = uint256(h.amount) + amount;
+            if (held > type(uint128).max) revert CapExceeded(held, type(uint128).max);
+            // A top-up joins the hold in place and ends with it: were a sweep to restart the hold, anyone
+            // could keep a payee from its funds for good with dust and a sweep every `holdSeconds`.
+            releaseAt = h.amount == 0 ? uint64(block.timestamp) + d.holdSeconds : h.releaseAt;
+            h.amount = uint128(held);
+            h.releaseAt = releaseAt;
+            DepositCollector(deposit).collect(token, address(this));
+        }
+        emit PaymentReceived(d.paymentId, d.payee, deposit, d.token, amount, releaseAt, held);
+    }
+
+    function _depositAddress(bytes32 key) private view returns (address) {
+        return Clones.predictDeterministicAddress(collector, key);
+    }
+
     // ---------------------------------------------------------------- views
+
+    /// @notice The CREATE2 salt of a deposit address: the hash of its terms.
+    function depositKey(Deposit calldata d) public pure returns (bytes32) {
+        return keccak256(abi.encode(d));
+    }
+
+    /// @notice Where a payer sends a payment with these terms (nothing needs to be deployed first).
+    function depositAddress(Deposit calldata d) external view returns (address) {
+        return _depositAddress(depositKey(d));
+    }
+
+    /// @notice A payment's held funds and when they may be released (0, 0 when nothing is held).
+    function paymentHoldOf(Deposit calldata d) external view returns (uint256 amount, uint64 releaseAt) {
+        Hold memory h = _paymentHolds[depositKey(d)];
+        return (h.amount, h.releaseAt);
+    }
+
 
     function customerOf(bytes32 mandateId) public pure returns (address) {
         return address(uint160(uint256(mandateId) >> 96));

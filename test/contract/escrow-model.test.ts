@@ -1,24 +1,28 @@
 /**
  * Model-based property test of MandateEscrow on a real EVM (anvil): random sequences of authorize,
- * re-authorize, revoke, fund, approve, charge, batch charge, advance time, release and return, by random
- * callers over several customers and mandates. After every step the contract's views and every token
- * balance must equal the model's, and the invariants must hold:
- *   - the escrow's balance of each token equals the sum of its open holds;
+ * re-authorize, revoke, fund, approve, charge, batch charge, advance time, release and return, and of
+ * one-time payments (transfers to deposit addresses, sweeps, payment releases and returns), by random
+ * callers over several customers, mandates and deposit addresses. After every step the contract's views
+ * and every token balance must equal the model's, and the invariants must hold:
+ *   - the escrow's balance of each token equals the sum of its open charge holds and payment holds;
  *   - nobody but the operator charges (the model refuses every other caller, and the chain must agree);
- *   - no account but a payee or a customer ever receives anything (operator and stranger stay at zero).
+ *   - no account but a payee, a customer (payer) or the return address the operator or payee named ever
+ *     receives anything (operator and stranger stay at zero); a deposit address only ever pays out to its
+ *     payee or into the escrow.
  * Runs and steps: MODEL_RUNS (default 15) and MODEL_STEPS (default 50); a long run (10x): MODEL_RUNS=150.
  */
 import { Result } from "effect";
 import fc from "fast-check";
-import type { Hex } from "viem";
+import { type Hex, keccak256, toHex, zeroAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { NoReturnTokenAbi } from "../../abis/NoReturnToken.ts";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
+import { depositAddress } from "../../service/payments/deposit-address.ts";
 import { toEscrowLog } from "../../src/ledger/decode.ts";
 import { applyLogs } from "../../src/ledger/ledger.ts";
 import { emptyLedger, mandateKey } from "../../src/ledger/types.ts";
-import { EscrowModel, MAX_UINT } from "./escrow-model.ts";
+import { EscrowModel, MAX_UINT, type ModelDeposit } from "./escrow-model.ts";
 import { type Address, accountAt, type Chain, mandateIdFor, type Outcome, startChain } from "./harness.ts";
 
 const RUNS = Number(process.env.MODEL_RUNS ?? 15);
@@ -29,20 +33,48 @@ const operator = accountAt(1);
 const payees = [accountAt(2), accountAt(3)];
 const customers = [accountAt(4), accountAt(5), accountAt(6)];
 const stranger = accountAt(7);
-const everyone = [operator, stranger, ...payees, ...customers];
+/** Where the operator or a payee sends returned payments, besides the payers themselves. */
+const refund = accountAt(8);
+const everyone = [operator, stranger, refund, ...payees, ...customers];
 
 let chain: Chain;
 let tokens: Address[];
-const stats = { runs: 0, steps: 0, successes: 0, replayedLogs: 0, failures: new Map<string, number>() };
+/** Deposit slots: fixed terms each (payee, token, hold), so transfers to one address accumulate. */
+const DEPOSIT_SLOTS = 4;
+let deposits: ModelDeposit[];
+/** Terms the contract refuses (no payee): a sweep listing them fails as a whole. */
+let invalidDeposit: ModelDeposit;
+const stats = {
+  runs: 0,
+  steps: 0,
+  successes: 0,
+  replayedLogs: 0,
+  failures: new Map<string, number>(),
+  /** Successful operations by name: shows that every kind of step (payments included) really ran. */
+  succeeded: new Map<string, number>(),
+};
 
 beforeAll(async () => {
   chain = await startChain();
   tokens = [chain.usdc, chain.noReturn];
+  const deposit = (slot: number, overrides: Partial<ModelDeposit["terms"]> = {}): ModelDeposit => {
+    const terms = {
+      paymentId: keccak256(toHex(`model payment ${slot}`)),
+      payee: (payees[slot % payees.length] as (typeof payees)[number]).address,
+      token: tokens[slot === 2 ? 1 : 0] as Address,
+      operator: operator.address,
+      holdSeconds: ([0n, 600n, BigInt(3 * DAY), 600n] as const)[slot] ?? 0n,
+      ...overrides,
+    };
+    return { terms, address: depositAddress(chain.escrow, terms) as Address };
+  };
+  deposits = Array.from({ length: DEPOSIT_SLOTS }, (_, slot) => deposit(slot));
+  invalidDeposit = deposit(0, { payee: zeroAddress });
 });
 afterAll(async () => {
   await chain?.stop();
   console.log(
-    `escrow model: ${stats.runs} runs, ${stats.steps} steps, ${stats.successes} successful operations, ${stats.replayedLogs} logs replayed through the ledger; failures: ${JSON.stringify(Object.fromEntries(stats.failures))}`,
+    `escrow model: ${stats.runs} runs, ${stats.steps} steps, ${stats.successes} successful operations, ${stats.replayedLogs} logs replayed through the ledger; succeeded: ${JSON.stringify(Object.fromEntries(stats.succeeded))}; failures: ${JSON.stringify(Object.fromEntries(stats.failures))}`,
   );
 });
 
@@ -67,14 +99,16 @@ interface Real {
 }
 type Cmd = fc.AsyncCommand<EscrowModel, Real>;
 
-const record = (outcome: Outcome) => {
+const record = (outcome: Outcome, what: string) => {
   stats.steps += 1;
-  if (outcome.ok) stats.successes += 1;
-  else stats.failures.set(outcome.error, (stats.failures.get(outcome.error) ?? 0) + 1);
+  if (outcome.ok) {
+    stats.successes += 1;
+    stats.succeeded.set(what, (stats.succeeded.get(what) ?? 0) + 1);
+  } else stats.failures.set(outcome.error, (stats.failures.get(outcome.error) ?? 0) + 1);
 };
 
 const expectOutcome = (outcome: Outcome, expected: { error?: string }, what: string) => {
-  record(outcome);
+  record(outcome, what);
   expect(outcome.ok ? "ok" : outcome.error, what).toBe(expected.error ?? "ok");
 };
 
@@ -132,15 +166,33 @@ const compare = async (model: EscrowModel) => {
     const token = model.mandate(id)?.token as Address;
     onChainHolds.set(token, (onChainHolds.get(token) ?? 0n) + amount);
   }
+  for (const [slot, d] of deposits.entries()) {
+    const [amount, releaseAt] = await chain.read<[bigint, bigint]>(
+      chain.escrow,
+      MandateEscrowAbi,
+      "paymentHoldOf",
+      [d.terms],
+    );
+    const expected = model.paymentHold(d);
+    expect({ amount, releaseAt: Number(releaseAt) }, `payment hold of deposit slot ${slot}`).toEqual({
+      amount: expected?.amount ?? 0n,
+      releaseAt: expected?.releaseAt ?? 0,
+    });
+    onChainHolds.set(d.terms.token, (onChainHolds.get(d.terms.token) ?? 0n) + amount);
+  }
   for (const token of tokens) {
-    for (const account of [...everyone.map((a) => a.address), chain.escrow]) {
+    for (const account of [
+      ...everyone.map((a) => a.address),
+      chain.escrow,
+      ...deposits.map((d) => d.address),
+    ]) {
       const actual = await chain.read<bigint>(token, tokenAbi(token), "balanceOf", [account]);
       expect(actual, `balance of ${account} in ${token}`).toBe(model.balance(token, account));
     }
-    // Invariant: the escrow holds exactly its open holds, token by token.
-    expect(await chain.read<bigint>(token, tokenAbi(token), "balanceOf", [chain.escrow])).toBe(
-      onChainHolds.get(token) ?? 0n,
-    );
+    // Invariant: the escrow holds exactly its open holds (charges and payments), token by token.
+    const escrowBalance = await chain.read<bigint>(token, tokenAbi(token), "balanceOf", [chain.escrow]);
+    expect(escrowBalance).toBe(onChainHolds.get(token) ?? 0n);
+    expect(escrowBalance).toBe(model.openHoldsTotal(token));
     // Invariant: only payees and customers ever receive.
     expect(model.balance(token, operator.address) + model.balance(token, stranger.address)).toBe(0n);
   }
@@ -437,6 +489,137 @@ const returnCmd = holdTarget.map(
   }),
 );
 
+const depositSlot = fc.nat(DEPOSIT_SLOTS - 1);
+const depositsOf = (slots: readonly number[]) => slots.map((slot) => deposits[slot] as ModelDeposit);
+
+/** A payer's plain ERC-20 transfer to a deposit address (minted first, so the payer's own balance stays). */
+const payFor = (slot: fc.Arbitrary<number> | number) =>
+  fc
+    .record({
+      slot: typeof slot === "number" ? fc.constant(slot) : slot,
+      payer: fc.nat(customers.length - 1),
+      amount: fc.bigInt({ min: 1n, max: 1_000_000_000n }),
+    })
+    .map(
+      (p): Cmd => ({
+        check: () => true,
+        toString: () => `pay(${p.slot}, ${p.payer}, ${p.amount})`,
+        run: async (model) => {
+          const who = customers[p.payer] as (typeof customers)[number];
+          const d = deposits[p.slot] as ModelDeposit;
+          const token = d.terms.token;
+          const minted = await chain.send(who, token, tokenAbi(token), "mint", [who.address, p.amount]);
+          const paid = await chain.send(who, token, tokenAbi(token), "transfer", [d.address, p.amount]);
+          expectOutcome(minted.ok ? paid : minted, model.pay(d, p.amount), "pay");
+          model.now += 2;
+          await compare(model);
+        },
+      }),
+    );
+
+const payCmd = payFor(depositSlot);
+
+/** A sweep by anyone of some deposit addresses (repeats allowed), now and then with refused terms. */
+const sweepFor = (slots: fc.Arbitrary<number[]>, invalid: fc.Arbitrary<boolean>) =>
+  fc.record({ slots, invalid, caller }).map(
+    (p): Cmd => ({
+      check: () => true,
+      toString: () => `sweep(${p.slots.join(",")}${p.invalid ? ",invalid" : ""})`,
+      run: async (model) => {
+        const list = [...depositsOf(p.slots), ...(p.invalid ? [invalidDeposit] : [])];
+        const outcome = await chain.send(p.caller ?? stranger, chain.escrow, MandateEscrowAbi, "sweep", [
+          list.map((d) => d.terms),
+        ]);
+        const { result, next } = model.paymentBatch("sweep", list);
+        expectOutcome(outcome, result, "sweep");
+        if (outcome.ok) {
+          Object.assign(model, next);
+          model.now += 1;
+        }
+        await compare(model);
+      },
+    }),
+  );
+
+const sweepCmd = sweepFor(
+  fc.array(depositSlot, { minLength: 1, maxLength: 4 }),
+  fc.constantFrom(false, false, false, false, false, true),
+);
+
+/**
+ * Mostly deposits with an open payment hold (so that releases and returns do succeed now and then),
+ * sometimes any slots (never swept, swept without hold, already paid out).
+ */
+const openHoldSlots = (model: EscrowModel) =>
+  deposits.flatMap((d, slot) => (model.paymentHold(d) ? [slot] : []));
+const pickDeposits = (model: EscrowModel, p: { known: number; slots: readonly number[] }) => {
+  const open = openHoldSlots(model);
+  if (p.known < 0 || open.length === 0) return p.slots;
+  return p.slots.map((_, i) => open[(p.known + i) % open.length] as number);
+};
+const knownHold = fc.oneof({ arbitrary: fc.nat(), weight: 4 }, { arbitrary: fc.constant(-1), weight: 1 });
+
+const releasePaymentsCmd = fc
+  .record({ known: knownHold, slots: fc.array(depositSlot, { minLength: 1, maxLength: 3 }), caller })
+  .map(
+    (p): Cmd => ({
+      check: () => true,
+      toString: () => `releasePayments(${JSON.stringify({ known: p.known, slots: p.slots })})`,
+      run: async (model) => {
+        const list = depositsOf(pickDeposits(model, p));
+        const outcome = await chain.send(
+          p.caller ?? stranger,
+          chain.escrow,
+          MandateEscrowAbi,
+          "releasePayments",
+          [list.map((d) => d.terms)],
+        );
+        const { result, next } = model.paymentBatch("releasePayments", list);
+        expectOutcome(outcome, result, "releasePayments");
+        if (outcome.ok) {
+          Object.assign(model, next);
+          model.now += 1;
+        }
+        await compare(model);
+      },
+    }),
+  );
+
+const returnPaymentCmd = fc
+  .record({
+    known: knownHold,
+    slot: depositSlot,
+    caller: fc.constantFrom("operator", "operator", "payee", "otherPayee", "stranger", "payer"),
+    to: fc.constantFrom<Address>(customers[0]?.address as Address, refund.address, zeroAddress),
+  })
+  .map(
+    (p): Cmd => ({
+      check: () => true,
+      toString: () => `returnPayment(${JSON.stringify(p)})`,
+      run: async (model) => {
+        const slot = pickDeposits(model, { known: p.known, slots: [p.slot] })[0] as number;
+        const d = deposits[slot] as ModelDeposit;
+        const payee = payees.find((a) => a.address === d.terms.payee) as (typeof payees)[number];
+        const by = {
+          operator,
+          payee,
+          otherPayee: payees.find((a) => a !== payee) as (typeof payees)[number],
+          stranger,
+          payer: customers[0] as (typeof customers)[number],
+        }[p.caller];
+        const outcome = await chain.send(by, chain.escrow, MandateEscrowAbi, "returnPayment", [
+          d.terms,
+          p.to,
+        ]);
+        expectOutcome(outcome, model.returnPayment(d, p.to, by.address), "returnPayment");
+        if (outcome.ok) model.now += 1;
+        await compare(model);
+      },
+    }),
+  );
+
+const CHARGE_EVENTS = new Set(["MandateAuthorized", "MandateRevoked", "Charged", "Released", "Returned"]);
+
 /**
  * The ledger, fed the logs the contract emitted during the run, must reproduce the contract's views:
  * every mandate's approval, nonce, last charged period and status, and every hold.
@@ -450,6 +633,8 @@ const replayLedger = async (fromBlock: bigint) => {
   const times = new Map<bigint, number>();
   const decoded = [];
   for (const log of logs) {
+    // Mandates and charges only: the payment events are checked against the contract's views above.
+    if (!CHARGE_EVENTS.has(log.eventName)) continue;
     if (!times.has(log.blockNumber))
       times.set(
         log.blockNumber,
@@ -522,6 +707,12 @@ describe("MandateEscrow against its model", () => {
         advanceCmd,
         releaseCmd,
         returnCmd,
+        payCmd,
+        payCmd,
+        sweepCmd,
+        sweepCmd,
+        releasePaymentsCmd,
+        returnPaymentCmd,
       ],
       { size: "+1", maxCommands: STEPS },
     );
@@ -530,9 +721,14 @@ describe("MandateEscrow against its model", () => {
       fc.tuple(...Array.from({ length: SLOTS }, (_, slot) => authorizeFor(slot))),
       fc.tuple(...customers.flatMap((_, c) => [0, 1].map((t) => fundFor(c, t)))),
       fc.tuple(...customers.flatMap((_, c) => [0, 1].map((t) => approveFor(c, t)))),
+      // Every deposit address paid and swept once, so payment holds are open from the start.
+      fc.tuple(
+        ...Array.from({ length: DEPOSIT_SLOTS }, (_, slot) => payFor(slot)),
+        sweepFor(fc.constant(Array.from({ length: DEPOSIT_SLOTS }, (_, slot) => slot)), fc.constant(false)),
+      ),
     );
     await fc.assert(
-      fc.asyncProperty(prelude, commands, async ([signs, funds, approvals], cmds) => {
+      fc.asyncProperty(prelude, commands, async ([signs, funds, approvals, payments], cmds) => {
         const snapshot = await chain.testClient.snapshot();
         const start = chain.clock.now;
         const fromBlock = (await chain.publicClient.getBlockNumber()) + 1n;
@@ -540,7 +736,8 @@ describe("MandateEscrow against its model", () => {
           // The model starts from the chain as it is: some balances and allowances already in place.
           const model = new EscrowModel(chain.escrow, chain.clock.now);
           stats.runs += 1;
-          for (const step of [...signs, ...funds, ...approvals]) await step.run(model, { chain });
+          for (const step of [...signs, ...funds, ...approvals, ...payments])
+            await step.run(model, { chain });
           await fc.asyncModelRun(() => ({ model, real: { chain } }), cmds);
           await replayLedger(fromBlock);
         } finally {

@@ -36,6 +36,26 @@ export interface ModelHold {
 
 export type Result = { readonly error?: string };
 
+/** A one-time payment's deposit terms and the address they derive (computed off-chain). */
+export interface ModelDeposit {
+  readonly terms: {
+    readonly paymentId: Hex;
+    readonly payee: Address;
+    readonly token: Address;
+    readonly operator: Address;
+    readonly holdSeconds: bigint;
+  };
+  readonly address: Address;
+}
+
+export interface ModelPaymentHold {
+  readonly token: Address;
+  amount: bigint;
+  releaseAt: number;
+}
+
+const ZERO = "0x0000000000000000000000000000000000000000";
+
 const key = (...parts: string[]) => parts.map((p) => p.toLowerCase()).join(":");
 
 export class EscrowModel {
@@ -47,6 +67,8 @@ export class EscrowModel {
   allowances = new Map<string, bigint>();
   /** Every (mandate, period) ever charged with a hold: the places to compare hold views at. */
   heldCharges = new Set<string>();
+  /** Open payment holds by deposit address. */
+  paymentHolds = new Map<string, ModelPaymentHold>();
 
   constructor(escrow: Address, now: number) {
     this.escrow = escrow;
@@ -60,6 +82,7 @@ export class EscrowModel {
     copy.balances = new Map(this.balances);
     copy.allowances = new Map(this.allowances);
     copy.heldCharges = new Set(this.heldCharges);
+    copy.paymentHolds = new Map([...this.paymentHolds].map(([k, v]) => [k, { ...v }]));
     return copy;
   }
 
@@ -210,9 +233,73 @@ export class EscrowModel {
     return {};
   }
 
+  /** A payer's plain transfer to a deposit address (after minting it, so the payer's balance is unchanged). */
+  pay(d: ModelDeposit, amount: bigint): Result {
+    return this.mint(d.terms.token, d.address, amount);
+  }
+
+  paymentHold(d: ModelDeposit): ModelPaymentHold | undefined {
+    return this.paymentHolds.get(d.address.toLowerCase());
+  }
+
+  private sweepOne(d: ModelDeposit): Result {
+    const t = d.terms;
+    if (t.payee === ZERO || t.token === ZERO || t.operator === ZERO) return { error: "InvalidTerms" };
+    const amount = this.balance(t.token, d.address);
+    if (amount === 0n) return {};
+    if (t.holdSeconds === 0n) {
+      this.move(t.token, d.address, t.payee, amount);
+    } else {
+      this.move(t.token, d.address, this.escrow, amount);
+      const open = this.paymentHold(d);
+      // A top-up joins an open hold and keeps its time.
+      this.paymentHolds.set(d.address.toLowerCase(), {
+        token: t.token,
+        amount: (open?.amount ?? 0n) + amount,
+        releaseAt: open && open.amount > 0n ? open.releaseAt : this.now + Number(t.holdSeconds),
+      });
+    }
+    return {};
+  }
+
+  private releasePayment(d: ModelDeposit): Result {
+    const h = this.paymentHold(d);
+    if (!h) return { error: "NoHold" };
+    if (this.now < h.releaseAt) return { error: "HoldNotOver" };
+    this.paymentHolds.delete(d.address.toLowerCase());
+    this.move(d.terms.token, this.escrow, d.terms.payee, h.amount);
+    return {};
+  }
+
+  /** `sweep` and `releasePayments`: all or nothing, like `chargeMany`. */
+  paymentBatch(
+    kind: "sweep" | "releasePayments",
+    deposits: readonly ModelDeposit[],
+  ): { result: Result; next: EscrowModel } {
+    const next = this.clone();
+    for (const d of deposits) {
+      const result = kind === "sweep" ? next.sweepOne(d) : next.releasePayment(d);
+      if (result.error) return { result, next: this };
+    }
+    return { result: {}, next };
+  }
+
+  returnPayment(d: ModelDeposit, to: Address, caller: Address): Result {
+    if (caller !== d.terms.operator && caller !== d.terms.payee) return { error: "NotOperator" };
+    if (to === ZERO) return { error: "InvalidTerms" };
+    const h = this.paymentHold(d);
+    if (!h) return { error: "NoHold" };
+    if (this.now >= h.releaseAt) return { error: "HoldOver" };
+    this.paymentHolds.delete(d.address.toLowerCase());
+    this.move(d.terms.token, this.escrow, to, h.amount);
+    return {};
+  }
+
+  /** What the escrow should hold of `token`: its open charge holds and payment holds. */
   openHoldsTotal(token: Address): bigint {
     let total = 0n;
     for (const h of this.holds.values()) if (h.token === token) total += h.amount;
+    for (const h of this.paymentHolds.values()) if (h.token === token) total += h.amount;
     return total;
   }
 }

@@ -11,10 +11,12 @@ import {
   createTestClient,
   createWalletClient,
   defineChain,
+  ExecutionRevertedError,
   type Hex,
   http,
   type PrivateKeyAccount,
   parseSignature,
+  type TransactionReceipt,
 } from "viem";
 import { mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi, MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
@@ -104,6 +106,37 @@ export type Outcome =
   | { readonly ok: true; readonly gasUsed: bigint }
   | { readonly ok: false; readonly error: string };
 
+export type ReceiptOutcome =
+  | { readonly ok: true; readonly gasUsed: bigint; readonly receipt: TransactionReceipt }
+  | { readonly ok: false; readonly error: string };
+
+/** EIP-3009 as USDC (FiatTokenV2) defines it, signed in the token's EIP-2612 domain. */
+const AUTHORIZATION_FIELDS = [
+  { name: "from", type: "address" },
+  { name: "to", type: "address" },
+  { name: "value", type: "uint256" },
+  { name: "validAfter", type: "uint256" },
+  { name: "validBefore", type: "uint256" },
+  { name: "nonce", type: "bytes32" },
+] as const;
+export const AUTHORIZATION_TYPES = {
+  TransferWithAuthorization: AUTHORIZATION_FIELDS,
+  ReceiveWithAuthorization: AUTHORIZATION_FIELDS,
+  CancelAuthorization: [
+    { name: "authorizer", type: "address" },
+    { name: "nonce", type: "bytes32" },
+  ],
+} as const;
+
+export interface Authorization {
+  readonly from: Address;
+  readonly to: Address;
+  readonly value: bigint;
+  readonly validAfter: bigint;
+  readonly validBefore: bigint;
+  readonly nonce: Hex;
+}
+
 export const startChain = async () => {
   const anvil: RunningAnvil = await startAnvil({ port: await freePort(), chainId: 31337 });
   const chain = defineChain({
@@ -129,10 +162,25 @@ export const startChain = async () => {
     },
   };
 
+  /**
+   * The receipt of a sent transaction, polled directly. viem's waitForTransactionReceipt hung here now and
+   * then for its whole 180 s timeout: a lookup that misses is retried only when a new block arrives, and
+   * with automine and no further transaction none does.
+   */
+  const receiptFor = async (hash: Hex): Promise<TransactionReceipt> => {
+    const giveUp = Date.now() + 60_000;
+    for (;;) {
+      const receipt = await publicClient.getTransactionReceipt({ hash }).catch(() => undefined);
+      if (receipt) return receipt;
+      if (Date.now() > giveUp) throw new Error(`no receipt for ${hash}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  };
+
   const deploy = async (abi: Abi, bytecode: Hex): Promise<Address> => {
     await testClient.setNextBlockTimestamp({ timestamp: BigInt(now) });
     const hash = await wallet(deployer).deployContract({ abi, bytecode });
-    const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 5 });
+    const receipt = await receiptFor(hash);
     now += 1;
     if (!receipt.contractAddress) throw new Error("deployment failed");
     return receipt.contractAddress;
@@ -149,6 +197,18 @@ export const startChain = async () => {
     functionName: string,
     args: readonly unknown[],
   ): Promise<Outcome> => {
+    const outcome = await sendForReceipt(account, address, abi, functionName, args);
+    return outcome.ok ? { ok: true, gasUsed: outcome.gasUsed } : outcome;
+  };
+
+  /** `send`, also returning the receipt (its logs) of a transaction that succeeded. */
+  const sendForReceipt = async (
+    account: PrivateKeyAccount,
+    address: Address,
+    abi: Abi,
+    functionName: string,
+    args: readonly unknown[],
+  ): Promise<ReceiptOutcome> => {
     await testClient.setNextBlockTimestamp({ timestamp: BigInt(now) });
     try {
       const { request } = await publicClient.simulateContract({
@@ -162,12 +222,27 @@ export const startChain = async () => {
       const hash = await wallet(account).writeContract(
         request as Parameters<ReturnType<typeof wallet>["writeContract"]>[0],
       );
-      const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 5 });
+      const receipt = await receiptFor(hash);
       now += 1;
       if (receipt.status !== "success") return { ok: false, error: "reverted after simulation" };
-      return { ok: true, gasUsed: receipt.gasUsed };
+      return { ok: true, gasUsed: receipt.gasUsed, receipt };
     } catch (error) {
       return { ok: false, error: revertName(error) };
+    }
+  };
+
+  /** A plain ether transfer mined at `clock.now`; refused (a revert when estimating its gas) is "revert". */
+  const sendValue = async (account: PrivateKeyAccount, to: Address, value: bigint): Promise<Outcome> => {
+    await testClient.setNextBlockTimestamp({ timestamp: BigInt(now) });
+    try {
+      const hash = await wallet(account).sendTransaction({ to, value });
+      const receipt = await receiptFor(hash);
+      now += 1;
+      if (receipt.status !== "success") return { ok: false, error: "reverted after estimation" };
+      return { ok: true, gasUsed: receipt.gasUsed };
+    } catch (error) {
+      const refused = error instanceof BaseError && error.walk((e) => e instanceof ExecutionRevertedError);
+      return { ok: false, error: refused ? "revert" : revertName(error) };
     }
   };
 
@@ -206,6 +281,47 @@ export const startChain = async () => {
     return { v: Number(v), r, s };
   };
 
+  const authorizationDomain = async (token: Address) => ({
+    name: await read<string>(token, TestUSDCAbi, "name"),
+    version: "1",
+    chainId: 31337,
+    verifyingContract: token,
+  });
+
+  /** `signer`'s EIP-3009 transfer (or receive) authorization on `token`, split for the token's (v, r, s) arguments. */
+  const signAuthorization = async (
+    signer: PrivateKeyAccount,
+    token: Address,
+    authorization: Authorization,
+    primaryType: "TransferWithAuthorization" | "ReceiveWithAuthorization" = "TransferWithAuthorization",
+  ) => {
+    const signature = await signer.signTypedData({
+      domain: await authorizationDomain(token),
+      types: AUTHORIZATION_TYPES,
+      primaryType,
+      message: authorization,
+    });
+    const { v, r, s } = parseSignature(signature);
+    return { v: Number(v), r, s, signature };
+  };
+
+  /** `signer`'s EIP-3009 cancellation of `authorizer`'s `nonce` on `token`. */
+  const signCancelAuthorization = async (
+    signer: PrivateKeyAccount,
+    token: Address,
+    authorizer: Address,
+    nonce: Hex,
+  ) => {
+    const signature = await signer.signTypedData({
+      domain: await authorizationDomain(token),
+      types: AUTHORIZATION_TYPES,
+      primaryType: "CancelAuthorization",
+      message: { authorizer, nonce },
+    });
+    const { v, r, s } = parseSignature(signature);
+    return { v: Number(v), r, s, signature };
+  };
+
   return {
     anvil,
     publicClient,
@@ -213,12 +329,16 @@ export const startChain = async () => {
     clock,
     deploy,
     send,
+    sendForReceipt,
+    sendValue,
     read,
     escrow,
     usdc,
     noReturn,
     signTerms,
     signPermit,
+    signAuthorization,
+    signCancelAuthorization,
     deployReentrant: () => deploy(ReentrantTokenAbi, ReentrantTokenBytecode),
     stop: () => anvil.stop(),
   };
