@@ -74,6 +74,28 @@ export const charge = onchainTable(
   }),
 );
 
+/** A one-time payment's funds per deposit address (src/ledger/payment-funds.ts). */
+export const paymentFunds = onchainTable(
+  "payment_funds",
+  (t) => ({
+    chainId: t.integer().notNull(),
+    depositAddress: t.hex().notNull(),
+    paymentId: t.hex().notNull(),
+    payee: t.hex().notNull(),
+    token: t.hex().notNull(),
+    received: t.bigint().notNull(),
+    held: t.bigint().notNull(),
+    releaseAt: t.bigint().notNull(),
+    released: t.bigint().notNull(),
+    returned: t.bigint().notNull(),
+    /** The log position of the latest change, as JSON. */
+    updatedAt: t.json().notNull(),
+  }),
+  (table) => ({
+    pk: primaryKey({ columns: [table.chainId, table.depositAddress] }),
+  }),
+);
+
 /** Business facts in chain order; the service turns each into one API event once it is confirmed. */
 export const fact = onchainTable(
   "fact",
@@ -86,11 +108,17 @@ export const fact = onchainTable(
     timestamp: t.bigint().notNull(),
     txHash: t.hex().notNull(),
     logIndex: t.integer().notNull(),
-    mandateId: t.hex().notNull(),
+    /** mandate.* and charge.* facts. */
+    mandateId: t.hex(),
     chargeId: t.hex(),
+    /** payment.* facts. */
+    paymentId: t.hex(),
     amount: t.bigint(),
-    /** The mandate's fixed parties: a fact is attributed (payee = a merchant's payout address) on its own. */
-    customer: t.hex().notNull(),
+    /**
+     * The fixed parties: a fact is attributed (payee = a merchant's payout address) on its own. A
+     * payment has no customer on chain.
+     */
+    customer: t.hex(),
     payee: t.hex().notNull(),
     token: t.hex().notNull(),
     details: t.json().notNull(),

@@ -5,7 +5,6 @@
 import { ponder } from "ponder:registry";
 import { charge, fact, mandate } from "ponder:schema";
 import { Result } from "effect";
-import { toEscrowLog } from "../ledger/decode.ts";
 import { applyLog } from "../ledger/ledger.ts";
 import { chargeKey, type LedgerState, mandateKey } from "../ledger/types.ts";
 import {
@@ -17,6 +16,7 @@ import {
   rowToCharge,
   rowToMandate,
 } from "./ledger-rows.ts";
+import { decodeOrStop } from "./log-position.ts";
 
 type Hex = `0x${string}`;
 
@@ -24,17 +24,8 @@ const EVENTS = ["MandateAuthorized", "MandateRevoked", "Charged", "Released", "R
 
 for (const name of EVENTS) {
   ponder.on(`MandateEscrow:${name}`, async ({ event, context }) => {
-    const decoded = toEscrowLog(name, event.args as Record<string, unknown>, {
-      chainId: context.chain.id,
-      blockNumber: Number(event.block.number),
-      blockHash: event.block.hash,
-      timestamp: Number(event.block.timestamp),
-      txHash: event.transaction.hash,
-      logIndex: event.log.logIndex,
-    });
-    if (Result.isFailure(decoded))
-      throw new Error(`undecodable ${name} log in ${event.transaction.hash}: ${String(decoded.failure)}`);
-    const log = decoded.success;
+    const log = decodeOrStop(name, event, context.chain.id);
+    if (!("mandateId" in log)) throw new Error(`${name} decoded as ${log.kind}`);
     const chainId = context.chain.id;
 
     // Each find is a database read in live indexing (Ponder predicts rows only while backfilling), so
@@ -45,6 +36,7 @@ for (const name of EVENTS) {
         ? await context.db.find(charge, { chainId, chargeId: log.chargeId as Hex })
         : null;
     const state: LedgerState = {
+      payments: new Map(),
       mandates: new Map(
         mandateRow ? [[mandateKey(chainId, log.mandateId), rowToMandate(mandateRow as MandateRow)]] : [],
       ),

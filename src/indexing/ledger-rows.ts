@@ -1,5 +1,5 @@
 /** Ledger state <-> Ponder rows: plain conversions, no I/O. */
-import type { ChargeState, Fact, LogPosition, MandateState } from "../ledger/types.ts";
+import type { ChargeState, Fact, LogPosition, MandateState, PaymentFundsState } from "../ledger/types.ts";
 
 type Hex = `0x${string}`;
 
@@ -112,11 +112,34 @@ export const factToRow = (f: Fact) => ({
   timestamp: BigInt(f.at.timestamp),
   txHash: f.at.txHash as Hex,
   logIndex: f.at.logIndex,
-  mandateId: f.mandateId as Hex,
+  mandateId: f.mandateId as Hex | null,
   chargeId: f.chargeId as Hex | null,
+  paymentId: f.paymentId as Hex | null,
   amount: f.amount,
-  customer: f.customer as Hex,
+  customer: f.customer as Hex | null,
   payee: f.payee as Hex,
   token: f.token as Hex,
   details: f.details,
+});
+
+export const paymentFundsToRow = (p: PaymentFundsState) => ({
+  chainId: p.chainId,
+  depositAddress: p.depositAddress as Hex,
+  paymentId: p.paymentId as Hex,
+  payee: p.payee as Hex,
+  token: p.token as Hex,
+  received: p.received,
+  held: p.held,
+  releaseAt: BigInt(p.releaseAt),
+  released: p.released,
+  returned: p.returned,
+  updatedAt: p.updatedAt,
+});
+
+export type PaymentFundsRow = ReturnType<typeof paymentFundsToRow>;
+
+export const rowToPaymentFunds = (row: PaymentFundsRow): PaymentFundsState => ({
+  ...row,
+  releaseAt: Number(row.releaseAt),
+  updatedAt: row.updatedAt as LogPosition,
 });

@@ -5,7 +5,16 @@
 import { Result, type Schema } from "effect";
 import { decodeEscrowLog, type EscrowLog, type LogPosition } from "./types.ts";
 
-const ESCROW_EVENTS = ["MandateAuthorized", "MandateRevoked", "Charged", "Released", "Returned"] as const;
+const ESCROW_EVENTS = [
+  "MandateAuthorized",
+  "MandateRevoked",
+  "Charged",
+  "Released",
+  "Returned",
+  "PaymentReceived",
+  "PaymentReleased",
+  "PaymentReturned",
+] as const;
 export type EscrowEventName = (typeof ESCROW_EVENTS)[number];
 
 const normalise = (value: unknown): unknown => {

@@ -4,7 +4,8 @@
  * (cap, one charge per period, approval, the period of the block's time) and refuses a log that breaks
  * them, so a wrong chain or a wrong decoding stops the indexer instead of storing a wrong balance.
  */
-import { Result, Schema } from "effect";
+import { Result } from "effect";
+import { applyPaymentLog } from "./payment-funds.ts";
 import { periodIndexAt } from "./period.ts";
 import {
   type ChargeState,
@@ -16,28 +17,17 @@ import {
   type MandateState,
   mandateKey,
 } from "./types.ts";
+import { type Applied, type LedgerViolation, violation } from "./violation.ts";
 
-export class LedgerViolation extends Schema.TaggedError<LedgerViolation>()("LedgerViolation", {
-  message: Schema.String,
-  txHash: Schema.String,
-  logIndex: Schema.Number,
-}) {}
-
-export interface Applied {
-  readonly state: LedgerState;
-  readonly facts: readonly Fact[];
-}
-
-const violation = (at: LogPosition, message: string) =>
-  Result.fail(new LedgerViolation({ message, txHash: at.txHash, logIndex: at.logIndex }));
+export { type Applied, LedgerViolation } from "./violation.ts";
 
 const withMandate = (state: LedgerState, mandate: MandateState): LedgerState => ({
+  ...state,
   mandates: new Map(state.mandates).set(mandateKey(mandate.chainId, mandate.mandateId), mandate),
-  charges: state.charges,
 });
 
 const withCharge = (state: LedgerState, charge: ChargeState): LedgerState => ({
-  mandates: state.mandates,
+  ...state,
   charges: new Map(state.charges).set(chargeKey(charge.chainId, charge.chargeId), charge),
 });
 
@@ -55,6 +45,7 @@ const fact = (
   at,
   mandateId: mandate.mandateId,
   chargeId,
+  paymentId: null,
   amount,
   customer: mandate.customer,
   payee: mandate.payee,
@@ -63,6 +54,8 @@ const fact = (
 });
 
 export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Applied, LedgerViolation> => {
+  if (log.kind === "PaymentReceived" || log.kind === "PaymentReleased" || log.kind === "PaymentReturned")
+    return applyPaymentLog(state, log);
   const { at } = log;
   const mandate = state.mandates.get(mandateKey(at.chainId, log.mandateId));
   switch (log.kind) {

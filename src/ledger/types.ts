@@ -77,8 +77,54 @@ export const Returned = Schema.Struct({
   customer: Address,
 });
 
-export const EscrowLog = Schema.Union([MandateAuthorized, MandateRevoked, Charged, Released, Returned]);
+/** A deposit address's balance swept to the payee (`releaseAt` 0) or into the payment's hold. */
+export const PaymentReceived = Schema.Struct({
+  kind: Schema.Literal("PaymentReceived"),
+  at: LogPosition,
+  paymentId: Bytes32,
+  payee: Address,
+  depositAddress: Address,
+  token: Address,
+  amount: Uint,
+  releaseAt: Count,
+  /** All of the payment's funds under hold after this sweep (0 without hold). */
+  held: Uint,
+});
+
+export const PaymentReleased = Schema.Struct({
+  kind: Schema.Literal("PaymentReleased"),
+  at: LogPosition,
+  paymentId: Bytes32,
+  payee: Address,
+  depositAddress: Address,
+  token: Address,
+  amount: Uint,
+});
+
+export const PaymentReturned = Schema.Struct({
+  kind: Schema.Literal("PaymentReturned"),
+  at: LogPosition,
+  paymentId: Bytes32,
+  payee: Address,
+  depositAddress: Address,
+  token: Address,
+  amount: Uint,
+  to: Address,
+});
+
+export const EscrowLog = Schema.Union([
+  MandateAuthorized,
+  MandateRevoked,
+  Charged,
+  Released,
+  Returned,
+  PaymentReceived,
+  PaymentReleased,
+  PaymentReturned,
+]);
 export type EscrowLog = typeof EscrowLog.Type;
+export type PaymentLog = Extract<EscrowLog, { readonly depositAddress: string }>;
+export type MandateLog = Exclude<EscrowLog, PaymentLog>;
 export const decodeEscrowLog = Schema.decodeUnknownResult(EscrowLog);
 
 export interface MandateState {
@@ -122,11 +168,34 @@ export interface ChargeState {
   readonly endedAt: LogPosition | null;
 }
 
+/**
+ * A one-time payment's funds as the chain has moved them, per deposit address (which commits to the
+ * payment id, payee, token, operator and hold, so two payments never share one).
+ */
+export interface PaymentFundsState {
+  readonly chainId: number;
+  readonly depositAddress: string;
+  readonly paymentId: string;
+  readonly payee: string;
+  readonly token: string;
+  /** Everything swept from the deposit address so far. */
+  readonly received: bigint;
+  /** Under hold now; 0 without hold or after a release or return. */
+  readonly held: bigint;
+  /** When the held funds may be released (0 when nothing is held). */
+  readonly releaseAt: number;
+  readonly released: bigint;
+  readonly returned: bigint;
+  readonly updatedAt: LogPosition;
+}
+
 export interface LedgerState {
   /** Keyed by `${chainId}:${mandateId}`. */
   readonly mandates: ReadonlyMap<string, MandateState>;
   /** Keyed by `${chainId}:${chargeId}`. */
   readonly charges: ReadonlyMap<string, ChargeState>;
+  /** Keyed by `${chainId}:${depositAddress}`. */
+  readonly payments: ReadonlyMap<string, PaymentFundsState>;
 }
 
 export type FactKind =
@@ -134,7 +203,10 @@ export type FactKind =
   | "mandate.revoked"
   | "charge.succeeded"
   | "charge.released"
-  | "charge.returned";
+  | "charge.returned"
+  | "payment.received"
+  | "payment.released"
+  | "payment.returned";
 
 /**
  * A business outcome the API reports. `key` names the outcome itself, not the log that carried it
@@ -145,17 +217,27 @@ export interface Fact {
   readonly key: string;
   readonly kind: FactKind;
   readonly at: LogPosition;
-  readonly mandateId: string;
+  /** Set for mandate.* and charge.* facts. */
+  readonly mandateId: string | null;
   readonly chargeId: string | null;
+  /** Set for payment.* facts. */
+  readonly paymentId: string | null;
   readonly amount: bigint | null;
-  /** The mandate's fixed parties, so a fact can be attributed and reported on its own. */
-  readonly customer: string;
+  /**
+   * The fixed parties, so a fact can be attributed and reported on its own. A payment has no customer
+   * on chain (a plain transfer does not say who paid): null.
+   */
+  readonly customer: string | null;
   readonly payee: string;
   readonly token: string;
-  /** What the outcome carried at the time (terms of this signature; period and hold of this charge). */
+  /**
+   * What the outcome carried at the time (terms of this signature; period and hold of this charge;
+   * deposit address and hold of this payment).
+   */
   readonly details: Readonly<Record<string, string | number>>;
 }
 
 export const mandateKey = (chainId: number, mandateId: string) => `${chainId}:${mandateId}`;
 export const chargeKey = (chainId: number, chargeId: string) => `${chainId}:${chargeId}`;
-export const emptyLedger: LedgerState = { mandates: new Map(), charges: new Map() };
+export const paymentFundsKey = (chainId: number, depositAddress: string) => `${chainId}:${depositAddress}`;
+export const emptyLedger: LedgerState = { mandates: new Map(), charges: new Map(), payments: new Map() };

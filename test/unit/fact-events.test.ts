@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { eventIdForFact } from "../../service/events/event-ids.ts";
 import { eventPayload } from "../../service/events/outbox.ts";
-import { eventIdForFact } from "../../service/facts/fact-event-ids.ts";
 import { ID_PATTERN } from "../../service/ids.ts";
 
 const key = "31337:charge.succeeded:0xabc";

@@ -5,10 +5,10 @@ import { applyLog, applyLogs } from "../../src/ledger/ledger.ts";
 import { periodIndexAt } from "../../src/ledger/period.ts";
 import {
   chargeKey,
-  type EscrowLog,
   emptyLedger,
   type LedgerState,
   type LogPosition,
+  type MandateLog,
   mandateKey,
 } from "../../src/ledger/types.ts";
 
@@ -70,9 +70,9 @@ interface Sim {
 const mandateId = (m: number) => `${CUSTOMER}${hex(m + 1, 12).slice(2)}`;
 
 /** Turns steps into a log sequence the way the contract would emit it (plus deliberate corruptions). */
-const toLogs = (steps: readonly Step[]): EscrowLog[] => {
+const toLogs = (steps: readonly Step[]): MandateLog[] => {
   const sim: Sim = { now: START, block: 1, mandates: new Map(), held: [] };
-  const logs: EscrowLog[] = [];
+  const logs: MandateLog[] = [];
   /** Corrupted logs take a block but no time, so they shift nothing for the valid logs around them. */
   const at = (advance = true): LogPosition => {
     sim.block += 1;
@@ -148,7 +148,7 @@ const toLogs = (steps: readonly Step[]): EscrowLog[] => {
     }
     const position = at(s.op !== "corrupt");
     const period = periodIndexAt(START, position.timestamp) ?? 0;
-    const charged = (amount: bigint, left: bigint, p = period, id = mandateId(s.mandate)): EscrowLog => ({
+    const charged = (amount: bigint, left: bigint, p = period, id = mandateId(s.mandate)): MandateLog => ({
       kind: "Charged",
       at: position,
       mandateId: id,
@@ -182,7 +182,7 @@ const toLogs = (steps: readonly Step[]): EscrowLog[] => {
 };
 
 /** Applies logs, skipping (and counting) those the ledger refuses, as a defensive consumer would. */
-const foldSkipping = (logs: readonly EscrowLog[], from: LedgerState = emptyLedger) => {
+const foldSkipping = (logs: readonly MandateLog[], from: LedgerState = emptyLedger) => {
   let state = from;
   let refused = 0;
   for (const log of logs) {
