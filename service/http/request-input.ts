@@ -50,6 +50,12 @@ export const decodeInput = (
         param: unsafe.param === "" ? null : unsafe.param,
       }),
     );
+  // A route without an input schema takes nothing. (Effect's Schema does not flag excess keys on an
+  // empty struct, so this is checked here.)
+  const [extra] =
+    schema === undefined && typeof input === "object" && input !== null ? Object.keys(input) : [];
+  if (extra !== undefined)
+    return Result.fail(bodyFailure({ kind: "unknown", param: printable(extra), message: "" }));
   const decoded = Schema.decodeUnknownResult(schema ?? Schema.Struct({}))(input, {
     onExcessProperty: "error",
     errors: "all",

@@ -87,7 +87,8 @@ describe("every route declares its path params", () => {
   it("so the HTTP layer can answer a malformed id with the route's own 404", async () => {
     const { routes } = await import("../../service/main.ts");
     const { authorizationRoutes } = await import("../../service/http/routes/authorization.ts");
-    for (const route of [...routes, ...authorizationRoutes]) {
+    const { payPageRoutes } = await import("../../service/http/routes/pay-page.ts");
+    for (const route of [...routes, ...authorizationRoutes, ...payPageRoutes]) {
       const names = [...route.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
       expect(Object.keys(route.params ?? {}).sort(), route.path).toEqual(names.sort());
     }
