@@ -27,6 +27,7 @@ export const LEVELS: Readonly<Record<string, number>> = {
   mandates: 5,
   webhooks: 5,
   charges: 6,
+  payments: 6,
   facts: 7,
   subscriptions: 7,
   reconciliation: 7,

@@ -62,7 +62,7 @@ export const ERROR_CODES = {
   },
   chain_closed: {
     status: 400,
-    when: "The chain's `subscriptions_available` is false: no new mandates or subscriptions there (existing ones keep billing).",
+    when: "The chain's `subscriptions_available` is false (no new mandates or subscriptions there; existing ones keep billing), or, for a new payment, its `payments_available` is false.",
   },
   token_unknown: { status: 400, when: "You do not accept this token on the chain." },
   payout_address_in_use: { status: 400, when: "Another merchant's payout address on this chain." },
@@ -87,29 +87,73 @@ export const ERROR_CODES = {
   mandate_not_chargeable: { status: 400, when: "The mandate names another operator than this service." },
   mandate_not_started: { status: 400, when: "The mandate's first period has not begun." },
   charge_not_returnable: { status: 400, when: "Only a held charge can be returned, during its hold, once." },
+  // One-time payments.
+  payment_not_cancelable: {
+    status: 400,
+    when: "Only a payment to which nothing has arrived (status `requires_payment`) can be canceled.",
+  },
+  payment_not_returnable: {
+    status: 400,
+    when: "Only funds of a payment held in escrow can be returned, during their hold, one return at a time.",
+  },
   // The hosted authorization page.
   authorization_not_found: { status: 404, when: "The authorization link is not valid." },
   wrong_account: { status: 400, when: "Another wallet is bound to this mandate." },
   nothing_to_sign: { status: 400, when: "The mandate is signed; nothing is left to sign." },
   terms_changed: { status: 400, when: "The signed terms are not the mandate's, or were signed already." },
   terms_expired: { status: 400, when: "The signature's deadline has passed." },
-  signature_invalid: { status: 400, when: "The signature does not match the terms and the wallet." },
+  signature_invalid: {
+    status: 400,
+    when: "The signature does not match the terms and the wallet (the pay page: the transfer authorization and `from`).",
+  },
   authorization_failed: {
     status: 400,
-    when: "The escrow would refuse the authorization (the message says why).",
+    when: "The escrow would refuse the authorization, or the token the pay page's transfer (the message says why).",
   },
   authorization_limit_reached: {
     status: 429,
-    when: "The mandate's authorize transactions for the day are used up; `Retry-After` says when.",
+    when: "The mandate's authorize transactions, or the payment's gasless transfers, for the day are used up; `Retry-After` says when.",
   },
   rate_limited: {
     status: 429,
     when: "Too many requests to the hosted page from one address or for one link.",
   },
+  // The hosted pay page.
+  payment_page_not_found: { status: 404, when: "The payment link is not valid." },
+  payment_not_payable: {
+    status: 400,
+    when: "The payment is paid, canceled or reversed, no longer watched, or everything due has arrived.",
+  },
+  gasless_unsupported: {
+    status: 400,
+    when: "The payment's token has no EIP-3009 `transferWithAuthorization`: pay with a transfer instead.",
+  },
+  payment_recipient_mismatch: {
+    status: 400,
+    when: "The authorization's `to` is not the payment's deposit address.",
+  },
+  payment_amount_too_low: { status: 400, when: "The authorization's `value` is below what is left to pay." },
+  authorization_expired: {
+    status: 400,
+    when: "The authorization's `valid_before` is less than a minute ahead in chain time.",
+  },
+  authorization_not_yet_valid: {
+    status: 400,
+    when: "The authorization's `valid_after` has not passed in chain time.",
+  },
+  authorization_used: { status: 400, when: "The payer already used or canceled the authorization's nonce." },
+  payer_balance_insufficient: {
+    status: 400,
+    when: "The payer's token balance is below the authorization's `value`.",
+  },
   // Test mode.
   test_funding_unsupported: { status: 400, when: "The chain's token cannot mint test funds." },
   test_wallet_mismatch: { status: 400, when: "A real wallet signed this mandate; only it can sign again." },
   test_clock_unsupported: { status: 400, when: "The chain is not a local chain this deployment runs." },
+  test_payment_unsupported: {
+    status: 400,
+    when: "Test payments need a local chain this deployment runs, whose token can mint test funds.",
+  },
   test_authorization_unsupported: {
     status: 400,
     when: "The token has no permit, so the test wallet would need gas to approve.",

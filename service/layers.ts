@@ -40,6 +40,18 @@ import { TokenReads } from "./mandates/token-reads.ts";
 import { Merchants } from "./merchants/merchants.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { operatorGaugesLayer } from "./operations/operator-gauges.ts";
+import { depositSweeper } from "./payments/deposit-sweeper.ts";
+import { depositWatcher } from "./payments/deposit-watcher.ts";
+import { GaslessPayments } from "./payments/gasless-payments.ts";
+import { PaySessions } from "./payments/pay-session.ts";
+import { paymentExpiry } from "./payments/payment-expiry.ts";
+import { PaymentFacts } from "./payments/payment-facts.ts";
+import { paymentReleaser } from "./payments/payment-releaser.ts";
+import { PaymentRender } from "./payments/payment-render.ts";
+import { paymentReorgs } from "./payments/payment-reorgs.ts";
+import { PaymentStore } from "./payments/payment-store.ts";
+import { PaymentTransitions } from "./payments/payment-transitions.ts";
+import { Payments } from "./payments/payments.ts";
 import { Reconciliation } from "./reconciliation/reconciliation.ts";
 import { subscriptionBilling } from "./subscriptions/billing/billing-worker.ts";
 import { Coupons } from "./subscriptions/coupons.ts";
@@ -51,6 +63,7 @@ import { Subscriptions } from "./subscriptions/subscriptions.ts";
 import { Usage } from "./subscriptions/usage.ts";
 import { UsageStore } from "./subscriptions/usage-store.ts";
 import { TestHelpers } from "./testing/test-helpers.ts";
+import { TestPayments } from "./testing/test-payments.ts";
 import { Deliveries } from "./webhooks/deliveries.ts";
 import { DeliveryStore } from "./webhooks/delivery-store.ts";
 import { dispatcherLayer } from "./webhooks/dispatcher.ts";
@@ -90,6 +103,7 @@ export const storesLayer = Layer.mergeAll(
   InvoiceStore.layer,
   UsageStore.layer,
   DeliveryStore.layer,
+  PaymentStore.layer,
 );
 
 /** What the service sends to and reads from chains beyond `ChainClients`: the relayer, token reads. */
@@ -133,10 +147,15 @@ export const servicesLayer = (
     Deliveries.layer,
   ).pipe(Layer.provideMerge(catalogue));
   const charging = ChargeBatches.layer.pipe(Layer.provideMerge(operations));
-  const charges = Layer.mergeAll(Charges.layer, Usage.layer, TestHelpers.layer).pipe(
-    Layer.provideMerge(charging),
+  const charges = Layer.mergeAll(Charges.layer, Usage.layer).pipe(Layer.provideMerge(charging));
+  const payments = Layer.mergeAll(Payments.layer, PaymentFacts.layer, GaslessPayments.layer).pipe(
+    Layer.provideMerge(PaySessions.layer),
+    Layer.provideMerge(PaymentTransitions.layer),
+    Layer.provideMerge(PaymentRender.layer),
+    Layer.provideMerge(charges),
   );
-  return FactApplication.layer.pipe(Layer.provideMerge(charges));
+  const helpers = Layer.mergeAll(TestHelpers.layer, TestPayments.layer).pipe(Layer.provideMerge(payments));
+  return FactApplication.layer.pipe(Layer.provideMerge(helpers));
 };
 
 /** Everything the routes and workers use. */
@@ -155,6 +174,11 @@ const workersLayer = (config: ServiceConfig) =>
     relayerTracker(Duration.seconds(config.relayerBumpAfterSeconds)),
     holdReleaser,
     chargeOutcomes,
+    depositWatcher,
+    depositSweeper,
+    paymentExpiry,
+    paymentReleaser,
+    paymentReorgs,
     subscriptionBilling,
     indexerWatchdog({ stallSeconds: config.indexerStallSeconds ?? 60, ponderUrl: config.ponderUrl }),
   ]);

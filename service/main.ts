@@ -21,11 +21,14 @@ import { answerClientError } from "./http/client-error.ts";
 import { renderDocsPage } from "./http/docs-page.ts";
 import { buildOpenApi } from "./http/openapi.ts";
 import { pageLimiter } from "./http/page-rate-limit.ts";
+import { registerPayPage } from "./http/pay-page/routes.ts";
 import type { AnyRoute } from "./http/route.ts";
 import { authorizationRoutes } from "./http/routes/authorization.ts";
 import { chainRoutes } from "./http/routes/chains.ts";
 import { eventRoutes } from "./http/routes/events.ts";
 import { mandateRoutes } from "./http/routes/mandates.ts";
+import { payPageRoutes } from "./http/routes/pay-page.ts";
+import { paymentRoutes } from "./http/routes/payments.ts";
 import { reconciliationRoutes } from "./http/routes/reconciliation.ts";
 import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
 import { testHelperRoutes } from "./http/routes/test-helpers.ts";
@@ -37,12 +40,16 @@ import type { Authorizations } from "./mandates/authorization-signing.ts";
 import type { MandateStore } from "./mandates/mandate-store.ts";
 import type { Mandates } from "./mandates/mandates.ts";
 import { Metrics, observeRequest } from "./metrics/metrics.ts";
+import type { GaslessPayments } from "./payments/gasless-payments.ts";
+import { PaySessions } from "./payments/pay-session.ts";
+import type { Payments } from "./payments/payments.ts";
 import type { Reconciliation } from "./reconciliation/reconciliation.ts";
 import type { Coupons } from "./subscriptions/coupons.ts";
 import type { Prices } from "./subscriptions/prices.ts";
 import type { Subscriptions } from "./subscriptions/subscriptions.ts";
 import type { Usage } from "./subscriptions/usage.ts";
 import type { TestHelpers } from "./testing/test-helpers.ts";
+import type { TestPayments } from "./testing/test-payments.ts";
 import type { Deliveries } from "./webhooks/deliveries.ts";
 import type { WebhookEndpoints } from "./webhooks/endpoints.ts";
 import { Workers } from "./workers/runtime.ts";
@@ -64,6 +71,10 @@ export type AppServices =
   | Authorizations
   | MandateStore
   | TestHelpers
+  | TestPayments
+  | Payments
+  | PaySessions
+  | GaslessPayments
   | WebhookEndpoints
   | Deliveries
   | Prices
@@ -74,6 +85,7 @@ export type AppServices =
 export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...chainRoutes,
   ...mandateRoutes,
+  ...paymentRoutes,
   ...eventRoutes,
   ...testHelperRoutes,
   ...reconciliationRoutes,
@@ -180,8 +192,8 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
   const openapi = buildOpenApi(routes, { version: VERSION });
   const app = makeApp({
     routes,
-    publicRoutes: authorizationRoutes,
-    extend: (hono) =>
+    publicRoutes: [...authorizationRoutes, ...payPageRoutes],
+    extend: (hono) => {
       registerAuthorizationPage(hono, {
         tokenExists: (token) =>
           runtime.runPromise(
@@ -192,7 +204,17 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
               Effect.catchTag("NotFound", () => Effect.succeed(false)),
             ),
           ),
-      }),
+      });
+      registerPayPage(hono, {
+        tokenExists: (token) =>
+          runtime.runPromise(
+            Effect.flatMap(Effect.service(PaySessions), (sessions) => sessions.paymentFor(token)).pipe(
+              Effect.as(true),
+              Effect.catchTag("NotFound", () => Effect.succeed(false)),
+            ),
+          ),
+      });
+    },
     run: (effect) => runtime.runPromiseExit(effect),
     limitPage: pageLimiter(
       {

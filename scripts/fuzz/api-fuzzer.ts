@@ -901,6 +901,7 @@ const seedPool = async (transport: Transport, key: string, pool: Pool) => {
   const chain = chains.data?.find((c) => c.subscriptions_available !== false)?.id ?? 31337;
   await post("/v1/merchant/chains", { chain, payout_address: randomAddress(Date.now() % 1_000_000) });
   await post("/v1/mandates", { cap_decimal: "25", period: "month", customer: "cus_fuzz", chain });
+  await post("/v1/payments", { amount_decimal: "5", chain, reference: "fuzz" });
   const price = await post("/v1/prices", { product_name: "Fuzz", amount_decimal: "10", chain });
   await post("/v1/coupons", { percent_off: 10, duration_in_months: 2 });
   await post("/v1/webhook_endpoints", { url: LOOPBACK_URL, events: ["charge.succeeded"] });

@@ -18,6 +18,7 @@ export const localChain = (overrides: Partial<ChainConfig> = {}): ChainConfig =>
   escrow: {},
   tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" }],
   subscriptions_available: true,
+  payments_available: true,
   escrow_available: true,
   hold_seconds: 3600,
   confirmations: 0,

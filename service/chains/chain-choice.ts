@@ -9,12 +9,19 @@ import type { ResolvedChain } from "./config.ts";
 import type { MerchantChainObject, TokenObject } from "./objects.ts";
 import type { ChainRegistry } from "./registry.ts";
 
+/** What the chain is chosen for: without `chain`, the only configured chain open to it is taken. */
+export type ChainUse = "recurring" | "payments";
+
+const openTo = (chain: ResolvedChain | undefined, use: ChainUse) =>
+  use === "recurring" ? chain?.subscriptions_available === true : chain?.payments_available === true;
+
 /** The merchant's chain configuration to use, from `chain` or the only one configured. */
 export const chooseChain = (
   registry: ChainRegistry["Service"],
   scope: MerchantScope,
   configured: readonly MerchantChainObject[],
   requested: number | undefined,
+  use: ChainUse = "recurring",
 ): Effect.Effect<{ chain: ResolvedChain; config: MerchantChainObject }, InvalidRequest> => {
   if (requested !== undefined) {
     const chain = registry.find(requested, scope.livemode);
@@ -45,8 +52,8 @@ export const chooseChain = (
         "chain_not_configured",
       ),
     );
-  // Without `chain`: the one configured chain where recurring billing is open.
-  const open = configured.filter((c) => registry.find(c.chain, scope.livemode)?.subscriptions_available);
+  // Without `chain`: the one configured chain open to this use.
+  const open = configured.filter((c) => openTo(registry.find(c.chain, scope.livemode), use));
   const [only, ...others] = open.length > 0 ? open : configured;
   if (others.length > 0 || !only)
     return Effect.fail(
@@ -101,6 +108,18 @@ export const requireRecurringOpen = (chain: ResolvedChain, param: string, what: 
         invalidParam(
           param,
           `Recurring billing is closed on chain ${chain.id} (${chain.name})${what}: its subscriptions_available is false, so new mandates and subscriptions cannot be opened there. Existing mandates and subscriptions on it keep billing. Choose another chain from GET /v1/chains.`,
+          "chain_closed",
+        ),
+      );
+
+/** Refuses a chain closed to one-time payments (its `payments_available` is false). */
+export const requirePaymentsOpen = (chain: ResolvedChain, param: string) =>
+  chain.payments_available
+    ? Effect.void
+    : Effect.fail(
+        invalidParam(
+          param,
+          `One-time payments are closed on chain ${chain.id} (${chain.name}): its payments_available is false, so new payments cannot be created there. Payments already created on it are still watched and settled. Choose another chain from GET /v1/chains.`,
           "chain_closed",
         ),
       );

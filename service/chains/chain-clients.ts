@@ -36,7 +36,10 @@ export type EscrowFunction =
   | "release"
   | "returnCharge"
   | "authorize"
-  | "authorizeWithPermit";
+  | "authorizeWithPermit"
+  | "sweep"
+  | "releasePayments"
+  | "returnPayment";
 
 export const escrowCallData = (functionName: EscrowFunction, args: readonly unknown[]): Hex =>
   encodeFunctionData({ abi: MandateEscrowAbi, functionName, args } as Parameters<
@@ -51,6 +54,10 @@ export class ChainClients extends Context.Service<
     readonly client: (chain: ResolvedChain) => PublicClient<Transport, Chain>;
     /** The timestamp of the chain's latest block: "now" for periods and deadlines on that chain. */
     readonly latestTime: (chain: ResolvedChain) => Effect.Effect<number, ChainUnavailable>;
+    /** The chain's latest block: its number and timestamp. */
+    readonly latestBlock: (
+      chain: ResolvedChain,
+    ) => Effect.Effect<{ readonly number: bigint; readonly timestamp: number }, ChainUnavailable>;
     /** Simulates an escrow call from `from`; fails with the contract's error when it would revert. */
     readonly simulateEscrow: (
       chain: ResolvedChain,
@@ -95,10 +102,11 @@ export class ChainClients extends Context.Service<
         catch: (error) =>
           new ChainUnavailable({ chainId: chain.id, message: `${what}: ${firstLine(error)}` }),
       });
-    const latestTime = (chain: ResolvedChain) =>
+    const latestBlock = (chain: ResolvedChain) =>
       rpc(chain, "latest block", () => client(chain).getBlock({ blockTag: "latest" })).pipe(
-        Effect.map((block) => Number(block.timestamp)),
+        Effect.map((block) => ({ number: block.number, timestamp: Number(block.timestamp) })),
       );
+    const latestTime = (chain: ResolvedChain) => Effect.map(latestBlock(chain), (block) => block.timestamp);
     const simulateEscrow = (
       chain: ResolvedChain,
       from: Hex,
@@ -133,7 +141,7 @@ export class ChainClients extends Context.Service<
         Effect.as(undefined),
         Effect.catchTag("EscrowRevert", (revert: EscrowRevert) => Effect.succeed(revert)),
       );
-    return { client, latestTime, simulateEscrow, simulateOutcome, rpc };
+    return { client, latestTime, latestBlock, simulateEscrow, simulateOutcome, rpc };
   });
 }
 

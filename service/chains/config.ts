@@ -52,6 +52,8 @@ export const ChainConfig = Schema.Struct({
   escrow: EscrowConfig,
   tokens: Schema.Array(TokenConfig),
   subscriptions_available: Schema.Boolean,
+  /** One-time payments (deposit addresses) can be created; independent of subscriptions_available. */
+  payments_available: Schema.Boolean,
   escrow_available: Schema.Boolean,
   hold_seconds: NonNegativeInt,
   confirmations: NonNegativeInt,

@@ -42,6 +42,7 @@ const toObject = (row: Row, chain: ResolvedChain): MerchantChainObject => ({
   name: chain.name,
   livemode: chain.livemode,
   subscriptions_available: chain.subscriptions_available,
+  payments_available: chain.payments_available,
   escrow_available: chain.escrow_available,
   payout_address: row.payout_address,
   tokens: chain.tokens

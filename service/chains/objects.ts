@@ -18,8 +18,12 @@ export const ChainObject = Schema.Struct({
     description:
       "True when mandates and subscriptions can be opened on this chain. Independent of escrow_available.",
   }),
+  payments_available: Schema.Boolean.annotate({
+    description:
+      "True when one-time payments can be created on this chain. Independent of subscriptions_available and escrow_available.",
+  }),
   escrow_available: Schema.Boolean.annotate({
-    description: "Whether charges on this chain are held in escrow.",
+    description: "Whether charges and payments on this chain are held in escrow before they reach you.",
   }),
   hold_seconds: Schema.Int.annotate({
     description: "How long a charge is held before release; 0 without escrow.",
@@ -40,6 +44,7 @@ export const toChainObject = (chain: ResolvedChain): ChainObject => ({
   name: chain.name,
   livemode: chain.livemode,
   subscriptions_available: chain.subscriptions_available,
+  payments_available: chain.payments_available,
   escrow_available: chain.escrow_available,
   hold_seconds: chain.hold_seconds,
   confirmations: chain.confirmations,
@@ -54,6 +59,7 @@ export const MerchantChainObject = Schema.Struct({
   name: Schema.String,
   livemode: Schema.Boolean,
   subscriptions_available: Schema.Boolean,
+  payments_available: Schema.Boolean,
   escrow_available: Schema.Boolean,
   payout_address: Schema.String.annotate({
     description: "Where this merchant's charges on the chain are paid out.",

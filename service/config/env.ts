@@ -25,7 +25,7 @@ export interface ServiceConfig {
   readonly relayerKey: Redacted.Redacted<`0x${string}`> | undefined;
   /** Replace a relayer transaction still unmined after this many seconds. */
   readonly relayerBumpAfterSeconds: number;
-  /** Public base URL of this service (authorization links); default: where it listens. */
+  /** Public base URL of this service (the hosted pages' links); default: where it listens. */
   readonly publicUrl?: string | undefined;
   readonly webhooks: WebhookConfig;
   /** Limits of the public authorization page (default: see service/http/page-rate-limit.ts). */

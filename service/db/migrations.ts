@@ -385,6 +385,93 @@ export const migrations = {
     // The metrics scrape counts failed deliveries (pending ones are counted from webhook_deliveries_due).
     "CREATE INDEX webhook_deliveries_failed ON billing.webhook_deliveries (endpoint_id) WHERE status = 'failed'",
   ),
+  "0013_payments": statements(
+    // One-time payments, written by payments/payment-store.ts. Amounts in token base units; `received` is
+    // confirmed and standing, `seen` waits at the deposit address or in an unconfirmed sweep.
+    `CREATE TABLE billing.payments (
+      id text PRIMARY KEY,
+      merchant_id text NOT NULL REFERENCES billing.merchants (id),
+      livemode boolean NOT NULL,
+      chain_id bigint NOT NULL,
+      token_address text NOT NULL,
+      payee_address text NOT NULL,
+      operator_address text NOT NULL,
+      hold_seconds bigint NOT NULL,
+      onchain_id text NOT NULL,
+      deposit_address text NOT NULL,
+      page_token text NOT NULL UNIQUE,
+      amount numeric(78, 0) NOT NULL CHECK (amount > 0),
+      received numeric(78, 0) NOT NULL DEFAULT 0,
+      seen numeric(78, 0) NOT NULL DEFAULT 0,
+      held numeric(78, 0) NOT NULL DEFAULT 0,
+      release_at bigint,
+      status text NOT NULL CHECK (status IN ('requires_payment', 'processing', 'paid', 'underpaid', 'expired',
+        'canceled', 'reversed')),
+      closed boolean NOT NULL DEFAULT false,
+      reference text,
+      description text,
+      expires_at bigint NOT NULL,
+      watch_until bigint NOT NULL,
+      created_block bigint NOT NULL,
+      transitions integer NOT NULL DEFAULT 0,
+      paid_at bigint,
+      canceled_at bigint,
+      sweep_due boolean NOT NULL DEFAULT false,
+      sweeps integer NOT NULL DEFAULT 0,
+      sweep_purpose text,
+      pending_action text CHECK (pending_action IN ('release', 'return')),
+      pending_action_purpose text,
+      return_to text,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      updated_at timestamptz NOT NULL DEFAULT now(),
+      UNIQUE (chain_id, deposit_address)
+    )`,
+    "CREATE INDEX payments_merchant ON billing.payments (merchant_id, livemode, id DESC)",
+    "CREATE INDEX payments_reference ON billing.payments (merchant_id, livemode, reference, id DESC)",
+    "CREATE INDEX payments_watched ON billing.payments (chain_id, watch_until)",
+    "CREATE INDEX payments_sweep_due ON billing.payments (chain_id) WHERE sweep_due",
+    "CREATE INDEX payments_open ON billing.payments (expires_at) WHERE NOT closed",
+    "CREATE INDEX payments_held ON billing.payments (chain_id, release_at) WHERE held > 0",
+    // Confirmed chain facts applied to a payment (sweeps, releases, returns); `standing` turns false when
+    // a reorg took the fact out, and true again if it comes back.
+    `CREATE TABLE billing.payment_facts (
+      chain_id bigint NOT NULL,
+      fact_key text NOT NULL,
+      payment_id text NOT NULL REFERENCES billing.payments (id),
+      kind text NOT NULL CHECK (kind IN ('received', 'released', 'returned')),
+      amount numeric(78, 0) NOT NULL,
+      block_number bigint NOT NULL,
+      block_hash text NOT NULL,
+      tx_hash text NOT NULL,
+      log_index integer NOT NULL,
+      timestamp bigint NOT NULL,
+      standing boolean NOT NULL DEFAULT true,
+      PRIMARY KEY (chain_id, fact_key)
+    )`,
+    "CREATE INDEX payment_facts_payment ON billing.payment_facts (payment_id, block_number, log_index)",
+    "CREATE INDEX payment_facts_recent ON billing.payment_facts (chain_id, block_number) WHERE standing",
+    // Payers' transfers to deposit addresses, as the deposit watcher saw them (tx, log, from, amount).
+    `CREATE TABLE billing.payment_transfers (
+      chain_id bigint NOT NULL,
+      tx_hash text NOT NULL,
+      log_index integer NOT NULL,
+      payment_id text NOT NULL REFERENCES billing.payments (id),
+      from_address text NOT NULL,
+      amount numeric(78, 0) NOT NULL,
+      block_number bigint NOT NULL,
+      block_hash text NOT NULL,
+      timestamp bigint NOT NULL,
+      PRIMARY KEY (chain_id, tx_hash, log_index)
+    )`,
+    "CREATE INDEX payment_transfers_payment ON billing.payment_transfers (payment_id, block_number, log_index)",
+    "CREATE INDEX payment_transfers_block ON billing.payment_transfers (chain_id, block_number)",
+    // How far the deposit watcher has read each chain's token transfers.
+    `CREATE TABLE billing.deposit_watch (
+      chain_id bigint PRIMARY KEY,
+      scanned_block bigint NOT NULL,
+      updated_at timestamptz NOT NULL DEFAULT now()
+    )`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

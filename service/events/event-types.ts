@@ -50,9 +50,21 @@ export const EVENT_CATALOGUE = [
     description:
       "Three days before a period's charge that will not fit; data.object is an upcoming_charge whose reason is mandate_cap_exceeded, approval_exhausted or insufficient_funds (one event per reason).",
   },
-  { type: "payment.paid", description: "A one-time payment was paid in full (the gateway's payments)." },
-  { type: "payment.reversed", description: "A one-time payment was reversed (the gateway's payments)." },
-  { type: "payment.underpaid", description: "A one-time payment arrived short (the gateway's payments)." },
+  {
+    type: "payment.paid",
+    description:
+      "A one-time payment's confirmed amount received reached its amount (amount_received above amount when overpaid; also after an underpayment was topped up, or paid late): fulfil on this. Under escrow holds the funds reach you at release_at.",
+  },
+  {
+    type: "payment.reversed",
+    description:
+      "A payment reported paid or underpaid no longer stands: you returned its held funds (POST /v1/payments/{id}/return), or a reorg took its transfer out. It is paid again (a new payment.paid) if funds arrive again.",
+  },
+  {
+    type: "payment.underpaid",
+    description:
+      "A payment expired with part of its amount received (amount_remaining says what is missing); a later top-up that completes it raises payment.paid.",
+  },
   {
     type: "webhook.test",
     description:

@@ -105,7 +105,7 @@ const make = Effect.gen(function* () {
 
   /**
    * The events about a chain (its facts, and outcomes whose object is one of the chain's mandates,
-   * charges, subscriptions, invoices or usage records): what the local stack's crash recovery deletes.
+   * charges, payments, subscriptions, invoices or usage records): what the local stack's crash recovery deletes.
    */
   const ofChain = (chainId: number) =>
     Effect.map(
@@ -120,6 +120,7 @@ const make = Effect.gen(function* () {
   const objectsOf = (chainId: number) => sql`(
     SELECT id FROM billing.mandates WHERE chain_id = ${chainId}
     UNION ALL SELECT id FROM billing.charges WHERE chain_id = ${chainId}
+    UNION ALL SELECT id FROM billing.payments WHERE chain_id = ${chainId}
     UNION ALL SELECT id FROM billing.subscriptions WHERE chain_id = ${chainId}
     UNION ALL SELECT i.id FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
       WHERE s.chain_id = ${chainId}

@@ -9,16 +9,18 @@
  * refers to an API object with an id.
  */
 import { Context, Effect, Layer } from "effect";
+import type { SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import type { ResolvedChain } from "../chains/config.ts";
 import type { ChainPosition, Succeeded } from "../charges/charge-store.ts";
 import { ChargeStore } from "../charges/charge-store.ts";
 import { Charges } from "../charges/charges.ts";
+import { eventIdForFact } from "../events/event-ids.ts";
 import type { NewEvent } from "../events/outbox.ts";
 import { type AuthorizedTerms, MandateStore } from "../mandates/mandate-store.ts";
 import { Mandates } from "../mandates/mandates.ts";
 import { saltOf } from "../mandates/terms.ts";
-import { eventIdForFact } from "./fact-event-ids.ts";
+import { type PaymentFact, PaymentFacts } from "../payments/payment-facts.ts";
 import type { FactRow } from "./fact-row.ts";
 
 /** Whose fact it is (by payee) and on which chain. */
@@ -57,8 +59,12 @@ const authorizedTerms = (fact: FactRow): AuthorizedTerms => ({
   authorizedAt: Number(fact.timestamp),
 });
 
-/** The event that reports a fact, carrying `object` (the record as it stands after the fact). */
-const factEvent = (fact: FactRow, owner: FactOwner, object: unknown): NewEvent => {
+/** The event that reports a mandate or charge fact, carrying `object` (the record after the fact). */
+const factEvent = (
+  fact: FactRow & { readonly kind: MandateFactKind },
+  owner: FactOwner,
+  object: unknown,
+): NewEvent => {
   const created = Number(fact.timestamp);
   return {
     id: eventIdForFact(fact.key, created),
@@ -77,7 +83,11 @@ const factEvent = (fact: FactRow, owner: FactOwner, object: unknown): NewEvent =
   };
 };
 
-/** Why a fact of a merchant's payout address yields no event: the relay records it as skipped. */
+type MandateFactKind = Exclude<FactRow["kind"], PaymentFact["kind"]>;
+const isPaymentFact = (fact: FactRow): fact is FactRow & { readonly kind: PaymentFact["kind"] } =>
+  fact.kind === "payment.received" || fact.kind === "payment.released" || fact.kind === "payment.returned";
+
+/** Why a fact of a merchant's payout address was declined: the relay records it as skipped. */
 export const declineReason = (kind: FactRow["kind"]) => {
   switch (kind) {
     case "mandate.authorized":
@@ -88,6 +98,10 @@ export const declineReason = (kind: FactRow["kind"]) => {
     case "charge.released":
     case "charge.returned":
       return "charge_unknown";
+    case "payment.received":
+    case "payment.released":
+    case "payment.returned":
+      return "payment_unknown";
   }
 };
 
@@ -96,17 +110,47 @@ const make = Effect.gen(function* () {
   const chargeStore = yield* ChargeStore;
   const mandates = yield* Mandates;
   const charges = yield* Charges;
+  const payments = yield* PaymentFacts;
 
-  const mandateEvent = (fact: FactRow, owner: FactOwner, id: string) =>
-    Effect.map(mandateStore.reload(id), (row) => factEvent(fact, owner, mandates.render(row)));
-  const chargeEvent = (fact: FactRow, owner: FactOwner, id: string) =>
-    Effect.map(chargeStore.reload(id), (row) => factEvent(fact, owner, charges.render(row)));
+  type MandateFact = FactRow & { readonly kind: MandateFactKind };
+  const mandateEvent = (fact: MandateFact, owner: FactOwner, id: string) =>
+    Effect.map(mandateStore.reload(id), (row) => [factEvent(fact, owner, mandates.render(row))]);
+  const chargeEvent = (fact: MandateFact, owner: FactOwner, id: string) =>
+    Effect.map(chargeStore.reload(id), (row) => [factEvent(fact, owner, charges.render(row))]);
 
-  /** One fact; undefined when it names nothing this merchant has (the relay records it as skipped). */
-  const apply = (fact: FactRow, owner: FactOwner) =>
+  /**
+   * One fact; the events it raised (a payment fact may raise none), or undefined when it names nothing
+   * this merchant has (the relay records it as skipped).
+   */
+  const apply = (
+    fact: FactRow,
+    owner: FactOwner,
+  ): Effect.Effect<ReadonlyArray<NewEvent> | undefined, SqlError.SqlError> =>
+    isPaymentFact(fact)
+      ? payments.apply(
+          {
+            key: fact.key,
+            kind: fact.kind,
+            chainId: fact.chain_id,
+            blockNumber: fact.block_number,
+            blockHash: fact.block_hash,
+            timestamp: fact.timestamp,
+            txHash: fact.tx_hash,
+            logIndex: fact.log_index,
+            paymentId: fact.payment_id,
+            amount: fact.amount,
+            token: fact.token,
+            details: fact.details,
+          },
+          owner.merchantId,
+        )
+      : applyMandateFact(fact as MandateFact, owner);
+
+  const applyMandateFact = (fact: MandateFact, owner: FactOwner) =>
     Effect.gen(function* () {
       const { chain } = owner;
       const scope = { merchantId: owner.merchantId, livemode: chain.livemode };
+      if (fact.mandate_id === null || fact.customer === null) return undefined;
       let mandateId = (yield* mandateStore.lockOnChain(chain.id, [fact.mandate_id]))[0]?.id;
       switch (fact.kind) {
         case "mandate.authorized": {
@@ -185,11 +229,11 @@ const make = Effect.gen(function* () {
       const mandateIds = new Map(
         (yield* mandateStore.lockOnChain(
           chain.id,
-          facts.map((f) => f.mandate_id),
+          facts.flatMap((f) => (f.mandate_id === null ? [] : [f.mandate_id])),
         )).map((row) => [row.onchain_id, row.id] as const),
       );
       const ours = facts.filter(
-        (f) => mandateIds.has(f.mandate_id) && f.charge_id !== null && f.amount !== null,
+        (f) => mandateIds.has(f.mandate_id ?? "") && f.charge_id !== null && f.amount !== null,
       );
       const chargeIds = yield* chargeStore.lockOnChain(
         chain.id,
@@ -197,15 +241,12 @@ const make = Effect.gen(function* () {
       );
       if (ours.some((f) => !chargeIds.has(f.charge_id ?? ""))) {
         const events: NewEvent[] = [];
-        for (const fact of facts) {
-          const event = yield* apply(fact, owner);
-          if (event) events.push(event);
-        }
+        for (const fact of facts) events.push(...((yield* apply(fact, owner)) ?? []));
         return events;
       }
       const applied = ours.map((fact) => ({
         fact,
-        mandate: mandateIds.get(fact.mandate_id) as string,
+        mandate: mandateIds.get(fact.mandate_id ?? "") as string,
         charge: chargeIds.get(fact.charge_id ?? "") as string,
       }));
       yield* chargeStore.recordSucceeded(applied.map(({ fact, charge }) => succeededOf(fact, charge)));
@@ -226,7 +267,7 @@ const make = Effect.gen(function* () {
       );
       return applied.flatMap(({ fact, charge }) => {
         const row = rows.get(charge);
-        return row ? [factEvent(fact, owner, charges.render(row))] : [];
+        return row ? [factEvent(fact as MandateFact, owner, charges.render(row))] : [];
       });
     });
 

@@ -22,7 +22,7 @@ const decodeHashes = decodeRows(Schema.Struct({ key: Schema.String, block_hash: 
 
 const COLUMNS =
   fixed(`f.key, f.kind, f.chain_id, f.block_number::text, f.block_hash, f.timestamp::text, f.tx_hash,
-  f.log_index, f.mandate_id, f.charge_id, f.amount::text, f.customer, f.payee, f.token, f.details`);
+  f.log_index, f.mandate_id, f.charge_id, f.payment_id, f.amount::text, f.customer, f.payee, f.token, f.details`);
 const RELAYED = fixed("EXISTS (SELECT 1 FROM billing.events e WHERE e.fact_key = f.key)");
 
 const make = Effect.gen(function* () {

@@ -77,18 +77,22 @@ const applyOwned = (
       return merchantId === undefined || excluded.has(fact.payee.toLowerCase()) ? [] : [{ fact, merchantId }];
     });
     const events: NewEvent[] = [];
+    const applied = new Set<string>();
     for (const step of planSteps(owned)) {
       const owner = { merchantId: step.merchantId, chain };
-      if (step.kind === "charges")
-        events.push(...(yield* application.applyChargesSucceeded(step.facts, owner)));
-      else {
-        const event = yield* application.apply(step.fact, owner);
-        if (event) events.push(event);
+      if (step.kind === "charges") {
+        const reported = yield* application.applyChargesSucceeded(step.facts, owner);
+        events.push(...reported);
+        for (const event of reported) applied.add(event.key);
+      } else {
+        const raised = yield* application.apply(step.fact, owner);
+        if (raised === undefined) continue;
+        events.push(...raised);
+        applied.add(step.fact.key);
       }
     }
-    const reported = new Set(events.map((event) => event.key));
     const declined = owned
-      .filter(({ fact }) => !reported.has(fact.key))
+      .filter(({ fact }) => !applied.has(fact.key))
       .map(({ fact, merchantId }) => ({
         factKey: fact.key,
         chainId: fact.chain_id,

@@ -3,7 +3,8 @@ import { Schema } from "effect";
 
 /**
  * A fact as stored by the indexer (numeric columns read as text). Everything that changes over a
- * mandate's life (terms of a signature, a charge's period and hold) comes from the fact's own details.
+ * mandate's life (terms of a signature, a charge's period and hold) and a payment's (its deposit address,
+ * its hold) comes from the fact's own details.
  */
 export const FactRow = Schema.Struct({
   key: Schema.String,
@@ -13,6 +14,9 @@ export const FactRow = Schema.Struct({
     "charge.succeeded",
     "charge.released",
     "charge.returned",
+    "payment.received",
+    "payment.released",
+    "payment.returned",
   ]),
   chain_id: Schema.Number,
   block_number: Schema.String,
@@ -20,10 +24,13 @@ export const FactRow = Schema.Struct({
   timestamp: Schema.String,
   tx_hash: Schema.String,
   log_index: Schema.Number,
-  mandate_id: Schema.String,
+  /** mandate.* and charge.* facts. */
+  mandate_id: Schema.NullOr(Schema.String),
   charge_id: Schema.NullOr(Schema.String),
+  /** payment.* facts. */
+  payment_id: Schema.NullOr(Schema.String),
   amount: Schema.NullOr(Schema.String),
-  customer: Schema.String,
+  customer: Schema.NullOr(Schema.String),
   payee: Schema.String,
   token: Schema.String,
   details: Schema.Record(Schema.String, Schema.Union([Schema.String, Schema.Number])),

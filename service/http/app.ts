@@ -28,10 +28,10 @@ export type Runner<R> = <A, E>(effect: Effect.Effect<A, E, R>) => Promise<Exit.E
 export interface AppOptions<R> extends OperationalOptions {
   readonly routes: ReadonlyArray<AnyRoute<R>>;
   readonly publicRoutes?: ReadonlyArray<AnyPublicRoute<R>>;
-  /** Registers extra non-JSON routes (the hosted authorization page and its assets). */
+  /** Registers extra non-JSON routes (the hosted pages and their assets). */
   readonly extend?: (app: Hono<Env>) => void;
   readonly run: Runner<R | ApiKeys | Idempotency>;
-  /** Checked before every request under `/authorize/` (the public page): a refusal to render, if any. */
+  /** Checked before every request under `/authorize/` and `/pay/` (the public pages): a refusal to render, if any. */
   readonly limitPage?: (c: HonoContext<Env>) => Promise<ApiFailure | undefined>;
 }
 
@@ -156,11 +156,12 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
   );
   const limitPage = options.limitPage;
   if (limitPage)
-    app.use("/authorize/*", async (c, next) => {
-      const refusal = await limitPage(c);
-      if (refusal) return respondFailure(c, refusal);
-      await next();
-    });
+    for (const pages of ["/authorize/*", "/pay/*"])
+      app.use(pages, async (c, next) => {
+        const refusal = await limitPage(c);
+        if (refusal) return respondFailure(c, refusal);
+        await next();
+      });
 
   registerOperationalRoutes(app, options);
 

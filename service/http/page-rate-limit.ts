@@ -1,7 +1,8 @@
 /**
- * Request limits of the hosted authorization page (`/authorize/…`), whose routes need no API key: per
- * client address and per authorization token, counted in fixed one-minute windows shared by every
- * service process (limits/request-counts.ts). Beyond a limit: 429 `rate_limited` with `Retry-After`.
+ * Request limits of the hosted pages (`/authorize/…`, `/pay/…`), whose routes need no API key: per
+ * client address and per page token (an authorization's or a payment's), counted in fixed one-minute
+ * windows shared by every service process (limits/request-counts.ts). Beyond a limit: 429
+ * `rate_limited` with `Retry-After`.
  */
 import { Effect } from "effect";
 import type { SqlClient } from "effect/sql";
@@ -9,11 +10,12 @@ import type { Context as HonoContext } from "hono";
 import type { RateLimited } from "../errors.ts";
 import { countRequest } from "../limits/request-counts.ts";
 import { AUTHORIZATION_TOKEN_PATTERN } from "../mandates/authorization-session.ts";
+import { PAY_PAGE_TOKEN_PATTERN } from "../payments/pay-session.ts";
 
 export interface PageRateLimits {
   /** Requests per minute from one client address to the page and its API; 0: unlimited. */
   readonly perAddressPerMinute: number;
-  /** Requests per minute naming one authorization token; 0: unlimited. */
+  /** Requests per minute naming one page token; 0: unlimited. */
   readonly perTokenPerMinute: number;
   /** Take the client address from X-Forwarded-For (behind a proxy this service trusts). */
   readonly trustProxy: boolean;
@@ -40,10 +42,13 @@ export const clientAddress = (
   return socketAddress ?? "unknown";
 };
 
-/** The authorization token a page path names, if any (`/authorize/{token}` and its API). */
+/** The token a page path names, if any (`/authorize/{token}`, `/pay/{token}` and their APIs). */
 export const tokenOfPath = (path: string): string | undefined => {
-  const token = /^\/authorize\/([^/]+)(?:\/|$)/.exec(path)?.[1];
-  return token !== undefined && AUTHORIZATION_TOKEN_PATTERN.test(token) ? token : undefined;
+  const match = /^\/(authorize|pay)\/([^/]+)(?:\/|$)/.exec(path);
+  const token = match?.[2];
+  if (token === undefined) return undefined;
+  const pattern = match?.[1] === "pay" ? PAY_PAGE_TOKEN_PATTERN : AUTHORIZATION_TOKEN_PATTERN;
+  return pattern.test(token) ? token : undefined;
 };
 
 /** The keys and limits one page request counts against. */
@@ -72,9 +77,9 @@ const socketAddressOf = (c: HonoContext): string | undefined => {
 };
 
 /**
- * The check the HTTP layer runs before every `/authorize/*` request: the refusal to render, if any. A
- * database that does not answer lets the request through (the limits protect the relayer, which has
- * its own budget, and must not take the page down with them).
+ * The check the HTTP layer runs before every `/authorize/*` and `/pay/*` request: the refusal to
+ * render, if any. A database that does not answer lets the request through (the limits protect the
+ * relayer, which has its own budget, and must not take the page down with them).
  */
 export const pageLimiter =
   (limits: PageRateLimits, run: <A>(effect: Effect.Effect<A, never, SqlClient.SqlClient>) => Promise<A>) =>

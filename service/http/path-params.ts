@@ -1,9 +1,11 @@
 /** What each route's path params must look like; anything else gets the route's own 404. */
 import { AUTHORIZATION_TOKEN_PATTERN, notFoundAuthorization } from "../mandates/authorization-session.ts";
+import { notFoundPayPage, PAY_PAGE_TOKEN_PATTERN } from "../payments/pay-session.ts";
 import { idParam } from "./input-guard.ts";
 
 export const mandateIdParam = idParam("mandate");
 export const chargeIdParam = idParam("charge");
+export const paymentIdParam = idParam("payment");
 export const eventIdParam = idParam("event");
 export const priceIdParam = idParam("price");
 export const couponIdParam = idParam("coupon");
@@ -13,4 +15,8 @@ export const endpointIdParam = idParam("webhookEndpoint");
 export const authorizationTokenParam = {
   pattern: AUTHORIZATION_TOKEN_PATTERN,
   notFound: () => notFoundAuthorization,
+};
+export const payPageTokenParam = {
+  pattern: PAY_PAGE_TOKEN_PATTERN,
+  notFound: () => notFoundPayPage,
 };

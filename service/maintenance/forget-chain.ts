@@ -2,7 +2,7 @@
  * Forgetting what the service derived from one chain, through each table's owner: the local stack's
  * crash recovery (scripts/stack/chain-recovery.ts) runs it when a local chain came back older than what
  * was recorded from it. Records go children first, in one transaction: the events about the chain with
- * their deliveries, usage, invoices, subscriptions, charges, mandates, relayer transactions, the relay's
+ * their deliveries, usage, invoices, subscriptions, charges, mandates, payments, relayer transactions, the relay's
  * cursor, and every stored idempotent reply (one could name a record that no longer exists). Merchants,
  * API keys, payout addresses, webhook endpoints, prices and coupons are kept.
  */
@@ -15,6 +15,7 @@ import { Outbox } from "../events/outbox.ts";
 import { RelayStore } from "../facts/relay-store.ts";
 import { Idempotency } from "../idempotency/idempotency.ts";
 import { MandateStore } from "../mandates/mandate-store.ts";
+import { PaymentStore } from "../payments/payment-store.ts";
 import { InvoiceStore } from "../subscriptions/invoice-store.ts";
 import { SubscriptionStore } from "../subscriptions/subscription-store.ts";
 import { UsageStore } from "../subscriptions/usage-store.ts";
@@ -32,6 +33,7 @@ export const forgetChain = (chainId: number) =>
     const subscriptions = yield* SubscriptionStore;
     const charges = yield* ChargeStore;
     const mandates = yield* MandateStore;
+    const payments = yield* PaymentStore;
     const relayer = yield* RelayerStore;
     const relay = yield* RelayStore;
     const idempotency = yield* Idempotency;
@@ -45,12 +47,14 @@ export const forgetChain = (chainId: number) =>
         const removed = {
           mandates: 0,
           charges: 0,
+          payments: 0,
           subscriptions: yield* subscriptions.forgetChain(chainId),
           events: events.length,
           "relayer transactions": 0,
         };
         removed.charges = yield* charges.forgetChain(chainId);
         removed.mandates = yield* mandates.forgetChain(chainId);
+        removed.payments = yield* payments.forgetChain(chainId);
         removed["relayer transactions"] = yield* relayer.forgetChain(chainId);
         // The chain's facts are relayed afresh from the start: the cursor could name a block that is gone.
         yield* relay.forgetChain(chainId);
@@ -70,6 +74,7 @@ export const forgetChainLayer = (databaseUrl: string) => {
     SubscriptionStore.layer,
     ChargeStore.layer,
     MandateStore.layer,
+    PaymentStore.layer,
     RelayerStore.layer,
     RelayStore.layer,
     Idempotency.layer(Duration.hours(24)),

@@ -18,6 +18,14 @@ import { TokenReads } from "./token-reads.ts";
 
 const Address = Schema.TemplateLiteral(["0x", Schema.String]);
 
+/** A chain as a hosted page hands it to the wallet (to switch to it, or add it with `rpc_url`). */
+export const WalletChain = Schema.Struct({
+  id: Schema.Int,
+  name: Schema.String,
+  rpc_url: Schema.NullOr(Schema.String),
+  native_currency: Schema.Struct({ name: Schema.String, symbol: Schema.String, decimals: Schema.Int }),
+});
+
 export const AuthorizationSessionObject = Schema.Struct({
   object: Schema.Literal("authorization_session"),
   mandate: Schema.String,
@@ -25,12 +33,7 @@ export const AuthorizationSessionObject = Schema.Struct({
   status: Schema.Literals(MANDATE_STATUSES),
   needs_signature: Schema.Boolean,
   merchant: Schema.Struct({ name: Schema.String }),
-  chain: Schema.Struct({
-    id: Schema.Int,
-    name: Schema.String,
-    rpc_url: Schema.NullOr(Schema.String),
-    native_currency: Schema.Struct({ name: Schema.String, symbol: Schema.String, decimals: Schema.Int }),
-  }),
+  chain: WalletChain,
   token: Schema.Struct({
     symbol: Schema.String,
     address: Address,
@@ -77,6 +80,14 @@ export const chainOfMandate = (registry: ChainRegistry["Service"], mandate: Mand
 
 const walletRpc = (chain: ResolvedChain) => chain.wallet_rpc_url ?? (chain.local ? chain.rpc.http[0] : null);
 
+/** The chain for the wallet: the RPC URL a wallet may add it with (none for a live chain without one). */
+export const walletChainOf = (chain: ResolvedChain): typeof WalletChain.Type => ({
+  id: chain.id,
+  name: chain.name,
+  rpc_url: walletRpc(chain),
+  native_currency: { name: "Ether", symbol: "ETH", decimals: 18 },
+});
+
 const make = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
   const relayer = yield* Relayer;
@@ -113,12 +124,7 @@ const make = Effect.gen(function* () {
         status: mandate.status,
         needs_signature: needsSignature(mandate) && pending === null,
         merchant: { name: merchant?.name ?? "" },
-        chain: {
-          id: chain.id,
-          name: chain.name,
-          rpc_url: walletRpc(chain),
-          native_currency: { name: "Ether", symbol: "ETH", decimals: 18 },
-        },
+        chain: walletChainOf(chain),
         token: {
           symbol: token?.symbol ?? mandate.token_address,
           address: getAddress(mandate.token_address),

@@ -22,6 +22,7 @@ interface DatabaseCounts {
   readonly invoicesOpen: number;
   readonly relayerPending: ReadonlyMap<number, number>;
   readonly subscriptionsDue: ReadonlyMap<number, number>;
+  readonly depositsDue: ReadonlyMap<number, number>;
   readonly indexed: ReadonlyMap<number, { readonly number: bigint; readonly timestamp: number }>;
 }
 
@@ -50,7 +51,7 @@ const databaseCounts = (chains: ReadonlyArray<ChainWatchEntry>) =>
         ? []
         : [sql`(chain_id = ${entry.chainId} AND next_billing_at <= ${entry.head.timestamp})`],
     );
-    const [totals, relayerPending, subscriptionsDue, indexed] = yield* Effect.all(
+    const [totals, relayerPending, subscriptionsDue, depositsDue, indexed] = yield* Effect.all(
       [
         sql`SELECT
               (SELECT count(*) FROM billing.webhook_deliveries WHERE status = 'pending')::text AS deliveries_pending,
@@ -65,6 +66,8 @@ const databaseCounts = (chains: ReadonlyArray<ChainWatchEntry>) =>
           : sql`SELECT chain_id, count(*)::text AS n FROM billing.subscriptions
                 WHERE status IN ('active', 'past_due') AND ${sql.or(dueClauses)}
                 GROUP BY chain_id`.pipe(Effect.flatMap(decodePerChain)),
+        sql`SELECT chain_id::int AS chain_id, count(*)::text AS n FROM billing.payments
+            WHERE sweep_due GROUP BY chain_id`.pipe(Effect.flatMap(decodePerChain)),
         indexedHeads,
       ],
       { concurrency: "unbounded" },
@@ -76,6 +79,7 @@ const databaseCounts = (chains: ReadonlyArray<ChainWatchEntry>) =>
       invoicesOpen: total?.invoices_open ?? 0,
       relayerPending: perChain(relayerPending),
       subscriptionsDue: perChain(subscriptionsDue),
+      depositsDue: perChain(depositsDue),
       indexed,
     } satisfies DatabaseCounts;
   });
@@ -224,6 +228,15 @@ export const operatorGaugesLayer = Layer.effectDiscard(
         Option.map(s.database, (db) => {
           for (const entry of s.chains)
             if (entry.head) set(chainLabel(entry), db.subscriptionsDue.get(entry.chainId) ?? 0);
+        }),
+    );
+    gauge(
+      "billing_payment_deposits_due",
+      "Payments whose deposit address has new funds the sweeper has not swept yet (a number that keeps growing: sweeps are stuck).",
+      ["chain_id"],
+      (set, s) =>
+        Option.map(s.database, (db) => {
+          for (const entry of s.chains) set(chainLabel(entry), db.depositsDue.get(entry.chainId) ?? 0);
         }),
     );
     gauge("billing_invoices_open", "Invoices open (not yet paid, uncollectible or void).", [], (set, s) =>

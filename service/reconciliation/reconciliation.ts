@@ -1,6 +1,6 @@
 /**
- * Reconciliation for finance teams: every charge, release and return of a merchant's mandates, as the
- * chain recorded it (chain id, block, transaction hash, log index) with exact amounts. Read straight
+ * Reconciliation for finance teams: every charge, release and return of a merchant's mandates, and
+ * every sweep, release and return of its one-time payments, as the chain recorded it (chain id, block, transaction hash, log index) with exact amounts. Read straight
  * from the indexed facts, so it agrees with the chain's logs to the last unit.
  */
 import { Context, Effect, Layer, Schema } from "effect";
@@ -14,6 +14,8 @@ import { type InvalidRequest, invalidParam } from "../errors.ts";
 import { FactRow } from "../facts/fact-row.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
 
+const ENTRY_TYPES = ["charge", "release", "return", "payment", "payment_release", "payment_return"] as const;
+
 const Natural = Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0));
 
 export const ReconciliationQuery = Schema.Struct({
@@ -22,7 +24,7 @@ export const ReconciliationQuery = Schema.Struct({
   to_block: Schema.optionalKey(Natural.annotate({ description: "Last block, inclusive" })),
   from: Schema.optionalKey(Natural.annotate({ description: "Earliest block time, unix seconds, inclusive" })),
   to: Schema.optionalKey(Natural.annotate({ description: "Latest block time, unix seconds, inclusive" })),
-  type: Schema.optionalKey(Schema.Literals(["charge", "release", "return"])),
+  type: Schema.optionalKey(Schema.Literals(ENTRY_TYPES)),
   limit: Schema.optionalKey(
     Natural.check(Schema.isBetween({ minimum: 1, maximum: 10_000 })).annotate({
       description: "1-10000, default 1000",
@@ -40,21 +42,28 @@ export const ReconciliationQuery = Schema.Struct({
 export type ReconciliationQuery = typeof ReconciliationQuery.Type;
 
 export const ReconciliationEntry = Schema.Struct({
-  type: Schema.Literals(["charge", "release", "return"]),
+  type: Schema.Literals(ENTRY_TYPES).annotate({
+    description:
+      "charge, release, return: of a mandate's charge; payment: a deposit address swept (to you, or into the hold); payment_release, payment_return: the end of a payment's hold",
+  }),
   chain: Schema.Int,
   block_number: Schema.Int,
   block_hash: Schema.String,
   timestamp: Schema.Int,
   transaction_hash: Schema.String,
   log_index: Schema.Int,
-  mandate: Schema.String,
-  charge_id: Schema.String,
-  period: Schema.Int,
+  mandate: Schema.NullOr(Schema.String).annotate({ description: "The escrow's mandate id (charges)" }),
+  charge_id: Schema.NullOr(Schema.String),
+  period: Schema.NullOr(Schema.Int),
+  payment_id: Schema.NullOr(Schema.String).annotate({ description: "The escrow's payment id (payments)" }),
+  deposit_address: Schema.NullOr(Schema.String),
   token: Schema.NullOr(Schema.String),
   token_address: Schema.String,
   amount: Schema.String.annotate({ description: "Token base units" }),
   amount_decimal: Schema.NullOr(Schema.String),
-  customer_address: Schema.String,
+  customer_address: Schema.NullOr(Schema.String).annotate({
+    description: "The mandate's customer; for a payment's return, where the funds went",
+  }),
   payee_address: Schema.String,
   confirmations: Schema.Int,
   livemode: Schema.Boolean,
@@ -76,11 +85,17 @@ const TYPE_OF_KIND = {
   "charge.succeeded": "charge",
   "charge.released": "release",
   "charge.returned": "return",
+  "payment.received": "payment",
+  "payment.released": "payment_release",
+  "payment.returned": "payment_return",
 } as const;
 const KIND_OF_TYPE = {
   charge: "charge.succeeded",
   release: "charge.released",
   return: "charge.returned",
+  payment: "payment.received",
+  payment_release: "payment.released",
+  payment_return: "payment.returned",
 } as const;
 
 export const CSV_COLUMNS = [
@@ -102,6 +117,9 @@ export const CSV_COLUMNS = [
   "payee_address",
   "confirmations",
   "livemode",
+  // Added with payments: at the end, so readers of the earlier columns by position keep working.
+  "payment_id",
+  "deposit_address",
 ] as const;
 
 export const toCsv = (entries: readonly ReconciliationEntry[]): string =>
@@ -153,7 +171,8 @@ export class Reconciliation extends Context.Service<
           // One Ponder relation per statement (see chains/onchain.ts): facts here, heads below.
           const rows = yield* sql`
             SELECT f.kind, f.chain_id, f.block_number::text, f.block_hash, f.timestamp::text, f.tx_hash, f.log_index,
-                   f.key, f.mandate_id, f.charge_id, f.amount::text, f.details, f.customer, f.payee, f.token
+                   f.key, f.mandate_id, f.charge_id, f.payment_id, f.amount::text, f.details, f.customer, f.payee,
+                   f.token
             FROM ${sql(ONCHAIN_SCHEMA)}.fact f
             WHERE f.kind IN ${sql.in(kinds)}
               AND f.chain_id IN ${sql.in(chains.map((c) => c.id))}
@@ -168,7 +187,8 @@ export class Reconciliation extends Context.Service<
           const heads = yield* chainHeads.pipe(Effect.provideService(SqlClient.SqlClient, sql));
           const data = rows.slice(0, limit).flatMap((row): ReconciliationEntry[] => {
             const type = TYPE_OF_KIND[row.kind as keyof typeof TYPE_OF_KIND];
-            if (type === undefined || row.charge_id === null || row.amount === null) return [];
+            if (type === undefined || row.amount === null) return [];
+            const isPayment = row.payment_id !== null;
             const chain = chains.find((c) => c.id === row.chain_id);
             const token = chain?.tokens.find((t) => t.address.toLowerCase() === row.token);
             const entry: ReconciliationEntry = {
@@ -181,12 +201,18 @@ export class Reconciliation extends Context.Service<
               log_index: row.log_index,
               mandate: row.mandate_id,
               charge_id: row.charge_id,
-              period: Number(row.details.period),
+              period: isPayment ? null : Number(row.details.period),
+              payment_id: row.payment_id,
+              deposit_address: isPayment ? String(row.details.deposit_address) : null,
               token: token?.symbol ?? null,
               token_address: row.token,
               amount: row.amount,
               amount_decimal: token ? formatUnits(BigInt(row.amount), token.decimals) : null,
-              customer_address: row.customer,
+              customer_address: isPayment
+                ? row.details.to === undefined
+                  ? null
+                  : String(row.details.to)
+                : row.customer,
               payee_address: row.payee,
               confirmations: Math.max(0, Number((heads.get(row.chain_id) ?? 0n) - BigInt(row.block_number))),
               livemode: scope.livemode,

@@ -88,14 +88,18 @@ const chainCharged = (
       log_index: 0,
       mandate_id: sub.onchainId,
       charge_id: onchainChargeId(sub.onchainId, period),
+      payment_id: null,
       amount: amount.toString(),
       customer: sub.customer,
       payee: payoutOf.get(scope.merchantId) ?? "",
       token: CHAIN.tokens[0]?.address ?? "",
       details: { period, release_at: 0, approval_left: "0" },
     };
-    const event = yield* (yield* FactApplication).apply(fact, { merchantId: scope.merchantId, chain: CHAIN });
-    if (event) yield* (yield* Outbox).insert([event]);
+    const events = yield* (yield* FactApplication).apply(fact, {
+      merchantId: scope.merchantId,
+      chain: CHAIN,
+    });
+    if (events) yield* (yield* Outbox).insert(events);
   }).pipe(Effect.flatMap(() => Effect.void));
 
 const bill = Effect.suspend(() => billChain(CHAIN, chain.time));

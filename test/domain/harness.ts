@@ -30,6 +30,7 @@ export const CHAIN: ResolvedChain = {
   escrow: { address: "0x00000000000000000000000000000000000e5c20", start_block: 0 },
   tokens: [{ symbol: "USDC", decimals: 6, address: "0x000000000000000000000000000000000000dc01" }],
   subscriptions_available: true,
+  payments_available: true,
   escrow_available: false,
   hold_seconds: 0,
   confirmations: 0,
@@ -61,6 +62,7 @@ const fakeChainClients = (state: FakeChain) =>
       throw new Error("the fake chain has no RPC client");
     },
     latestTime: () => Effect.sync(() => state.time),
+    latestBlock: () => Effect.sync(() => ({ number: BigInt(state.time), timestamp: state.time })),
     simulateEscrow: (_chain, _from, functionName, args) =>
       Effect.flatMap(outcome(state, functionName, args), (revert) =>
         revert ? Effect.fail(revert) : Effect.void,

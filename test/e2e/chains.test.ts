@@ -16,6 +16,7 @@ describe("GET /v1/chains", () => {
       object: "chain",
       livemode: false,
       subscriptions_available: true,
+      payments_available: true,
       escrow_available: true,
     });
     expect(closed).toMatchObject({ livemode: false, subscriptions_available: false, escrow_available: true });
@@ -34,6 +35,7 @@ describe("GET /v1/chains", () => {
         id: 31338,
         livemode: true,
         subscriptions_available: false,
+        payments_available: false,
         escrow_available: false,
         hold_seconds: 0,
       }),
@@ -68,6 +70,7 @@ describe("/v1/merchant/chains", () => {
       chain: 31339,
       livemode: false,
       subscriptions_available: false,
+      payments_available: true,
       escrow_available: true,
       payout_address: PAYOUT,
       tokens: [expect.objectContaining({ symbol: "USDC" })],

@@ -40,6 +40,7 @@ const TEST_CHAIN = {
   escrow: {},
   tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" as const }],
   subscriptions_available: true,
+  payments_available: true,
   escrow_available: true,
   hold_seconds: 3600,
   confirmations: 0,
@@ -65,6 +66,7 @@ export default async function setup(project: TestProject) {
       ...(address ? { address } : {}),
     })),
     subscriptions_available: false,
+    payments_available: false,
     escrow_available: false,
     hold_seconds: 0,
     confirmations: 2,
@@ -74,6 +76,7 @@ export default async function setup(project: TestProject) {
     id: 31339,
     name: "Local chain, subscriptions closed, 2 confirmations",
     subscriptions_available: false,
+    payments_available: true,
     confirmations: 2,
   };
   const chainsConfig = join(dataDir, "chains.json");

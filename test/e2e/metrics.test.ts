@@ -150,6 +150,7 @@ describe("GET /metrics", () => {
         expect(value(samples, "billing_relayer_balance_wei", chain)).toBeGreaterThan(1e18);
         expect(value(samples, "billing_relayer_transactions_pending", chain)).toBeGreaterThanOrEqual(0);
         expect(value(samples, "billing_subscriptions_due", chain)).toBeGreaterThanOrEqual(0);
+        expect(value(samples, "billing_payment_deposits_due", chain)).toBeGreaterThanOrEqual(0);
       }
       expect(value(samples, "billing_metrics_database_up")).toBe(1);
       expect(value(samples, "billing_webhook_deliveries", { status: "pending" })).toBeGreaterThanOrEqual(0);

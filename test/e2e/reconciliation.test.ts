@@ -93,7 +93,7 @@ describe("GET /v1/reconciliation", () => {
     expect(csv.headers.get("content-type")).toContain("text/csv");
     const lines = csv.text.trim().split("\n");
     expect(lines[0]).toBe(
-      "type,chain,block_number,block_hash,timestamp,transaction_hash,log_index,mandate,charge_id,period,token,token_address,amount,amount_decimal,customer_address,payee_address,confirmations,livemode",
+      "type,chain,block_number,block_hash,timestamp,transaction_hash,log_index,mandate,charge_id,period,token,token_address,amount,amount_decimal,customer_address,payee_address,confirmations,livemode,payment_id,deposit_address",
     );
     expect(lines).toHaveLength(fromChain.length + 1);
     expect(lines.some((line) => line.includes(",1000001,1.000001,"))).toBe(true);

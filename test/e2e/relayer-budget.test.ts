@@ -35,6 +35,7 @@ beforeAll(async () => {
     escrow: { address: token, start_block: 0 },
     tokens: [{ symbol: "USDC", decimals: 6, address: token }],
     subscriptions_available: true,
+    payments_available: true,
     escrow_available: false,
     hold_seconds: 0,
     confirmations: 0,

@@ -149,6 +149,7 @@ describe("service process", () => {
             rpc: { http: ["ftp://nope"] },
             tokens: [],
             subscriptions_available: true,
+            payments_available: true,
             escrow_available: false,
             hold_seconds: 0,
             confirmations: 0,

@@ -6,7 +6,6 @@
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
 import { ApiError } from "../../service/http/authorization-page/client/api.ts";
-import { closeDelayFromQuery } from "../../service/http/authorization-page/client/close-option.ts";
 import {
   createFlow,
   UNCONFIRMED_POLLS_BEFORE_FAILURE,
@@ -19,8 +18,9 @@ import {
 } from "../../service/http/authorization-page/client/format.ts";
 import type { Session, TermsResponse } from "../../service/http/authorization-page/client/types.ts";
 import { viewModel } from "../../service/http/authorization-page/client/view-model.ts";
-import type { Eip1193Provider } from "../../service/http/authorization-page/client/wallet.ts";
 import { registerAuthorizationPage } from "../../service/http/authorization-page/routes.ts";
+import { closeDelayFromQuery } from "../../service/http/hosted-page/client/close-option.ts";
+import type { Eip1193Provider } from "../../service/http/hosted-page/client/wallet.ts";
 
 const CUSTOMER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 const OTHER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";

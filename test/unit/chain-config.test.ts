@@ -11,6 +11,7 @@ const valid = {
   escrow: { address: "0x1111111111111111111111111111111111111111", start_block: 100 },
   tokens: [{ symbol: "USDC", decimals: 6, address: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913" }],
   subscriptions_available: true,
+  payments_available: true,
   escrow_available: true,
   hold_seconds: 86_400,
   confirmations: 3,
@@ -39,6 +40,8 @@ describe("chain config", () => {
     [{ ...valid, tokens: [{ ...valid.tokens[0], decimals: 99 }] }, "chains[0].tokens[0].decimals"],
     [{ ...valid, escrow_available: false }, "chains[0].hold_seconds"],
     [{ ...valid, subscriptions_available: "yes" }, "chains[0].subscriptions_available"],
+    [{ ...valid, payments_available: 1 }, "chains[0].payments_available"],
+    [{ ...valid, payments_available: undefined }, "chains[0].payments_available"],
     [{ ...valid, local: { port: 8545 } }, "chains[0].livemode"],
     [{ ...valid, colour: "blue" }, "chains[0].colour"],
   ])("names the bad field (%#)", async (chain, field) => {

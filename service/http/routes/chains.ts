@@ -12,7 +12,8 @@ export const chainRoutes = [
     path: "/v1/chains",
     operationId: "listChains",
     tag: "Chains",
-    summary: "Every chain of this key's mode, with subscriptions_available and escrow_available.",
+    summary:
+      "Every chain of this key's mode, with subscriptions_available, payments_available and escrow_available.",
     response: listOf(ChainObject, "ChainList"),
     handler: ({ caller }) =>
       Effect.map(Effect.service(ChainRegistry), (registry) =>
@@ -24,7 +25,8 @@ export const chainRoutes = [
     path: "/v1/merchant/chains",
     operationId: "listMerchantChains",
     tag: "Chains",
-    summary: "The chains this merchant has configured, with subscriptions_available and the payout address.",
+    summary:
+      "The chains this merchant has configured, with subscriptions_available, payments_available and the payout address.",
     response: listOf(MerchantChainObject, "MerchantChainList"),
     handler: ({ caller }) =>
       Effect.flatMap(Effect.service(MerchantChains), (merchantChains) =>

@@ -7,10 +7,12 @@ import {
   TestFunding,
   TestHelpers,
 } from "../../testing/test-helpers.ts";
-import { mandateIdParam } from "../path-params.ts";
+import { PayRequest, TestPayments, TestPaymentTransfer } from "../../testing/test-payments.ts";
+import { mandateIdParam, paymentIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 
 const helpers = Effect.service(TestHelpers);
+const testPayments = Effect.service(TestPayments);
 
 export const testHelperRoutes = [
   defineRoute({
@@ -52,5 +54,20 @@ export const testHelperRoutes = [
     body: AdvanceClockRequest,
     response: TestClock,
     handler: ({ caller, body }) => Effect.flatMap(helpers, (h) => h.advanceClock(caller, body)),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/test/payments/{id}/pay",
+    params: { id: paymentIdParam },
+    operationId: "testPayPayment",
+    tag: "Test helpers",
+    summary: "Test mode: send a real token transfer to the payment's deposit address (answers once mined).",
+    description:
+      "On a local chain: a test payer (the payment's deterministic test wallet, or `from`) gets test tokens and gas, then sends `amount_decimal` to the deposit address with a plain ERC-20 transfer. Any amount: less (underpaid, or a first part), more (overpaid), after expires_at (late). The payment follows as for a real payer.",
+    testOnly: true,
+    body: PayRequest,
+    response: TestPaymentTransfer,
+    handler: ({ caller, body, params }) =>
+      Effect.flatMap(testPayments, (p) => p.pay(caller, params.id ?? "", body)),
   }),
 ];

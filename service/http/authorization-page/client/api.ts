@@ -1,60 +1,14 @@
 /** The page's calls to the service (same origin, no API key). */
+import { call } from "../../hosted-page/client/http.ts";
 import type { Session, SignaturesRequest, TermsResponse } from "./types.ts";
 
-export class ApiError extends Error {
-  readonly status: number;
-  readonly code: string;
-  constructor(status: number, code: string, message: string) {
-    super(message);
-    this.status = status;
-    this.code = code;
-  }
-}
+export { ApiError } from "../../hosted-page/client/http.ts";
 
 export interface Api {
   session(): Promise<Session>;
   terms(customerAddress: string): Promise<TermsResponse>;
   submit(request: SignaturesRequest): Promise<Session>;
 }
-
-const NETWORK_MESSAGE = "Couldn't reach the server. Check your connection and try again.";
-
-const call = async <A>(url: string, body?: unknown): Promise<A> => {
-  let response: Response;
-  try {
-    response = await fetch(
-      url,
-      body === undefined
-        ? { headers: { accept: "application/json" }, cache: "no-store" }
-        : {
-            method: "POST",
-            headers: { accept: "application/json", "content-type": "application/json" },
-            body: JSON.stringify(body),
-          },
-    );
-  } catch {
-    throw new ApiError(0, "network_error", NETWORK_MESSAGE);
-  }
-  let json: unknown;
-  try {
-    json = await response.json();
-  } catch {
-    throw new ApiError(
-      response.status,
-      "invalid_response",
-      `The server answered ${response.status} without JSON.`,
-    );
-  }
-  if (!response.ok) {
-    const error = (json as { error?: { code?: unknown; message?: unknown } } | null)?.error;
-    throw new ApiError(
-      response.status,
-      typeof error?.code === "string" ? error.code : "unknown_error",
-      typeof error?.message === "string" ? error.message : `The server answered ${response.status}.`,
-    );
-  }
-  return json as A;
-};
 
 export const httpApi = (token: string): Api => {
   const base = `/authorize/${encodeURIComponent(token)}`;

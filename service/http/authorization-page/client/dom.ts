@@ -1,16 +1,6 @@
 /** Renders a view model into the page: builds the card once, then updates it in place. */
+import { element } from "../../hosted-page/client/element.ts";
 import type { Action, ViewModel } from "./view-model.ts";
-
-const element = <K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  attributes: Record<string, string> = {},
-  ...children: Array<Node | string>
-): HTMLElementTagNameMap[K] => {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
-  node.append(...children);
-  return node;
-};
 
 const STATUS_WORDS = {
   todo: "to do",

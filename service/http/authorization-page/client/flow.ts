@@ -6,6 +6,21 @@
  * One module of some length on purpose: each step of the signing flow waits on the one before it (a
  * wallet answer, a chain receipt), and reading them in order is what makes the flow checkable.
  */
+
+import {
+  chainMissingText,
+  ensureChain as switchChain,
+  wrongNetworkText,
+} from "../../hosted-page/client/chain.ts";
+import {
+  type Eip1193Provider,
+  errorCode,
+  errorMessage,
+  REQUEST_PENDING,
+  USER_REJECTED,
+  type WalletActions,
+  walletActions,
+} from "../../hosted-page/client/wallet.ts";
 import { type Api, ApiError } from "./api.ts";
 import { sameAddress } from "./format.ts";
 import {
@@ -17,16 +32,6 @@ import {
   type StepId,
 } from "./state.ts";
 import type { Session, TermsResponse } from "./types.ts";
-import {
-  type Eip1193Provider,
-  errorCode,
-  errorMessage,
-  REQUEST_PENDING,
-  UNRECOGNIZED_CHAIN,
-  USER_REJECTED,
-  type WalletActions,
-  walletActions,
-} from "./wallet.ts";
 
 export interface FlowEnvironment {
   readonly api: Api;
@@ -81,21 +86,11 @@ export const wrongAccountError = (expected: string, connected: string | null): P
   retry: "connect",
 });
 
-const chainMissingError = (session: Session, addError: unknown): PageError => {
-  const chain = `${session.chain.name} (chain ID ${session.chain.id})`;
-  const why =
-    addError === null
-      ? `Your wallet doesn't know ${chain}.`
-      : errorCode(addError) === USER_REJECTED
-        ? `Your wallet doesn't know ${chain}, and adding it was declined.`
-        : `Your wallet doesn't know ${chain}, and couldn't add it: ${errorMessage(addError)}`;
-  return {
-    kind: "chain_missing",
-    title: `Add ${session.chain.name} to your wallet`,
-    message: `${why} Add this network to your wallet, then try again.`,
-    retry: "connect",
-  };
-};
+const chainMissingError = (session: Session, addError: unknown): PageError => ({
+  kind: "chain_missing",
+  ...chainMissingText(session.chain, addError),
+  retry: "connect",
+});
 
 const rejectedMessages = (session: Session, step: StepId): { title: string; message: string } => {
   switch (step) {
@@ -295,59 +290,20 @@ export const createFlow = (env: FlowEnvironment, onChange: (state: State) => voi
   /** Makes sure the wallet is on the mandate's chain, adding the chain when the wallet lacks it. */
   const ensureChain = async (wallet: WalletActions): Promise<boolean> => {
     const current = session();
-    const target = current.chain.id;
-    try {
-      if ((await wallet.chainId()) === target) return true;
-    } catch (error) {
-      fail(walletError(current, "switch_chain", error));
-      return false;
+    const outcome = await switchChain(wallet, current.chain);
+    switch (outcome.kind) {
+      case "ok":
+        return true;
+      case "wallet_error":
+        fail(walletError(current, "switch_chain", outcome.error));
+        return false;
+      case "missing":
+        fail(chainMissingError(current, outcome.addError));
+        return false;
+      case "still_other":
+        fail({ kind: "wallet", ...wrongNetworkText(current.chain), retry: "connect" });
+        return false;
     }
-    try {
-      await wallet.switchChain(target);
-    } catch (error) {
-      if (errorCode(error) !== UNRECOGNIZED_CHAIN) {
-        fail(walletError(current, "switch_chain", error));
-        return false;
-      }
-      const rpcUrl = current.chain.rpc_url;
-      if (rpcUrl === null) {
-        fail(chainMissingError(current, null));
-        return false;
-      }
-      try {
-        await wallet.addChain({
-          id: target,
-          name: current.chain.name,
-          rpcUrl,
-          nativeCurrency: current.chain.native_currency,
-        });
-      } catch (addError) {
-        fail(chainMissingError(current, addError));
-        return false;
-      }
-      try {
-        // Wallets usually switch to a chain they just added; some only add it.
-        if ((await wallet.chainId()) !== target) await wallet.switchChain(target);
-      } catch (switchError) {
-        fail(walletError(current, "switch_chain", switchError));
-        return false;
-      }
-    }
-    let now: number;
-    try {
-      now = await wallet.chainId();
-    } catch (error) {
-      fail(walletError(current, "switch_chain", error));
-      return false;
-    }
-    if (now === target) return true;
-    fail({
-      kind: "wallet",
-      title: "Wrong network",
-      message: `Your wallet is still on another network. Switch it to ${current.chain.name} (chain ID ${target}), then try again.`,
-      retry: "connect",
-    });
-    return false;
   };
 
   /** Connects the wallet on the right account and chain; null (with the error shown) when it can't. */

@@ -1,7 +1,8 @@
 /** Plain-words text for the page; pure, so the wording is unit-tested. */
+import { plural } from "../../hosted-page/client/text.ts";
 import type { Session } from "./types.ts";
 
-export const plural = (count: number, unit: string) => `${count} ${unit}${count === 1 ? "" : "s"}`;
+export { plural, sameAddress, shortAddress } from "../../hosted-page/client/text.ts";
 
 /** "up to 25 USDC per month" */
 export const capText = (session: Session) =>
@@ -28,10 +29,3 @@ export const holdText = (session: Session): string | null =>
   session.hold_seconds > 0
     ? `Each payment is held in escrow for ${durationText(session.hold_seconds)} before ${session.merchant.name} receives it.`
     : null;
-
-/** 0x1234…abcd */
-export const shortAddress = (address: string) =>
-  address.length > 12 ? `${address.slice(0, 6)}…${address.slice(-4)}` : address;
-
-export const sameAddress = (a: string | null, b: string | null) =>
-  a !== null && b !== null && a.toLowerCase() === b.toLowerCase();

@@ -1,10 +1,11 @@
 /** The authorization page's script: wires the flow to the page, the wallet and the service. */
+
+import { closeDelayFromQuery } from "../../hosted-page/client/close-option.ts";
+import type { Eip1193Provider } from "../../hosted-page/client/wallet.ts";
 import { httpApi } from "./api.ts";
-import { closeDelayFromQuery } from "./close-option.ts";
 import { mountView } from "./dom.ts";
 import { createFlow, type Flow } from "./flow.ts";
 import { viewModel } from "./view-model.ts";
-import type { Eip1193Provider } from "./wallet.ts";
 
 const root = document.getElementById("app");
 const token = root?.dataset.token;

@@ -2,20 +2,14 @@
 
 import type { AuthorizationSession } from "../../../mandates/authorization-session.ts";
 
-export type Address = `0x${string}`;
+import type { Address, TypedData } from "../../hosted-page/client/wallet.ts";
+
+export type { Address, TypedData } from "../../hosted-page/client/wallet.ts";
 
 export type MandateStatus = "pending" | "active" | "requires_authorization" | "revoked";
 
 /** The session as the service sends it: the server's type, imported for its shape only (erased by the bundler). */
 export type Session = AuthorizationSession;
-
-/** EIP-712 typed data as `eth_signTypedData_v4` takes it (JSON). */
-export interface TypedData {
-  readonly domain: Readonly<Record<string, unknown>>;
-  readonly types: Readonly<Record<string, ReadonlyArray<{ readonly name: string; readonly type: string }>>>;
-  readonly primaryType: string;
-  readonly message: Readonly<Record<string, unknown>>;
-}
 
 export interface TermsResponse {
   readonly terms: TypedData;

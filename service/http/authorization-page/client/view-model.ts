@@ -1,4 +1,5 @@
 /** What the page shows for a state: pure, so wording and focus rules are unit-tested without a DOM. */
+import { closingText } from "../../hosted-page/client/text.ts";
 import { approvalText, capText, holdText, plural, sameAddress, shortAddress } from "./format.ts";
 import { STEPS, type State, type StepId, type StepStatus } from "./state.ts";
 import type { Session } from "./types.ts";
@@ -162,14 +163,7 @@ export const viewModel = (state: State): ViewModel => {
       };
     case "done": {
       const seconds = phase.countdown;
-      const countdown =
-        seconds === null
-          ? phase.closeFailed
-            ? "You can close this tab now."
-            : null
-          : seconds === 0
-            ? "Closing this tab…"
-            : `This tab will close in ${plural(seconds, "second")}.`;
+      const countdown = closingText(seconds, phase.closeFailed);
       return {
         ...common,
         stage: "done",

@@ -1,6 +1,7 @@
 /**
- * `?close=1` closes the tab once everything is signed, after a countdown of `delay` seconds:
- * a whole number from 0 to 60; anything else (missing, empty, negative, fractional, over 60) means 5.
+ * `?close=1` closes the tab once the page is done (everything signed; the payment paid), after a
+ * countdown of `delay` seconds: a whole number from 0 to 60; anything else (missing, empty, negative,
+ * fractional, over 60) means 5. The same on both hosted pages.
  */
 export const DEFAULT_CLOSE_DELAY_SECONDS = 5;
 export const MAX_CLOSE_DELAY_SECONDS = 60;

@@ -1,5 +1,14 @@
-/** The customer's wallet: an injected EIP-1193 provider, and what its errors mean. */
-import type { Address, TypedData } from "./types.ts";
+/** The customer's wallet: an injected EIP-1193 provider, and what its errors mean (both hosted pages). */
+
+export type Address = `0x${string}`;
+
+/** EIP-712 typed data as `eth_signTypedData_v4` takes it (JSON). */
+export interface TypedData {
+  readonly domain: Readonly<Record<string, unknown>>;
+  readonly types: Readonly<Record<string, ReadonlyArray<{ readonly name: string; readonly type: string }>>>;
+  readonly primaryType: string;
+  readonly message: Readonly<Record<string, unknown>>;
+}
 
 export interface Eip1193Provider {
   request(args: { readonly method: string; readonly params?: readonly unknown[] }): Promise<unknown>;

@@ -1,0 +1,123 @@
+/**
+ * What the hosted pages (the authorization page, the pay page) share on the server: the strict CSP and
+ * the headers of a page whose URL carries its token, the HTML head, the bundled assets served with
+ * cache-busting versions, and the registration of a page, its assets and its readable 404.
+ */
+import type { Context, Env, Hono } from "hono";
+import { type Asset, type Assets, assetCache } from "./assets.ts";
+
+export interface ShellAssets {
+  /** Cache-busting versions of the bundled script and stylesheet. */
+  readonly scriptVersion: string;
+  readonly stylesheetVersion: string;
+}
+
+/** No inline script or style; the page talks to its own origin only (the wallet is an extension). */
+export const CONTENT_SECURITY_POLICY = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "font-src 'self'",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+export const escapeHtml = (text: string) =>
+  text
+    .replace(/&/g, "&amp;")
+    .replace(/</g, "&lt;")
+    .replace(/>/g, "&gt;")
+    .replace(/"/g, "&quot;")
+    .replace(/'/g, "&#39;");
+
+/** `<!doctype html>` through `</head>`; links are relative to the page, so a path prefix works. */
+export const documentHead = (
+  title: string,
+  links: { readonly stylesheet: string; readonly script: string | null },
+) => `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<meta name="robots" content="noindex, nofollow">
+<title>${escapeHtml(title)}</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="${escapeHtml(links.stylesheet)}">${
+  links.script === null ? "" : `\n<script type="module" src="${escapeHtml(links.script)}"></script>`
+}
+</head>`;
+
+export const PAGE_HEADERS = {
+  "content-type": "text/html; charset=utf-8",
+  "content-security-policy": CONTENT_SECURITY_POLICY,
+  // The URL carries the token: never cache the page, never send it as a referrer, never frame it.
+  "cache-control": "no-store",
+  "referrer-policy": "no-referrer",
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+} as const;
+
+const shellAssets = (assets: Assets): ShellAssets => ({
+  scriptVersion: assets.script.version,
+  stylesheetVersion: assets.stylesheet.version,
+});
+
+/**
+ * Asks the app itself whether the page's session endpoint knows the token; only its explicit 404 with
+ * `notFoundCode` counts as unknown.
+ */
+export const viaSessionEndpoint =
+  <E extends Env>(app: Hono<E>, sessionPath: (token: string) => string, notFoundCode: string) =>
+  async (token: string): Promise<boolean> => {
+    const response = await app.request(sessionPath(token), { headers: { accept: "application/json" } });
+    if (response.status !== 404) return true;
+    const body = (await response.json().catch(() => null)) as { error?: { code?: unknown } } | null;
+    return body?.error?.code !== notFoundCode;
+  };
+
+const serveAsset = <E extends Env>(c: Context<E>, asset: Asset) => {
+  const etag = `"${asset.version}"`;
+  // A versioned URL never changes content; the bare one is revalidated.
+  const cacheControl =
+    c.req.query("v") === asset.version ? "public, max-age=31536000, immutable" : "no-cache";
+  const headers = {
+    etag,
+    "cache-control": cacheControl,
+    "x-content-type-options": "nosniff",
+  };
+  if (c.req.header("if-none-match") === etag) return c.body(null, 304, headers);
+  return c.body(asset.body, 200, { ...headers, "content-type": asset.contentType });
+};
+
+export interface HostedPage {
+  /** The page's path with its token, Hono style: `/authorize/:token`. */
+  readonly pagePath: string;
+  readonly assetPaths: { readonly script: string; readonly stylesheet: string };
+  readonly tokenPattern: RegExp;
+  readonly tokenExists: (token: string) => Promise<boolean>;
+  readonly bundle: () => Promise<Assets>;
+  readonly renderPage: (token: string, assets: ShellAssets) => string;
+  readonly renderNotFound: (assets: ShellAssets) => string;
+}
+
+/** Registers the page (HTML, or the readable 404 for a malformed or unknown token) and its assets. */
+export const registerHostedPage = <E extends Env>(app: Hono<E>, page: HostedPage): void => {
+  const assets = assetCache(page.bundle);
+  // Bundle now, so the first visitor doesn't wait; a failure surfaces (and is retried) on request.
+  assets().catch(() => undefined);
+
+  app.get(page.assetPaths.script, async (c) => serveAsset(c, (await assets()).script));
+  app.get(page.assetPaths.stylesheet, async (c) => serveAsset(c, (await assets()).stylesheet));
+  app.get(page.pagePath, async (c) => {
+    const token = c.req.param("token") ?? "";
+    const bundled = shellAssets(await assets());
+    if (!page.tokenPattern.test(token) || !(await page.tokenExists(token)))
+      return c.body(page.renderNotFound(bundled), 404, PAGE_HEADERS);
+    return c.body(page.renderPage(token, bundled), 200, PAGE_HEADERS);
+  });
+};

@@ -1,0 +1,38 @@
+/**
+ * The hosted pay page: `GET /pay/{token}` (HTML) and its bundled assets, registered like the
+ * authorization page (../hosted-page/shell.ts). The JSON endpoints it calls (`/pay/{token}/session`,
+ * `/pay/{token}/authorizations`) are registered with the other public routes (routes/pay-page.ts).
+ */
+import type { Env, Hono } from "hono";
+import { PAY_PAGE_TOKEN_PATTERN } from "../../payments/pay-session.ts";
+import { registerHostedPage, viaSessionEndpoint } from "../hosted-page/shell.ts";
+import { type Assets, bundleAssets } from "./assets.ts";
+import { renderNotFoundPage, renderPayPage } from "./html.ts";
+
+export const ASSET_PATHS = {
+  script: "/pay/assets/pay.js",
+  stylesheet: "/pay/assets/pay.css",
+} as const;
+
+export interface PayPageOptions {
+  /**
+   * Whether a token names a payment; unknown ones get the HTML 404 page. Default: asks this app's own
+   * `GET /pay/{token}/session`, which answers 404 `payment_page_not_found` for them.
+   */
+  readonly tokenExists?: (token: string) => Promise<boolean>;
+  /** Produces the script and stylesheet; default: esbuild over ./client, once per process. */
+  readonly assets?: () => Promise<Assets>;
+}
+
+export const registerPayPage = <E extends Env>(app: Hono<E>, options: PayPageOptions = {}): void =>
+  registerHostedPage(app, {
+    pagePath: "/pay/:token",
+    assetPaths: ASSET_PATHS,
+    tokenPattern: PAY_PAGE_TOKEN_PATTERN,
+    tokenExists:
+      options.tokenExists ??
+      viaSessionEndpoint(app, (token) => `/pay/${token}/session`, "payment_page_not_found"),
+    bundle: options.assets ?? bundleAssets,
+    renderPage: renderPayPage,
+    renderNotFound: renderNotFoundPage,
+  });

@@ -1,0 +1,72 @@
+import { Effect } from "effect";
+import { listOf } from "../../chains/objects.ts";
+import { PaymentObject } from "../../payments/payment-object.ts";
+import { CreatePayment, ListPaymentsQuery, Payments, ReturnPayment } from "../../payments/payments.ts";
+import { paymentIdParam } from "../path-params.ts";
+import { defineRoute } from "../route.ts";
+
+const withPayments = Effect.service(Payments);
+
+export const paymentRoutes = [
+  defineRoute({
+    method: "POST",
+    path: "/v1/payments",
+    operationId: "createPayment",
+    tag: "Payments",
+    summary:
+      "Create a one-time payment: a deposit address the payer sends the amount to, and a hosted pay page.",
+    description:
+      "`chain` defaults to your only configured chain of this mode where payments_available is true, and `token` to the only token you accept there. The payer sends the token to `address` with a plain transfer (any wallet, an exchange withdrawal) or pays from the hosted page at `payment_url`; `payment.paid` follows once the amount is confirmed received. A chain whose payments_available is false: 400 `chain_closed`. `expires_in` (seconds, default 3600) sets `expires_at` in chain time; funds arriving later still count (a late payment) for 7 days after it.",
+    body: CreatePayment,
+    response: PaymentObject,
+    handler: ({ caller, body }) => Effect.flatMap(withPayments, (payments) => payments.create(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/payments",
+    operationId: "listPayments",
+    tag: "Payments",
+    summary: "Your payments, newest first; filter by status and reference.",
+    body: ListPaymentsQuery,
+    response: listOf(PaymentObject, "PaymentList"),
+    handler: ({ caller, body }) => Effect.flatMap(withPayments, (payments) => payments.list(caller, body)),
+  }),
+  defineRoute({
+    method: "GET",
+    path: "/v1/payments/{id}",
+    params: { id: paymentIdParam },
+    operationId: "retrievePayment",
+    tag: "Payments",
+    summary: "A payment, with the transfers that paid it.",
+    response: PaymentObject,
+    handler: ({ caller, params }) =>
+      Effect.flatMap(withPayments, (payments) => payments.retrieve(caller, params.id ?? "")),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/payments/{id}/cancel",
+    params: { id: paymentIdParam },
+    operationId: "cancelPayment",
+    tag: "Payments",
+    summary: "Cancel a payment to which nothing has arrived (status requires_payment).",
+    description:
+      "Otherwise 400 `payment_not_cancelable`. Funds sent to a canceled payment's address later still reach you (the address can only pay you) and the payment shows them, like a late payment.",
+    response: PaymentObject,
+    handler: ({ caller, params }) =>
+      Effect.flatMap(withPayments, (payments) => payments.cancel(caller, params.id ?? "")),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/payments/{id}/return",
+    params: { id: paymentIdParam },
+    operationId: "returnPayment",
+    tag: "Payments",
+    summary: "Return a payment's held funds to the payer (only during the hold). `payment.reversed` follows.",
+    description:
+      "Sends everything of the payment held in escrow to `address`, or by default to the sender of the payment's (largest) transfer. Only on chains with escrow holds, during the hold, one return at a time: otherwise 400 `payment_not_returnable`.",
+    body: ReturnPayment,
+    response: PaymentObject,
+    handler: ({ caller, body, params }) =>
+      Effect.flatMap(withPayments, (payments) => payments.returnPayment(caller, params.id ?? "", body)),
+  }),
+];

@@ -1,0 +1,351 @@
+/**
+ * The pay page's gasless payment: the payer signs an EIP-3009 `TransferWithAuthorization` of what is
+ * left to pay to the deposit address, and the relayer submits `transferWithAuthorization` to the token,
+ * paying the gas. The deposit watcher then sees the transfer like any other.
+ *
+ * Anyone holding the link can post authorizations and the relayer pays for each transaction, so every
+ * check that can refuse runs before anything is sent: the payment still takes payments, the recipient
+ * and the value, the validity window (chain time), the signature (recovered locally, viem), the payer's
+ * balance and the nonce (read from the token), and a simulation of the call. Then, under the payment's
+ * row lock: one transaction pending or mined per payment at a time (the relayer's `action`), the same
+ * authorization twice is the same transaction (its `purpose`), and at most `transactionsPerPaymentPerDay`
+ * transactions a day.
+ */
+import { Context, Effect, Layer, Schema } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import {
+  BaseError,
+  decodeErrorResult,
+  encodeFunctionData,
+  erc20Abi,
+  getAddress,
+  type Hex,
+  parseAbi,
+  parseSignature,
+  verifyTypedData,
+} from "viem";
+import { ChainClients, ChainUnavailable } from "../chains/chain-clients.ts";
+import { type ResolvedChain, tokenOf } from "../chains/config.ts";
+import { ChainRegistry } from "../chains/registry.ts";
+import { Relayer } from "../chains/relayer.ts";
+import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
+import type { ErrorCode } from "../error-codes.ts";
+import { InvalidRequest, RateLimited, type Unavailable } from "../errors.ts";
+import { formatDecimal } from "../money/decimal.ts";
+import { chainOfPayment, gaslessAction, PaySessions } from "./pay-session.ts";
+import type { PaymentRow } from "./payment-object.ts";
+import { PaymentStore } from "./payment-store.ts";
+import {
+  acceptsPayment,
+  amountToSend,
+  authorizationProblem,
+  type TransferAuthorization,
+  transferAuthorizationTypedData,
+} from "./transfer-authorization.ts";
+
+/** How many gasless transfers the relayer sends for one payment in a day (retries after a revert). */
+export const GaslessLimits = Context.Reference<{ readonly transactionsPerPaymentPerDay: number }>(
+  "GaslessLimits",
+  { defaultValue: () => ({ transactionsPerPaymentPerDay: 5 }) },
+);
+
+const pattern = (regex: RegExp, message: string) => Schema.String.check(Schema.isPattern(regex, { message }));
+const AddressText = pattern(/^0x[0-9a-fA-F]{40}$/, "must be a 0x-prefixed 20-byte hex address");
+const UintText = pattern(/^(0|[1-9]\d{0,77})$/, "must be an unsigned integer in decimal digits");
+
+export const PayAuthorizationRequest = Schema.Struct({
+  from: AddressText.annotate({ description: "The payer: the signer, whose tokens move" }),
+  to: AddressText.annotate({ description: "The payment's deposit address" }),
+  value: UintText.annotate({ description: "Base units; at least what is left to pay" }),
+  valid_after: UintText.annotate({ description: "Unix seconds (chain time); 0 for now" }),
+  valid_before: UintText.annotate({ description: "Unix seconds (chain time), at least a minute ahead" }),
+  nonce: pattern(/^0x[0-9a-fA-F]{64}$/, "must be 32 bytes in hex (0x + 64 hex digits)"),
+  signature: pattern(/^0x[0-9a-fA-F]{130}$/, "must be a 65-byte signature in hex (0x + 130 hex digits)"),
+}).annotate({ identifier: "PayAuthorizationRequest" });
+export type PayAuthorizationRequest = typeof PayAuthorizationRequest.Type;
+
+const MAX_UINT256 = 2n ** 256n - 1n;
+
+const tokenAbi = parseAbi([
+  "function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)",
+  "function authorizationState(address authorizer, bytes32 nonce) view returns (bool)",
+  // What a token refuses an authorization with: OpenZeppelin's ERC-20 errors and EIP-3009's as the
+  // local test token names them (USDC itself reverts with strings, matched below).
+  "error ERC20InsufficientBalance(address sender, uint256 balance, uint256 needed)",
+  "error AuthorizationUsedOrCanceled(address authorizer, bytes32 nonce)",
+  "error AuthorizationExpired(uint256 validBefore)",
+  "error AuthorizationNotYetValid(uint256 validAfter)",
+  "error InvalidAuthorizationSignature()",
+]);
+
+const refuse = (code: ErrorCode, message: string, param: string | null = null) =>
+  new InvalidRequest({ code, message, param });
+
+const USED_MESSAGE =
+  "This authorization's nonce was already used or canceled on the token. Sign a new authorization.";
+
+/** A token's refusal of the simulated call, as one of our codes. */
+const refusalOf = (reason: string): InvalidRequest => {
+  if (/ERC20InsufficientBalance|exceeds balance|insufficient balance/i.test(reason))
+    return refuse(
+      "payer_balance_insufficient",
+      "The payer's balance is below the authorization's value.",
+      "from",
+    );
+  if (/AuthorizationUsedOrCanceled|used or canceled/i.test(reason))
+    return refuse("authorization_used", USED_MESSAGE, "nonce");
+  if (/InvalidAuthorizationSignature|invalid signature/i.test(reason))
+    return refuse(
+      "signature_invalid",
+      "The token does not accept this signature for this authorization.",
+      "signature",
+    );
+  if (/AuthorizationExpired|authorization is expired/i.test(reason))
+    return refuse("authorization_expired", "The authorization expired. Sign a new one.", "valid_before");
+  if (/AuthorizationNotYetValid|not yet valid/i.test(reason))
+    return refuse("authorization_not_yet_valid", "The authorization is not valid yet.", "valid_after");
+  return refuse("authorization_failed", `The token would refuse this transfer (${reason.slice(0, 200)}).`);
+};
+
+/** The revert reason of a failed call: the token's custom error name or its message. */
+const revertReason = (error: unknown): string | undefined => {
+  if (!(error instanceof BaseError)) return undefined;
+  const data = (
+    error.walk((e) => typeof (e as { data?: unknown }).data === "string") as { data?: unknown } | null
+  )?.data;
+  if (typeof data === "string" && data.startsWith("0x") && data.length >= 10) {
+    try {
+      // viem also decodes Solidity's Error(string) and Panic(uint256), which the ABI's type omits.
+      const decoded = decodeErrorResult({ abi: tokenAbi, data: data as Hex }) as {
+        readonly errorName: string;
+        readonly args?: readonly unknown[];
+      };
+      return decoded.errorName === "Error" ? String(decoded.args?.[0] ?? "Error") : decoded.errorName;
+    } catch {
+      return `custom error ${data.slice(0, 10)}`;
+    }
+  }
+  // A revert without data still says so; anything else (a chain that did not answer) is not a revert.
+  return /revert/i.test(error.shortMessage) ? error.shortMessage : undefined;
+};
+
+const notPayable = (payment: PaymentRow): InvalidRequest => {
+  switch (payment.status) {
+    case "paid":
+      return refuse("payment_not_payable", "This payment is already paid; nothing is left to pay.");
+    case "canceled":
+      return refuse("payment_not_payable", "The merchant canceled this payment. Don't send anything to it.");
+    default:
+      return refuse(
+        "payment_not_payable",
+        "This payment was reversed (its funds went back). Ask the merchant before you pay again.",
+      );
+  }
+};
+
+export type GaslessFailure = InvalidRequest | Unavailable | RateLimited | SqlError.SqlError;
+
+const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient;
+  const registry = yield* ChainRegistry;
+  const clients = yield* ChainClients;
+  const relayer = yield* Relayer;
+  const store = yield* PaymentStore;
+  const sessions = yield* PaySessions;
+  const limits = yield* GaslessLimits;
+
+  const rpc = <A>(chain: ResolvedChain, what: string, f: () => Promise<A>) =>
+    clients.rpc(chain, what, f).pipe(Effect.mapError(unavailable));
+
+  /** A payment still open to this payer's money, and what is left to send (read under its lock, too). */
+  const checkPayable = (payment: PaymentRow, now: number) =>
+    Effect.gen(function* () {
+      if (!acceptsPayment(payment.status)) return yield* notPayable(payment);
+      if (now > payment.watch_until)
+        return yield* refuse(
+          "payment_not_payable",
+          "This payment's deposit address is no longer watched; a transfer would not be seen. Ask the merchant for a new link.",
+        );
+    });
+
+  /** Reads the token before anything is simulated: the clear answers for the two common refusals. */
+  const checkPayer = (chain: ResolvedChain, token: Hex, authorization: TransferAuthorization) =>
+    Effect.gen(function* () {
+      const client = clients.client(chain);
+      const [balance, used] = yield* Effect.all(
+        [
+          rpc(chain, "balance", () =>
+            client.readContract({
+              address: token,
+              abi: erc20Abi,
+              functionName: "balanceOf",
+              args: [authorization.from],
+            }),
+          ),
+          rpc(chain, "authorization state", () =>
+            client.readContract({
+              address: token,
+              abi: tokenAbi,
+              functionName: "authorizationState",
+              args: [authorization.from, authorization.nonce],
+            }),
+          ),
+        ],
+        { concurrency: 2 },
+      );
+      if (used) return yield* refuse("authorization_used", USED_MESSAGE, "nonce");
+      if (balance < authorization.value) {
+        const decimals = tokenOf(chain, token)?.decimals ?? 0;
+        const symbol = tokenOf(chain, token)?.symbol ?? "tokens";
+        return yield* refuse(
+          "payer_balance_insufficient",
+          `The wallet ${authorization.from} holds ${formatDecimal(balance, decimals)} ${symbol}; the authorization moves ${formatDecimal(authorization.value, decimals)} ${symbol}.`,
+          "from",
+        );
+      }
+    });
+
+  /** The relayer's call, simulated: the token's own refusal, mapped to our codes. */
+  const simulate = (chain: ResolvedChain, token: Hex, data: Hex) =>
+    Effect.gen(function* () {
+      if (relayer.address === undefined) return yield* relayerUnavailable("send gasless payments");
+      const from = relayer.address;
+      const outcome = yield* Effect.tryPromise({
+        try: () => clients.client(chain).call({ account: from, to: token, data, blockTag: "pending" }),
+        catch: (error) => error,
+      }).pipe(
+        Effect.as(undefined),
+        Effect.catch((error) => {
+          const reason = revertReason(error);
+          if (reason !== undefined) return Effect.succeed(reason);
+          const message = `simulation: ${String(error).split("\n")[0] ?? "no answer"}`;
+          return Effect.fail(unavailable(new ChainUnavailable({ chainId: chain.id, message })));
+        }),
+      );
+      if (outcome !== undefined) return yield* refusalOf(outcome);
+    });
+
+  /** Checks and submits a signed authorization for the payment; the relayer's transaction, or a refusal. */
+  const submit = (payment: PaymentRow, input: PayAuthorizationRequest) =>
+    Effect.gen(function* () {
+      const chain = yield* chainOfPayment(registry, payment);
+      const token = payment.token_address as Hex;
+      const action = gaslessAction(chain.id, payment.id);
+      const authorization: TransferAuthorization = {
+        from: getAddress(input.from),
+        to: getAddress(input.to),
+        value: BigInt(input.value),
+        validAfter: BigInt(input.valid_after),
+        validBefore: BigInt(input.valid_before),
+        nonce: input.nonce.toLowerCase() as Hex,
+      };
+      for (const [param, value] of [
+        ["value", authorization.value],
+        ["valid_after", authorization.validAfter],
+        ["valid_before", authorization.validBefore],
+      ] as const)
+        if (value > MAX_UINT256)
+          return yield* refuse("parameter_invalid", `${param} must fit in 256 bits.`, param);
+      const purpose = `${action}:${authorization.from.toLowerCase()}:${authorization.nonce}`;
+      // The same authorization again (a double click, a retry): its transaction, sending nothing.
+      const earlier = yield* relayer.find(chain.id, purpose);
+      if (earlier) return earlier;
+
+      const domain = yield* sessions.gaslessDomain(chain, token);
+      if (domain._tag === "None")
+        return yield* refuse(
+          "gasless_unsupported",
+          "This payment's token has no transfer by authorization (EIP-3009); send it with a transfer from your wallet.",
+        );
+      const now = yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable));
+      yield* checkPayable(payment, now);
+      const problemWith = (row: PaymentRow) => {
+        const decimals = tokenOf(chain, token)?.decimals ?? 0;
+        return authorizationProblem(
+          authorization,
+          {
+            depositAddress: getAddress(row.deposit_address),
+            toSend: amountToSend(row),
+            decimalsText: (units) => formatDecimal(units, decimals),
+            symbol: tokenOf(chain, token)?.symbol ?? "",
+          },
+          now,
+        );
+      };
+      const problem = problemWith(payment);
+      if (problem) return yield* refuse(problem.code, problem.message, problem.param);
+
+      const signature = input.signature as Hex;
+      const valid = yield* Effect.tryPromise(() =>
+        verifyTypedData({
+          address: authorization.from,
+          ...transferAuthorizationTypedData(domain.value, authorization),
+          signature,
+        }),
+      ).pipe(Effect.orElseSucceed(() => false));
+      if (!valid)
+        return yield* refuse(
+          "signature_invalid",
+          `The signature is not ${authorization.from}'s of this authorization (EIP-712 TransferWithAuthorization in the token's domain).`,
+          "signature",
+        );
+      yield* checkPayer(chain, token, authorization);
+      const { r, s, v, yParity } = parseSignature(signature);
+      const data = encodeFunctionData({
+        abi: tokenAbi,
+        functionName: "transferWithAuthorization",
+        args: [
+          authorization.from,
+          authorization.to,
+          authorization.value,
+          authorization.validAfter,
+          authorization.validBefore,
+          authorization.nonce,
+          Number(v ?? BigInt(yParity + 27)),
+          r,
+          s,
+        ],
+      });
+      yield* simulate(chain, token, data);
+
+      return yield* sql.withTransaction(
+        Effect.gen(function* () {
+          // Under the payment's row lock: one decision per payment at a time, on its current amounts.
+          const locked = yield* store.lock(payment.id);
+          yield* checkPayable(locked, now);
+          const again = problemWith(locked);
+          if (again) return yield* refuse(again.code, again.message, again.param);
+          const live = yield* relayer.findAction(chain.id, action);
+          if (!(live && (live.status === "pending" || live.status === "mined"))) {
+            const recent = yield* relayer.recentActions(chain.id, action, "1 day");
+            if (recent.count >= limits.transactionsPerPaymentPerDay)
+              return yield* new RateLimited({
+                code: "authorization_limit_reached",
+                message: `This payment's gasless transfers were sent to the chain ${limits.transactionsPerPaymentPerDay} times in the last day, the most allowed. Pay with a transfer from your wallet, or try again later.`,
+                retryAfterSeconds: recent.retryAfterSeconds,
+              });
+          }
+          return yield* relayer
+            .submit(chain.id, { to: token, data, purpose, action })
+            .pipe(
+              Effect.catchTag("RelayerError", (error) =>
+                Effect.fail(
+                  error.reason === "simulation_failed"
+                    ? refuse(
+                        "authorization_failed",
+                        `The token would refuse this transfer (${error.message.slice(0, 200)}).`,
+                      )
+                    : unavailable(error),
+                ),
+              ),
+            );
+        }),
+      );
+    });
+
+  return { submit };
+});
+
+export class GaslessPayments extends Context.Service<GaslessPayments>()("GaslessPayments", { make }) {
+  static readonly layer = Layer.effect(GaslessPayments, make);
+}

@@ -1,0 +1,425 @@
+/**
+ * The one writer of `billing.payments`, `billing.payment_facts`, `billing.payment_transfers` and
+ * `billing.deposit_watch`: a payment created, its status and amounts moved by the state machine
+ * (payment-transitions.ts), the chain facts applied to it, the payers' transfers the deposit watcher
+ * saw, its sweeps, releases and returns under way.
+ */
+import { randomBytes } from "node:crypto";
+import { Array as Arr, Context, Effect, Layer, Schema } from "effect";
+import { SqlClient } from "effect/sql";
+import { getAddress, type Hex } from "viem";
+import type { PaymentMachine } from "../../src/ledger/payment-machine.ts";
+import { type Fragment, lockRows, type PageRequest, pageRows, relation, selectRows } from "../db/query.ts";
+import { decodeRows, firstOr, theRow } from "../db/rows.ts";
+import { resourceMissing } from "../errors.ts";
+import { newId } from "../ids.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
+import { PAYMENT_COLUMNS, PaymentRow, TransferRow } from "./payment-object.ts";
+
+/** Notified when deposit addresses become due a sweep: wakes the sweeper. */
+export const DEPOSITS_CHANNEL = "billing_deposits";
+
+export const PAYMENTS = relation({
+  from: "billing.payments p",
+  alias: "p",
+  columns: PAYMENT_COLUMNS,
+  row: PaymentRow,
+});
+
+export interface NewPayment {
+  readonly scope: MerchantScope;
+  readonly chainId: number;
+  readonly token: Hex;
+  readonly payee: Hex;
+  readonly operator: Hex;
+  readonly holdSeconds: number;
+  readonly onchainId: Hex;
+  readonly depositAddress: Hex;
+  readonly amount: bigint;
+  readonly reference: string | null;
+  readonly description: string | null;
+  readonly expiresAt: number;
+  readonly watchUntil: number;
+  readonly createdBlock: bigint;
+}
+
+export interface PaymentFilters {
+  readonly status?: PaymentRow["status"];
+  readonly reference?: string;
+}
+
+/** A confirmed chain fact about a payment (a sweep, a release, a return). */
+export interface PaymentFactRecord {
+  readonly chainId: number;
+  readonly key: string;
+  readonly kind: "received" | "released" | "returned";
+  readonly amount: string;
+  readonly blockNumber: string;
+  readonly blockHash: string;
+  readonly txHash: string;
+  readonly logIndex: number;
+  readonly timestamp: string;
+}
+
+export interface ObservedTransfer {
+  readonly chainId: number;
+  readonly paymentId: string;
+  readonly txHash: string;
+  readonly logIndex: number;
+  readonly from: string;
+  readonly amount: bigint;
+  readonly blockNumber: bigint;
+  readonly blockHash: string;
+  readonly timestamp: number;
+}
+
+/** A new, unguessable pay page link token. */
+const pageToken = () => randomBytes(24).toString("base64url");
+
+const StandingFact = Schema.Struct({
+  payment_id: Schema.String,
+  fact_key: Schema.String,
+  kind: Schema.Literals(["received", "released", "returned"]),
+  amount: Schema.String,
+  block_number: Schema.String,
+});
+export type StandingFact = typeof StandingFact.Type;
+const decodeStanding = decodeRows(StandingFact);
+const decodeTransfers = decodeRows(TransferRow);
+const decodeFactState = decodeRows(Schema.Struct({ standing: Schema.Boolean }));
+const decodeScanned = decodeRows(Schema.Struct({ scanned_block: Schema.String }));
+const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
+const decodeSums = decodeRows(Schema.Struct({ payment_id: Schema.String, total: Schema.String }));
+
+const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient;
+  const inScope = (scope: MerchantScope): Fragment[] => [
+    sql`p.merchant_id = ${scope.merchantId}`,
+    sql`p.livemode = ${scope.livemode}`,
+  ];
+  const select = (where: ReadonlyArray<Fragment>, options?: Parameters<typeof selectRows>[3]) =>
+    selectRows(sql, PAYMENTS, where, options);
+  const reload = (id: string) => select([sql`p.id = ${id}`]).pipe(Effect.flatMap(theRow(`payment ${id}`)));
+  const idsOf = (rows: ReadonlyArray<unknown>) => Effect.map(decodeIds(rows), (r) => r.map((row) => row.id));
+
+  return {
+    insert: (payment: NewPayment) =>
+      Effect.gen(function* () {
+        const id = yield* newId("payment");
+        yield* sql`INSERT INTO billing.payments ${sql.insert({
+          id,
+          merchant_id: payment.scope.merchantId,
+          livemode: payment.scope.livemode,
+          chain_id: payment.chainId,
+          token_address: getAddress(payment.token),
+          payee_address: getAddress(payment.payee),
+          operator_address: getAddress(payment.operator),
+          hold_seconds: payment.holdSeconds,
+          onchain_id: payment.onchainId,
+          deposit_address: payment.depositAddress.toLowerCase(),
+          page_token: pageToken(),
+          amount: payment.amount.toString(),
+          status: "requires_payment",
+          reference: payment.reference,
+          description: payment.description,
+          expires_at: payment.expiresAt,
+          watch_until: payment.watchUntil,
+          created_block: payment.createdBlock.toString(),
+        })}`;
+        return yield* reload(id);
+      }),
+
+    /** The merchant's payment, or 404; locked for update when asked (inside a transaction). */
+    load: (scope: MerchantScope, id: string, options: { readonly lock?: boolean } = {}) =>
+      select([sql`p.id = ${id}`, ...inScope(scope)], options.lock ? { lock: "update" } : {}).pipe(
+        Effect.flatMap(firstOr(() => resourceMissing("payment", id))),
+      ),
+    reload,
+    lock: (id: string) =>
+      select([sql`p.id = ${id}`], { lock: "update" }).pipe(Effect.flatMap(theRow(`payment ${id}`))),
+    byPageToken: (token: string) =>
+      select([sql`p.page_token = ${token}`]).pipe(Effect.map((rows) => rows[0])),
+    /** The chain's payment with this deposit address, locked: what a chain fact applies to. */
+    lockByDeposit: (chainId: number, depositAddress: string) =>
+      select([sql`p.chain_id = ${chainId}`, sql`p.deposit_address = ${depositAddress.toLowerCase()}`], {
+        lock: "update",
+      }).pipe(Effect.map((rows) => rows[0])),
+    page: (scope: MerchantScope, filters: PaymentFilters, page: PageRequest) =>
+      pageRows(
+        sql,
+        PAYMENTS,
+        [
+          ...inScope(scope),
+          ...(filters.status !== undefined ? [sql`p.status = ${filters.status}`] : []),
+          ...(filters.reference !== undefined ? [sql`p.reference = ${filters.reference}`] : []),
+        ],
+        page,
+      ),
+    /** The transfers each payment received, oldest first. */
+    transfersOf: (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.succeed([] as ReadonlyArray<TransferRow>)
+        : sql`SELECT payment_id, tx_hash, log_index, from_address, amount::text AS amount,
+              block_number::float8 AS block_number, timestamp::float8 AS timestamp
+            FROM billing.payment_transfers WHERE payment_id = ANY (${ids}::text[])
+            ORDER BY block_number, log_index`.pipe(Effect.flatMap(decodeTransfers)),
+
+    /** The machine's new state, and the event count when the step raised one. */
+    saveMachine: (
+      id: string,
+      state: PaymentMachine,
+      changes: { readonly raised: boolean; readonly now: number },
+    ) =>
+      Effect.asVoid(sql`UPDATE billing.payments SET status = ${state.status},
+          received = ${state.received.toString()}, seen = ${state.seen.toString()}, closed = ${state.closed},
+          transitions = transitions + ${changes.raised ? 1 : 0},
+          paid_at = CASE WHEN ${state.status} = 'paid' AND status <> 'paid' THEN ${changes.now} ELSE paid_at END,
+          canceled_at = CASE WHEN ${state.status} = 'canceled' AND status <> 'canceled' THEN ${changes.now}
+            ELSE canceled_at END,
+          updated_at = now()
+        WHERE id = ${id}`),
+
+    /** Records a confirmed fact applied to a payment, or marks it standing again after a reorg. */
+    recordFact: (paymentId: string, fact: PaymentFactRecord) =>
+      Effect.asVoid(sql`INSERT INTO billing.payment_facts ${sql.insert({
+        chain_id: fact.chainId,
+        fact_key: fact.key,
+        payment_id: paymentId,
+        kind: fact.kind,
+        amount: fact.amount,
+        block_number: fact.blockNumber,
+        block_hash: fact.blockHash,
+        tx_hash: fact.txHash,
+        log_index: fact.logIndex,
+        timestamp: fact.timestamp,
+      })}
+        ON CONFLICT (chain_id, fact_key) DO UPDATE SET standing = true, block_number = EXCLUDED.block_number,
+          block_hash = EXCLUDED.block_hash, tx_hash = EXCLUDED.tx_hash, log_index = EXCLUDED.log_index,
+          timestamp = EXCLUDED.timestamp`),
+    /** Whether the fact was applied and still stands (read under the payment's lock, before `recordFact`). */
+    factStands: (chainId: number, key: string) =>
+      Effect.map(
+        sql`SELECT standing FROM billing.payment_facts
+          WHERE chain_id = ${chainId} AND fact_key = ${key}`.pipe(Effect.flatMap(decodeFactState)),
+        (rows) => rows[0]?.standing === true,
+      ),
+    /** Standing facts of a chain in blocks (from, through]: what a reorg may have taken out. */
+    standingFacts: (chainId: number, fromBlock: bigint, throughBlock: bigint) =>
+      sql`SELECT payment_id, fact_key, kind, amount::text AS amount, block_number::text AS block_number
+        FROM billing.payment_facts
+        WHERE chain_id = ${chainId} AND standing AND block_number > ${fromBlock.toString()}
+          AND block_number <= ${throughBlock.toString()}
+        ORDER BY block_number, log_index`.pipe(Effect.flatMap(decodeStanding)),
+    markFactGone: (chainId: number, key: string) =>
+      Effect.asVoid(sql`UPDATE billing.payment_facts SET standing = false
+        WHERE chain_id = ${chainId} AND fact_key = ${key}`),
+    /** The payment's funds under hold, as the confirmed facts leave them. */
+    recordHold: (id: string, held: string, releaseAt: number | null) =>
+      Effect.asVoid(sql`UPDATE billing.payments SET held = ${held}, release_at = ${releaseAt},
+          pending_action = CASE WHEN ${held}::numeric = 0 THEN NULL ELSE pending_action END,
+          pending_action_purpose = CASE WHEN ${held}::numeric = 0 THEN NULL ELSE pending_action_purpose END,
+          updated_at = now()
+        WHERE id = ${id}`),
+
+    /** Deposit addresses the watcher reads transfers to: the chain's payments watched at `now`. */
+    watched: (chainId: number, now: number) =>
+      sql`SELECT p.id, p.deposit_address AS address, p.token_address AS token,
+            p.created_block::text AS created_block
+          FROM billing.payments p WHERE p.chain_id = ${chainId} AND p.watch_until >= ${now}`.pipe(
+        Effect.flatMap(
+          decodeRows(
+            Schema.Struct({
+              id: Schema.String,
+              address: Schema.String,
+              token: Schema.String,
+              created_block: Schema.String,
+            }),
+          ),
+        ),
+      ),
+    /**
+     * Whether the chain may have payments to watch: a cheap gate before asking the chain for its head
+     * (by the database's clock, a day early: chain time in test mode only runs ahead of it).
+     */
+    mayWatch: (chainId: number) =>
+      Effect.map(
+        sql`SELECT EXISTS (SELECT 1 FROM billing.payments WHERE chain_id = ${chainId}
+            AND watch_until >= extract(epoch FROM now()) - 86400) AS any`.pipe(
+          Effect.flatMap(decodeRows(Schema.Struct({ any: Schema.Boolean }))),
+        ),
+        (rows) => rows[0]?.any === true,
+      ),
+    scannedBlock: (chainId: number) =>
+      Effect.map(
+        sql`SELECT scanned_block::text AS scanned_block FROM billing.deposit_watch
+          WHERE chain_id = ${chainId}`.pipe(Effect.flatMap(decodeScanned)),
+        (rows) => (rows[0] === undefined ? undefined : BigInt(rows[0].scanned_block)),
+      ),
+    saveScannedBlock: (chainId: number, block: bigint) =>
+      Effect.asVoid(sql`INSERT INTO billing.deposit_watch (chain_id, scanned_block)
+        VALUES (${chainId}, ${block.toString()})
+        ON CONFLICT (chain_id) DO UPDATE SET scanned_block = EXCLUDED.scanned_block, updated_at = now()`),
+    /**
+     * The transfers to the payments `scanned` read from blocks (from, through] replace what was recorded
+     * there (a reorg may have dropped some); returns the payments whose transfers changed.
+     */
+    replaceTransfers: (
+      chainId: number,
+      scanned: ReadonlyArray<string>,
+      fromBlock: bigint,
+      throughBlock: bigint,
+      transfers: ReadonlyArray<ObservedTransfer>,
+    ) =>
+      Effect.gen(function* () {
+        const keep = transfers.map((t) => `${t.txHash}:${t.logIndex}`);
+        const dropped = yield* sql`DELETE FROM billing.payment_transfers
+          WHERE chain_id = ${chainId} AND payment_id = ANY (${scanned}::text[])
+            AND block_number > ${fromBlock.toString()} AND block_number <= ${throughBlock.toString()}
+            AND NOT (tx_hash || ':' || log_index = ANY (${keep}::text[]))
+          RETURNING payment_id AS id`.pipe(Effect.flatMap(idsOf));
+        const added = !Arr.isReadonlyArrayNonEmpty(transfers)
+          ? []
+          : yield* sql`INSERT INTO billing.payment_transfers ${sql.insert(
+              Arr.map(transfers, (t) => ({
+                chain_id: t.chainId,
+                tx_hash: t.txHash,
+                log_index: t.logIndex,
+                payment_id: t.paymentId,
+                from_address: t.from.toLowerCase(),
+                amount: t.amount.toString(),
+                block_number: t.blockNumber.toString(),
+                block_hash: t.blockHash,
+                timestamp: t.timestamp,
+              })),
+            )}
+              ON CONFLICT (chain_id, tx_hash, log_index) DO UPDATE SET block_number = EXCLUDED.block_number,
+                block_hash = EXCLUDED.block_hash, timestamp = EXCLUDED.timestamp
+                WHERE billing.payment_transfers.block_hash <> EXCLUDED.block_hash
+              RETURNING payment_id AS id`.pipe(Effect.flatMap(idsOf));
+        return [...new Set([...dropped, ...added])];
+      }),
+    /** Everything the watcher saw arrive at each payment's deposit address. */
+    transferTotals: (ids: ReadonlyArray<string>) =>
+      Effect.map(
+        sql`SELECT payment_id, sum(amount)::text AS total FROM billing.payment_transfers
+          WHERE payment_id = ANY (${ids}::text[]) GROUP BY payment_id`.pipe(Effect.flatMap(decodeSums)),
+        (rows) => new Map(rows.map((row) => [row.payment_id, BigInt(row.total)])),
+      ),
+    /** Everything confirmed as swept from each payment's deposit address (standing facts). */
+    sweptTotals: (ids: ReadonlyArray<string>) =>
+      Effect.map(
+        sql`SELECT payment_id, sum(amount)::text AS total FROM billing.payment_facts
+          WHERE payment_id = ANY (${ids}::text[]) AND kind = 'received' AND standing GROUP BY payment_id`.pipe(
+          Effect.flatMap(decodeSums),
+        ),
+        (rows) => new Map(rows.map((row) => [row.payment_id, BigInt(row.total)])),
+      ),
+
+    /** Payments whose deposit address should be looked at by the sweeper (woken when this commits). */
+    markSweepDue: (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.void
+        : Effect.gen(function* () {
+            yield* sql`UPDATE billing.payments SET sweep_due = true, updated_at = now()
+              WHERE id = ANY (${ids}::text[])`;
+            yield* sql`SELECT pg_notify(${DEPOSITS_CHANNEL}, '')`;
+          }),
+    /** The payments named, locked for update in id order. */
+    lockMany: (ids: ReadonlyArray<string>) => lockRows(sql, PAYMENTS, ids),
+    /**
+     * The chain's payments whose deposit address should be swept now, locked, skipping those another
+     * process holds: new funds arrived (`sweep_due`), no sweep of theirs is waiting to be mined, fewer
+     * than `maxSweeps` sweeps so far, and either the funds waiting complete the payment or its time is up
+     * (expired, canceled, already paid: top-ups). A partial payment waits for the rest before one sweep.
+     */
+    lockSweepable: (chainId: number, now: number, maxSweeps: number, limit: number) =>
+      select(
+        [
+          sql`p.chain_id = ${chainId}`,
+          sql`p.sweep_due`,
+          sql`p.sweeps < ${maxSweeps}`,
+          sql`(p.closed OR p.expires_at <= ${now} OR p.status = 'paid' OR p.seen + p.received >= p.amount)`,
+          sql`NOT EXISTS (SELECT 1 FROM billing.relayer_transactions r WHERE r.chain_id = p.chain_id
+                AND r.purpose = p.sweep_purpose AND r.status = 'pending')`,
+        ],
+        { order: PAYMENTS.id, limit, lock: "update_skip_locked" },
+      ),
+    /** The sweeper looked: swept with `purpose`, or (null) nothing to sweep for now. */
+    recordSwept: (ids: ReadonlyArray<string>, purpose: string | null) =>
+      ids.length === 0
+        ? Effect.void
+        : Effect.asVoid(sql`UPDATE billing.payments SET sweep_due = false,
+              sweeps = sweeps + ${purpose === null ? 0 : 1},
+              sweep_purpose = COALESCE(${purpose}, sweep_purpose), updated_at = now()
+            WHERE id = ANY (${ids}::text[])`),
+    /** Sweeps whose transaction reverted or was superseded: due again. */
+    retryRevertedSweeps:
+      Effect.asVoid(sql`UPDATE billing.payments p SET sweep_due = true, sweep_purpose = NULL,
+        updated_at = now()
+      FROM billing.relayer_transactions r
+      WHERE p.sweep_purpose IS NOT NULL AND r.chain_id = p.chain_id AND r.purpose = p.sweep_purpose
+        AND r.status IN ('reverted', 'superseded')`),
+
+    /** Open payments whose time is up at `now` on their chain, locked, skipping others'. */
+    lockExpiring: (chainId: number, now: number, limit: number) =>
+      select([sql`p.chain_id = ${chainId}`, sql`NOT p.closed`, sql`p.expires_at <= ${now}`], {
+        order: PAYMENTS.id,
+        limit,
+        lock: "update_skip_locked",
+      }),
+    /** Held payments whose hold ended, with no release or return under way, locked. */
+    lockReleasable: (chainId: number, now: number, limit: number) =>
+      select(
+        [
+          sql`p.chain_id = ${chainId}`,
+          sql`p.held > 0`,
+          sql`p.release_at <= ${now}`,
+          sql`p.pending_action IS NULL`,
+        ],
+        { order: PAYMENTS.id, limit, lock: "update_skip_locked" },
+      ),
+    /** A release or return submitted for the payment's held funds. */
+    startAction: (id: string, action: "release" | "return", purpose: string, returnTo: string | null) =>
+      Effect.asVoid(sql`UPDATE billing.payments SET pending_action = ${action}, pending_action_purpose = ${purpose},
+          return_to = COALESCE(${returnTo}, return_to), updated_at = now()
+        WHERE id = ${id}`),
+    /** Releases and returns whose transaction reverted are no longer under way. */
+    clearRevertedActions: Effect.asVoid(sql`UPDATE billing.payments p SET pending_action = NULL,
+        pending_action_purpose = NULL, updated_at = now()
+      FROM billing.relayer_transactions r
+      WHERE p.pending_action IS NOT NULL AND r.chain_id = p.chain_id AND r.purpose = p.pending_action_purpose
+        AND r.status IN ('reverted', 'superseded')`),
+
+    /**
+     * Whether the chain has payments for the workers: deposit addresses due a sweep, open payments (for
+     * expiry), held funds (for release). Lets an idle worker skip asking the chain for its time.
+     */
+    workOn: (chainId: number) =>
+      Effect.map(
+        sql`SELECT
+            EXISTS (SELECT 1 FROM billing.payments WHERE chain_id = ${chainId} AND sweep_due) AS sweep_due,
+            EXISTS (SELECT 1 FROM billing.payments WHERE chain_id = ${chainId} AND NOT closed) AS open,
+            EXISTS (SELECT 1 FROM billing.payments WHERE chain_id = ${chainId} AND held > 0) AS held`.pipe(
+          Effect.flatMap(
+            decodeRows(
+              Schema.Struct({ sweep_due: Schema.Boolean, open: Schema.Boolean, held: Schema.Boolean }),
+            ),
+          ),
+        ),
+        (rows) => rows[0] ?? { sweep_due: false, open: false, held: false },
+      ),
+    /** Deletes a chain's payments (the local stack's crash recovery). */
+    forgetChain: (chainId: number) =>
+      Effect.gen(function* () {
+        yield* sql`DELETE FROM billing.payment_facts WHERE chain_id = ${chainId}`;
+        yield* sql`DELETE FROM billing.payment_transfers WHERE chain_id = ${chainId}`;
+        yield* sql`DELETE FROM billing.deposit_watch WHERE chain_id = ${chainId}`;
+        const rows = yield* sql`DELETE FROM billing.payments WHERE chain_id = ${chainId} RETURNING id`;
+        return rows.length;
+      }),
+  };
+});
+
+export class PaymentStore extends Context.Service<PaymentStore>()("PaymentStore", { make }) {
+  static readonly layer = Layer.effect(PaymentStore, make);
+}

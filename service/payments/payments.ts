@@ -1,0 +1,248 @@
+/**
+ * One-time payments as merchants create and read them: a deposit address per payment (a plain ERC-20
+ * transfer pays it), cancellation before anything arrived, and the return of held funds during their
+ * hold. Chain facts move the amounts (payment-facts.ts); the watcher, sweeper and expiry workers do the
+ * rest. Records are written by payment-store.ts.
+ */
+import { randomBytes } from "node:crypto";
+import { Clock, Context, Effect, Layer, Result, Schema } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import { getAddress, type Hex, isAddress } from "viem";
+import { PAYMENT_STATUSES } from "../../src/ledger/payment-machine.ts";
+import { chooseChain, chooseToken, requirePaymentsOpen } from "../chains/chain-choice.ts";
+import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
+import { MerchantChains } from "../chains/merchant-chains.ts";
+import { ChainRegistry } from "../chains/registry.ts";
+import { Relayer } from "../chains/relayer.ts";
+import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
+import type { Page } from "../db/query.ts";
+import { type InvalidRequest, invalidParam, type NotFound, type Unavailable } from "../errors.ts";
+import { newId } from "../ids.ts";
+import type { MerchantScope } from "../merchants/scope.ts";
+import { MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
+import { PageQuery } from "../pagination.ts";
+import { depositAddress } from "./deposit-address.ts";
+import { depositTermsOf, paymentReturnAction } from "./deposit-terms.ts";
+import type { PaymentObject } from "./payment-object.ts";
+import { PaymentRender } from "./payment-render.ts";
+import { PaymentStore } from "./payment-store.ts";
+import { PaymentTransitions } from "./payment-transitions.ts";
+
+/** A payment's deposit address is watched this long after it expires (late payments, top-ups). */
+export const LATE_PAYMENT_WINDOW_SECONDS = 7 * 86_400;
+export const DEFAULT_EXPIRES_IN = 3_600;
+export const MIN_EXPIRES_IN = 60;
+export const MAX_EXPIRES_IN = 7 * 86_400;
+
+const Text = (max: number) => Schema.String.check(Schema.isBetweenLength(1, max));
+
+export const CreatePayment = Schema.Struct({
+  amount_decimal: Schema.String.annotate({
+    description: 'The amount due in the token\'s units, e.g. "49.90"',
+  }),
+  chain: Schema.optionalKey(
+    Schema.Int.annotate({
+      description:
+        "EIP-155 chain id; default: your only configured chain of this mode where payments_available is true",
+    }),
+  ),
+  token: Schema.optionalKey(
+    Schema.String.annotate({
+      description: "Token symbol or address; default: the only token you accept on the chain",
+    }),
+  ),
+  reference: Schema.optionalKey(
+    Schema.NullOr(Text(500)).annotate({
+      description: "Your own reference (an order id); lists filter by it",
+    }),
+  ),
+  description: Schema.optionalKey(
+    Schema.NullOr(Text(500)).annotate({ description: "Shown to the payer on the pay page" }),
+  ),
+  expires_in: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: MIN_EXPIRES_IN, maximum: MAX_EXPIRES_IN })).annotate({
+      description: `Seconds until the payment expires (chain time), ${MIN_EXPIRES_IN}-${MAX_EXPIRES_IN}, default ${DEFAULT_EXPIRES_IN}`,
+    }),
+  ),
+}).annotate({ identifier: "CreatePaymentRequest" });
+export type CreatePayment = typeof CreatePayment.Type;
+
+export const ListPaymentsQuery = Schema.Struct({
+  ...PageQuery.fields,
+  status: Schema.optionalKey(Schema.Literals(PAYMENT_STATUSES)),
+  reference: Schema.optionalKey(Text(500).annotate({ description: "Only payments with this reference" })),
+}).annotate({ identifier: "ListPaymentsQuery" });
+export type ListPaymentsQuery = typeof ListPaymentsQuery.Type;
+
+export const ReturnPayment = Schema.Struct({
+  address: Schema.optionalKey(
+    Schema.String.annotate({
+      description:
+        "Where the funds go back to; default: the address of the payer's transfer (the largest, when several sent)",
+    }),
+  ),
+}).annotate({ identifier: "ReturnPaymentRequest" });
+export type ReturnPayment = typeof ReturnPayment.Type;
+
+type Failure = InvalidRequest | NotFound | Unavailable | SqlError.SqlError;
+
+const notReturnable = (message: string) => invalidParam("id", message, "payment_not_returnable");
+
+export class Payments extends Context.Service<
+  Payments,
+  {
+    readonly create: (scope: MerchantScope, input: CreatePayment) => Effect.Effect<PaymentObject, Failure>;
+    readonly retrieve: (
+      scope: MerchantScope,
+      id: string,
+    ) => Effect.Effect<PaymentObject, NotFound | SqlError.SqlError>;
+    readonly list: (
+      scope: MerchantScope,
+      query: ListPaymentsQuery,
+    ) => Effect.Effect<Page<PaymentObject>, InvalidRequest | SqlError.SqlError>;
+    readonly cancel: (scope: MerchantScope, id: string) => Effect.Effect<PaymentObject, Failure>;
+    readonly returnPayment: (
+      scope: MerchantScope,
+      id: string,
+      input: ReturnPayment,
+    ) => Effect.Effect<PaymentObject, Failure>;
+  }
+>()("Payments") {
+  static readonly layer = Layer.effect(
+    Payments,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      const registry = yield* ChainRegistry;
+      const merchantChains = yield* MerchantChains;
+      const clients = yield* ChainClients;
+      const relayer = yield* Relayer;
+      const store = yield* PaymentStore;
+      const renderer = yield* PaymentRender;
+      const transitions = yield* PaymentTransitions;
+
+      const create = (scope: MerchantScope, input: CreatePayment) =>
+        Effect.gen(function* () {
+          const configured = yield* merchantChains.list(scope);
+          const { chain, config } = yield* chooseChain(registry, scope, configured, input.chain, "payments");
+          yield* requirePaymentsOpen(chain, "chain");
+          const token = yield* chooseToken(config, input.token);
+          const amount = parseDecimal(input.amount_decimal, token.decimals, MAX_CAP_UNITS);
+          if (Result.isFailure(amount))
+            return yield* invalidParam("amount_decimal", `amount_decimal ${amount.failure.message}.`);
+          const operator = relayer.address;
+          if (!operator) return yield* relayerUnavailable("take payments");
+          // Expiry counts in chain time, as the chain tells it (a test clock moves it).
+          const head = yield* clients.latestBlock(chain).pipe(Effect.mapError(unavailable));
+          const now = head.timestamp;
+          const terms = {
+            paymentId: `0x${randomBytes(32).toString("hex")}` as Hex,
+            payee: getAddress(config.payout_address),
+            token: getAddress(token.address),
+            operator,
+            holdSeconds: BigInt(chain.escrow_available ? chain.hold_seconds : 0),
+          };
+          const expiresAt = now + (input.expires_in ?? DEFAULT_EXPIRES_IN);
+          const row = yield* store.insert({
+            scope,
+            chainId: chain.id,
+            token: terms.token,
+            payee: terms.payee,
+            operator,
+            holdSeconds: Number(terms.holdSeconds),
+            onchainId: terms.paymentId,
+            depositAddress: depositAddress(chain.escrow.address, terms),
+            amount: amount.success,
+            reference: input.reference ?? null,
+            description: input.description ?? null,
+            expiresAt,
+            watchUntil: expiresAt + LATE_PAYMENT_WINDOW_SECONDS,
+            createdBlock: head.number,
+          });
+          return yield* renderer.render(row);
+        });
+
+      const retrieve = (scope: MerchantScope, id: string) =>
+        Effect.flatMap(store.load(scope, id), renderer.render);
+
+      const list = (scope: MerchantScope, query: ListPaymentsQuery) =>
+        Effect.gen(function* () {
+          const page = yield* store.page(scope, query, query);
+          return { ...page, data: yield* renderer.renderMany(page.data) };
+        });
+
+      const cancel = (scope: MerchantScope, id: string) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const row = yield* store.load(scope, id, { lock: true });
+            const now = Math.floor((yield* Clock.currentTimeMillis) / 1000);
+            const stepped = yield* transitions.step(row, { kind: "cancel" }, { now });
+            if (!stepped.ok)
+              return yield* invalidParam(
+                "id",
+                row.status === "canceled"
+                  ? "This payment is already canceled."
+                  : `Only a payment to which nothing has arrived can be canceled; this one is ${row.status}.`,
+                "payment_not_cancelable",
+              );
+            return yield* renderer.render(yield* store.reload(id));
+          }),
+        );
+
+      const returnPayment = (scope: MerchantScope, id: string, input: ReturnPayment) =>
+        Effect.gen(function* () {
+          if (input.address !== undefined && !isAddress(input.address, { strict: false }))
+            return yield* invalidParam("address", "address must be a 0x-prefixed 20-byte hex address.");
+          const row = yield* store.load(scope, id);
+          const chain = registry.byId(row.chain_id);
+          if (!chain) return yield* Effect.die(new Error(`payment ${id} is on an unknown chain`));
+          if (BigInt(row.held) === 0n)
+            return yield* notReturnable(
+              row.hold_seconds === 0
+                ? "This payment was paid straight to you (no escrow hold), so the escrow cannot return it."
+                : "Nothing of this payment is held in escrow now (nothing confirmed yet, or it was released or returned).",
+            );
+          if (row.pending_action !== null)
+            return yield* notReturnable(
+              `A ${row.pending_action} of this payment's funds is already under way.`,
+            );
+          const now = yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable));
+          if (row.release_at !== null && now >= row.release_at)
+            return yield* notReturnable("The hold has ended; the funds are being released to you.");
+          const payer = yield* payerOf(row.id);
+          const to = input.address ?? payer;
+          if (to === undefined)
+            return yield* invalidParam(
+              "address",
+              "No payer's transfer is on record for this payment: say where the funds go back to with `address`.",
+              "parameter_missing",
+            );
+          const args = [depositTermsOf(row), getAddress(to)] as const;
+          const refused = yield* clients
+            .simulateOutcome(chain, row.operator_address as Hex, "returnPayment", args)
+            .pipe(Effect.mapError(unavailable));
+          if (refused !== undefined)
+            return yield* notReturnable(`The escrow refused the return (${refused.errorName}).`);
+          const action = paymentReturnAction(chain.id, row.id);
+          const sent = yield* relayer
+            .submit(chain.id, {
+              to: chain.escrow.address,
+              data: escrowCallData("returnPayment", args),
+              purpose: `${action}:${yield* newId("request")}`,
+              action,
+            })
+            .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
+          yield* store.startAction(row.id, "return", sent.purpose, getAddress(to));
+          return yield* renderer.render(yield* store.reload(row.id));
+        });
+
+      /** The sender of the payment's largest transfer (its payer), if the watcher saw one. */
+      const payerOf = (id: string) =>
+        Effect.map(store.transfersOf([id]), (transfers) => {
+          const largest = [...transfers].sort((a, b) => (BigInt(b.amount) > BigInt(a.amount) ? 1 : -1))[0];
+          return largest?.from_address;
+        });
+
+      return { create, retrieve, list, cancel, returnPayment };
+    }),
+  );
+}
