@@ -6,7 +6,6 @@ import type { Env, Hono } from "hono";
 import { AUTHORIZATION_TOKEN_PATTERN } from "../../mandates/authorization-session.ts";
 import { registerHostedPage, viaSessionEndpoint } from "../hosted-page/shell.ts";
 import { type Assets, bundleAssets } from "./assets.ts";
-import { renderAuthorizationPage, renderNotFoundPage } from "./html.ts";
 
 export const ASSET_PATHS = {
   script: "/authorize/assets/authorize.js",
@@ -35,6 +34,11 @@ export const registerAuthorizationPage = <E extends Env>(
       options.tokenExists ??
       viaSessionEndpoint(app, (token) => `/authorize/${token}/session`, "authorization_not_found"),
     bundle: options.assets ?? bundleAssets,
-    renderPage: renderAuthorizationPage,
-    renderNotFound: renderNotFoundPage,
+    text: {
+      title: "Authorize payments",
+      noscript: "This page needs JavaScript and a browser wallet to sign the authorization.",
+      notFoundTitle: "Authorization not found",
+      notFoundLead:
+        "This authorization link is not valid: it may be mistyped or incomplete. Ask the merchant for a new link.",
+    },
   });

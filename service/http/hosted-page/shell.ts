@@ -6,7 +6,7 @@
 import type { Context, Env, Hono } from "hono";
 import { type Asset, type Assets, assetCache } from "./assets.ts";
 
-export interface ShellAssets {
+interface ShellAssets {
   /** Cache-busting versions of the bundled script and stylesheet. */
   readonly scriptVersion: string;
   readonly stylesheetVersion: string;
@@ -51,6 +51,59 @@ export const documentHead = (
   links.script === null ? "" : `\n<script type="module" src="${escapeHtml(links.script)}"></script>`
 }
 </head>`;
+
+/** The words of a hosted page's HTML shell (its script fills in the rest) and of its readable 404. */
+export interface ShellText {
+  readonly title: string;
+  /** Shown where JavaScript is off. */
+  readonly noscript: string;
+  readonly notFoundTitle: string;
+  readonly notFoundLead: string;
+}
+
+const card = (inner: string) => `<div class="card">
+${inner}
+</div>`;
+
+const htmlDocument = (head: string, main: string) => `${head}
+<body>
+<main class="page">
+${main}
+</main>
+</body>
+</html>
+`;
+
+/**
+ * The page for a known token (the script reads it from `data-token`), or the 404 for `token` null.
+ * Asset links are relative to `/{page}/{token}`, so the page also works under a path prefix.
+ */
+const renderShell = (
+  text: ShellText,
+  paths: HostedPage["assetPaths"],
+  assets: ShellAssets,
+  token: string | null,
+): string => {
+  const relative = (path: string) => path.split("/").slice(-2).join("/");
+  const head = documentHead(token === null ? text.notFoundTitle : text.title, {
+    stylesheet: `${relative(paths.stylesheet)}?v=${assets.stylesheetVersion}`,
+    script: token === null ? null : `${relative(paths.script)}?v=${assets.scriptVersion}`,
+  });
+  if (token === null)
+    return htmlDocument(
+      head,
+      card(`<h1>${escapeHtml(text.notFoundTitle)}</h1>
+<p class="lead">${escapeHtml(text.notFoundLead)}</p>`),
+    );
+  return htmlDocument(
+    head,
+    `<div id="app" data-token="${escapeHtml(token)}" aria-busy="true">
+${card(`<h1>${escapeHtml(text.title)}</h1>
+<p class="status" role="status">Loading…</p>
+<noscript><p class="lead">${escapeHtml(text.noscript)}</p></noscript>`)}
+</div>`,
+  );
+};
 
 export const PAGE_HEADERS = {
   "content-type": "text/html; charset=utf-8",
@@ -101,8 +154,7 @@ export interface HostedPage {
   readonly tokenPattern: RegExp;
   readonly tokenExists: (token: string) => Promise<boolean>;
   readonly bundle: () => Promise<Assets>;
-  readonly renderPage: (token: string, assets: ShellAssets) => string;
-  readonly renderNotFound: (assets: ShellAssets) => string;
+  readonly text: ShellText;
 }
 
 /** Registers the page (HTML, or the readable 404 for a malformed or unknown token) and its assets. */
@@ -117,7 +169,7 @@ export const registerHostedPage = <E extends Env>(app: Hono<E>, page: HostedPage
     const token = c.req.param("token") ?? "";
     const bundled = shellAssets(await assets());
     if (!page.tokenPattern.test(token) || !(await page.tokenExists(token)))
-      return c.body(page.renderNotFound(bundled), 404, PAGE_HEADERS);
-    return c.body(page.renderPage(token, bundled), 200, PAGE_HEADERS);
+      return c.body(renderShell(page.text, page.assetPaths, bundled, null), 404, PAGE_HEADERS);
+    return c.body(renderShell(page.text, page.assetPaths, bundled, token), 200, PAGE_HEADERS);
   });
 };

@@ -7,7 +7,6 @@ import type { Env, Hono } from "hono";
 import { PAY_PAGE_TOKEN_PATTERN } from "../../payments/pay-session.ts";
 import { registerHostedPage, viaSessionEndpoint } from "../hosted-page/shell.ts";
 import { type Assets, bundleAssets } from "./assets.ts";
-import { renderNotFoundPage, renderPayPage } from "./html.ts";
 
 export const ASSET_PATHS = {
   script: "/pay/assets/pay.js",
@@ -33,6 +32,11 @@ export const registerPayPage = <E extends Env>(app: Hono<E>, options: PayPageOpt
       options.tokenExists ??
       viaSessionEndpoint(app, (token) => `/pay/${token}/session`, "payment_page_not_found"),
     bundle: options.assets ?? bundleAssets,
-    renderPage: renderPayPage,
-    renderNotFound: renderNotFoundPage,
+    text: {
+      title: "Pay",
+      noscript: "This page needs JavaScript to show the payment's address, QR code and status.",
+      notFoundTitle: "Payment not found",
+      notFoundLead:
+        "This payment link is not valid: it may be mistyped or incomplete. Ask the merchant for a new link.",
+    },
   });

@@ -14,12 +14,10 @@ import {
 } from "../../hosted-page/client/chain.ts";
 import {
   type Eip1193Provider,
-  errorCode,
   errorMessage,
-  REQUEST_PENDING,
-  USER_REJECTED,
   type WalletActions,
   walletActions,
+  walletFailure,
 } from "../../hosted-page/client/wallet.ts";
 import { type Api, ApiError } from "./api.ts";
 import { sameAddress } from "./format.ts";
@@ -118,22 +116,11 @@ const rejectedMessages = (session: Session, step: StepId): { title: string; mess
 };
 
 export const walletError = (session: Session, step: StepId, error: unknown): PageError => {
-  const code = errorCode(error);
+  const failure = walletFailure(error);
   const retry = stepRetry(step);
-  if (code === USER_REJECTED) return { kind: "rejected", ...rejectedMessages(session, step), retry };
-  if (code === REQUEST_PENDING)
-    return {
-      kind: "wallet",
-      title: "Check your wallet",
-      message: "Your wallet already has a request waiting. Open your wallet and answer it, then try again.",
-      retry,
-    };
-  return {
-    kind: "wallet",
-    title: "Wallet error",
-    message: `Your wallet reported an error: ${errorMessage(error)}`,
-    retry,
-  };
+  return failure.kind === "rejected"
+    ? { kind: "rejected", ...rejectedMessages(session, step), retry }
+    : { ...failure, retry };
 };
 
 export const createFlow = (env: FlowEnvironment, onChange: (state: State) => void): Flow => {

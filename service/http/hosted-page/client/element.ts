@@ -9,3 +9,42 @@ export const element = <K extends keyof HTMLElementTagNameMap>(
   node.append(...children);
   return node;
 };
+
+/** Shows `text` in `node`, or hides the node when there is none. */
+export const show = (node: HTMLElement, text: string | null): void => {
+  node.textContent = text ?? "";
+  node.hidden = text === null || text === "";
+};
+
+/** What a page's view model says about where the focus goes when the page reaches another stage. */
+export interface StageFocus {
+  readonly stage: string;
+  readonly focus: "action" | "error" | "title";
+  readonly error: unknown;
+  readonly action: unknown;
+}
+
+/**
+ * Moves the focus when the stage changes (to the error, the action or the title). On arrival only an
+ * error or an urgent action (the closing countdown) takes the focus.
+ */
+export const focusOnStageChange = (targets: {
+  readonly error: HTMLElement;
+  readonly action: HTMLElement;
+  readonly title: HTMLElement;
+}) => {
+  let stage: string | null = null;
+  return (model: StageFocus): void => {
+    if (model.stage === stage) return;
+    const first = stage === null || stage === "loading";
+    stage = model.stage;
+    if (first && model.focus === "title") return;
+    const target =
+      model.focus === "error" && model.error !== null
+        ? targets.error
+        : model.focus === "action" && model.action !== null
+          ? targets.action
+          : targets.title;
+    target.focus();
+  };
+};

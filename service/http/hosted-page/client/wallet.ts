@@ -42,6 +42,27 @@ export const errorMessage = (error: unknown): string => {
   return typeof message === "string" && message.length > 0 ? message : String(error);
 };
 
+/** What a failed wallet request means for the page: the customer declined, or the wallet's own error. */
+export type WalletFailure =
+  | { readonly kind: "rejected" }
+  | { readonly kind: "wallet"; readonly title: string; readonly message: string };
+
+export const walletFailure = (error: unknown): WalletFailure => {
+  const code = errorCode(error);
+  if (code === USER_REJECTED) return { kind: "rejected" };
+  if (code === REQUEST_PENDING)
+    return {
+      kind: "wallet",
+      title: "Check your wallet",
+      message: "Your wallet already has a request waiting. Open your wallet and answer it, then try again.",
+    };
+  return {
+    kind: "wallet",
+    title: "Wallet error",
+    message: `Your wallet reported an error: ${errorMessage(error)}`,
+  };
+};
+
 const hexChainId = (id: number) => `0x${id.toString(16)}`;
 
 export interface ChainToAdd {

@@ -1,5 +1,6 @@
 /** Renders a view model into the page: builds the card once, then updates it in place. */
-import { element } from "../../hosted-page/client/element.ts";
+import { cardNotice } from "../../hosted-page/client/card-notice.ts";
+import { element, show } from "../../hosted-page/client/element.ts";
 import { qrElement } from "./qr.ts";
 import type { Action, ViewModel } from "./view-model.ts";
 
@@ -48,25 +49,14 @@ export const mountView = (root: HTMLElement, onAction: (action: Action) => void)
     qr,
     element("div", { class: "deposit-text" }, depositLabel, address, copy),
   );
-  const errorTitle = element("h2", { class: "error-title" });
-  const errorMessage = element("p", { class: "error-message" });
-  const error = element("div", { class: "error", id: "error", tabindex: "-1" }, errorTitle, errorMessage);
-  const alert = element("div", { role: "alert", class: "alert-region" }, error);
-  const status = element("p", { class: "status", id: "status", role: "status", "aria-live": "polite" });
-  const countdown = element("p", { class: "countdown", id: "countdown" });
-  const button = element("button", { type: "button", class: "button", id: "action" });
+  const notice = cardNotice<Action>(title, onAction);
   const hint = element("p", { class: "hint", id: "hint" });
   const secondary = element("button", { type: "button", class: "button button-secondary", id: "secondary" });
   const footer = element("p", { class: "footer" });
-  let action: Action | null = null;
   let secondaryAction: Action | null = null;
-  let stage: string | null = null;
   let qrUri: string | null = null;
   let copiedTimer: ReturnType<typeof setTimeout> | undefined;
 
-  button.addEventListener("click", () => {
-    if (action !== null) onAction(action);
-  });
   secondary.addEventListener("click", () => {
     if (secondaryAction !== null) onAction(secondaryAction);
   });
@@ -91,20 +81,15 @@ export const mountView = (root: HTMLElement, onAction: (action: Action) => void)
     summary,
     expiry,
     deposit,
-    alert,
-    status,
-    countdown,
-    button,
+    notice.alert,
+    notice.status,
+    notice.countdown,
+    notice.button,
     hint,
     secondary,
     footer,
   );
   root.replaceChildren(card);
-
-  const show = (node: HTMLElement, text: string | null) => {
-    node.textContent = text ?? "";
-    node.hidden = text === null || text === "";
-  };
 
   const renderQr = (uri: string, label: string) => {
     if (uri === qrUri) return;
@@ -149,21 +134,7 @@ export const mountView = (root: HTMLElement, onAction: (action: Action) => void)
         renderQr(model.deposit.uri, `QR code: ${model.deposit.label}, ${model.deposit.address}`);
       }
 
-      error.hidden = model.error === null;
-      errorTitle.textContent = model.error?.title ?? "";
-      errorMessage.textContent = model.error?.message ?? "";
-
-      // Errors are announced by the alert; the status region carries progress only.
-      status.textContent = model.error === null ? model.status : "";
-      status.classList.toggle("status-busy", model.busy);
-      status.hidden = model.error !== null;
-      status.classList.toggle("visually-hidden", !model.statusVisible);
-      show(countdown, model.countdown);
-
-      action = model.action?.kind ?? null;
-      button.hidden = model.action === null;
-      button.textContent = model.action?.label ?? "";
-      button.className = model.action?.kind === "keep_open" ? "button button-secondary" : "button";
+      notice.render(model);
       show(hint, model.hint);
       secondaryAction = model.secondary?.kind ?? null;
       secondary.hidden = model.secondary === null;
@@ -172,20 +143,7 @@ export const mountView = (root: HTMLElement, onAction: (action: Action) => void)
       card.dataset.stage = model.stage.split(":")[0] ?? "";
       show(footer, model.footer);
 
-      if (model.stage !== stage) {
-        const first = stage === null || stage === "loading";
-        stage = model.stage;
-        // On arrival only an error or an urgent action (the closing countdown) takes the focus.
-        if (!first || model.focus !== "title") {
-          const target =
-            model.focus === "error" && model.error !== null
-              ? error
-              : model.focus === "action" && model.action !== null
-                ? button
-                : title;
-          target.focus();
-        }
-      }
+      notice.moveFocus(model);
     },
   };
 };

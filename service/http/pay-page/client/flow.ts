@@ -8,12 +8,10 @@
 import { chainMissingText, ensureChain, wrongNetworkText } from "../../hosted-page/client/chain.ts";
 import {
   type Eip1193Provider,
-  errorCode,
   errorMessage,
-  REQUEST_PENDING,
-  USER_REJECTED,
   type WalletActions,
   walletActions,
+  walletFailure,
 } from "../../hosted-page/client/wallet.ts";
 import { type Api, ApiError } from "./api.ts";
 import { randomNonce, transferCalldata } from "./format.ts";
@@ -104,21 +102,10 @@ export const walletError = (
   error: unknown,
   retry: PageError["retry"],
 ): PageError => {
-  const code = errorCode(error);
-  if (code === USER_REJECTED) return { kind: "rejected", ...rejected(session, step), retry };
-  if (code === REQUEST_PENDING)
-    return {
-      kind: "wallet",
-      title: "Check your wallet",
-      message: "Your wallet already has a request waiting. Open your wallet and answer it, then try again.",
-      retry,
-    };
-  return {
-    kind: "wallet",
-    title: "Wallet error",
-    message: `Your wallet reported an error: ${errorMessage(error)}`,
-    retry,
-  };
+  const failure = walletFailure(error);
+  return failure.kind === "rejected"
+    ? { kind: "rejected", ...rejected(session, step), retry }
+    : { ...failure, retry };
 };
 
 export const createFlow = (env: FlowEnvironment, onChange: (state: State) => void): Flow => {
