@@ -4,7 +4,7 @@
  * same paths as real customers and the real chain: `mandate.authorized` comes from the indexed chain
  * event, and billing time is chain time, so advancing the clock moves periods and holds.
  */
-import { Context, Duration, Effect, Layer, Result, Schema } from "effect";
+import { Context, Duration, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { encodeFunctionData, type Hex, parseAbi } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -24,7 +24,8 @@ import { Mandates } from "../mandates/mandates.ts";
 import { PERMIT_TYPES, TERMS_TYPES, termsDomain, testWalletKey } from "../mandates/terms.ts";
 import { TokenReads } from "../mandates/token-reads.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
-import { formatDecimal, parseDecimal } from "../money/decimal.ts";
+import { formatDecimal } from "../money/decimal.ts";
+import { testAmount } from "./test-amount.ts";
 
 export const FundRequest = Schema.Struct({
   amount_decimal: Schema.String.annotate({ description: "Test tokens to mint to the customer's wallet" }),
@@ -111,19 +112,13 @@ export class TestHelpers extends Context.Service<
           const chain = yield* chainOf(mandate.chain_id);
           const token = tokenOf(chain, mandate.token_address);
           const decimals = token?.decimals ?? 0;
-          const amount = parseDecimal(input.amount_decimal, decimals, 2n ** 128n - 1n);
-          if (Result.isFailure(amount))
-            return yield* new InvalidRequest({
-              code: "parameter_invalid",
-              message: `amount_decimal ${amount.failure.message}.`,
-              param: "amount_decimal",
-            });
+          const amount = yield* testAmount(input.amount_decimal, decimals);
           const vault = (mandate.customer_address ??
             privateKeyToAccount(testWalletKey(mandate.id)).address) as Hex;
           const data = encodeFunctionData({
             abi: mintAbi,
             functionName: "mint",
-            args: [vault, amount.success],
+            args: [vault, amount],
           });
           const mined = yield* sendAndWait(
             chain.id,
@@ -156,8 +151,8 @@ export class TestHelpers extends Context.Service<
             object: "test_funding" as const,
             mandate: mandate.id,
             customer_address: vault,
-            amount: amount.success.toString(),
-            amount_decimal: formatDecimal(amount.success, decimals),
+            amount: amount.toString(),
+            amount_decimal: formatDecimal(amount, decimals),
             balance_decimal: formatDecimal(balance, decimals),
             transaction_hash: mined.hash,
           };

@@ -4,7 +4,7 @@
  * given gas and test tokens, and sends a plain ERC-20 `transfer`, as a wallet or an exchange would; the
  * deposit watcher, the sweeper and the indexed sweep then do the rest, as for a real payer.
  */
-import { Context, Effect, Layer, Result, Schema } from "effect";
+import { Context, Effect, Layer, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import { encodeFunctionData, getAddress, type Hex, parseAbi } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -14,8 +14,9 @@ import { ChainRegistry } from "../chains/registry.ts";
 import { InvalidRequest, type NotFound, Unavailable } from "../errors.ts";
 import { testWalletKey } from "../mandates/terms.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
-import { formatDecimal, parseDecimal } from "../money/decimal.ts";
+import { formatDecimal } from "../money/decimal.ts";
 import { PaymentStore } from "../payments/payment-store.ts";
+import { testAmount } from "./test-amount.ts";
 
 const AddressText = Schema.String.check(
   Schema.isPattern(/^0x[0-9a-fA-F]{40}$/, { message: "must be a 0x-prefixed 20-byte hex address" }),
@@ -83,13 +84,7 @@ export class TestPayments extends Context.Service<
               `Chain ${chain.id} is not a local chain run by this deployment: pay ${payment.deposit_address} from a wallet.`,
             );
           const decimals = tokenOf(chain, payment.token_address)?.decimals ?? 0;
-          const amount = parseDecimal(input.amount_decimal, decimals, 2n ** 128n - 1n);
-          if (Result.isFailure(amount))
-            return yield* new InvalidRequest({
-              code: "parameter_invalid",
-              message: `amount_decimal ${amount.failure.message}.`,
-              param: "amount_decimal",
-            });
+          const amount = yield* testAmount(input.amount_decimal, decimals);
           const from = getAddress(input.from ?? privateKeyToAccount(testWalletKey(payment.id)).address);
           const token = payment.token_address as Hex;
           const client = clients.client(chain);
@@ -109,7 +104,7 @@ export class TestPayments extends Context.Service<
                     params: [from, `0x${GAS_MONEY.toString(16)}`],
                   } as never);
                 const minted = await send(
-                  encodeFunctionData({ abi: tokenAbi, functionName: "mint", args: [from, amount.success] }),
+                  encodeFunctionData({ abi: tokenAbi, functionName: "mint", args: [from, amount] }),
                 );
                 const mint = await client.waitForTransactionReceipt({ hash: minted, timeout: 30_000 });
                 if (mint.status !== "success") return undefined;
@@ -117,7 +112,7 @@ export class TestPayments extends Context.Service<
                   encodeFunctionData({
                     abi: tokenAbi,
                     functionName: "transfer",
-                    args: [payment.deposit_address as Hex, amount.success],
+                    args: [payment.deposit_address as Hex, amount],
                   }),
                 );
                 return await client.waitForTransactionReceipt({ hash: sent, timeout: 30_000 });
@@ -146,8 +141,8 @@ export class TestPayments extends Context.Service<
             payment: payment.id,
             from,
             to: getAddress(payment.deposit_address),
-            amount: amount.success.toString(),
-            amount_decimal: formatDecimal(amount.success, decimals),
+            amount: amount.toString(),
+            amount_decimal: formatDecimal(amount, decimals),
             transaction_hash: mined.transactionHash,
             block_number: Number(mined.blockNumber),
           };

@@ -26,6 +26,10 @@ import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, startAnvil } from "../../scripts/stack/anvil.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
 import { PERMIT_TYPES, TERMS_TYPES } from "../../service/mandates/terms.ts";
+import {
+  TRANSFER_WITH_AUTHORIZATION_TYPES,
+  type TransferAuthorization,
+} from "../../service/payments/transfer-authorization.ts";
 
 export const MNEMONIC = "test test test test test test test test test test test junk";
 export const accountAt = (index: number) => {
@@ -111,14 +115,7 @@ export type ReceiptOutcome =
   | { readonly ok: false; readonly error: string };
 
 /** EIP-3009 as USDC (FiatTokenV2) defines it, signed in the token's EIP-2612 domain. */
-const AUTHORIZATION_FIELDS = [
-  { name: "from", type: "address" },
-  { name: "to", type: "address" },
-  { name: "value", type: "uint256" },
-  { name: "validAfter", type: "uint256" },
-  { name: "validBefore", type: "uint256" },
-  { name: "nonce", type: "bytes32" },
-] as const;
+const AUTHORIZATION_FIELDS = TRANSFER_WITH_AUTHORIZATION_TYPES.TransferWithAuthorization;
 export const AUTHORIZATION_TYPES = {
   TransferWithAuthorization: AUTHORIZATION_FIELDS,
   ReceiveWithAuthorization: AUTHORIZATION_FIELDS,
@@ -128,14 +125,7 @@ export const AUTHORIZATION_TYPES = {
   ],
 } as const;
 
-export interface Authorization {
-  readonly from: Address;
-  readonly to: Address;
-  readonly value: bigint;
-  readonly validAfter: bigint;
-  readonly validBefore: bigint;
-  readonly nonce: Hex;
-}
+export type Authorization = TransferAuthorization;
 
 export const startChain = async () => {
   const anvil: RunningAnvil = await startAnvil({ port: await freePort(), chainId: 31337 });
