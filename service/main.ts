@@ -18,7 +18,6 @@ import type { Events } from "./events/events.ts";
 import { makeApp, type Readiness } from "./http/app.ts";
 import { registerAuthorizationPage } from "./http/authorization-page/routes.ts";
 import { answerClientError } from "./http/client-error.ts";
-import { renderDocsPage } from "./http/docs-page.ts";
 import { buildOpenApi } from "./http/openapi.ts";
 import { pageLimiter } from "./http/page-rate-limit.ts";
 import { registerPayPage } from "./http/pay-page/routes.ts";
@@ -235,7 +234,6 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
       }),
     },
     openapi,
-    docsPage: renderDocsPage(openapi),
   });
   handle = app.fetch;
   await runtime.runPromise(Effect.logInfo("service listening").pipe(Effect.annotateLogs({ url })));

@@ -1,7 +1,12 @@
-/** The OpenAPI 3.1 document, generated from the route table and the same schemas that validate requests. */
-import { Schema } from "effect";
+/**
+ * The OpenAPI 3.1 document, generated from the route table and the same schemas that validate requests,
+ * with each route's examples encoded by those schemas.
+ */
+import { Result, Schema } from "effect";
 import { MAX_BODY_BYTES } from "./app.ts";
 import { ErrorBody } from "./error-response.ts";
+import { errorExamples } from "./openapi-errors.ts";
+import { apiIntroduction } from "./openapi-intro.ts";
 import type { AnyRoute } from "./route.ts";
 
 type JsonObject = Record<string, unknown>;
@@ -17,6 +22,15 @@ const relink = (value: unknown): unknown => {
     );
   }
   return value;
+};
+
+/**
+ * An example as JSON, encoded with the schema that would encode the real value. One the schema refuses is
+ * shown as written (the service still starts) and fails test/unit/openapi-examples.test.ts.
+ */
+const encodeExample = (schema: Schema.Top, value: unknown): unknown => {
+  const encoded = Schema.encodeUnknownResult(schema as Schema.Codec<unknown, unknown>)(value);
+  return Result.isSuccess(encoded) ? encoded.success : value;
 };
 
 const ERROR_STATUSES = {
@@ -37,23 +51,35 @@ export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { read
     return relink(document.schema);
   };
   const errorRef = schemaRef(ErrorBody, "ignore");
-  const errorResponses = Object.fromEntries(
-    Object.entries(ERROR_STATUSES).map(([status, description]) => [
-      status,
-      { description, content: { "application/json": { schema: errorRef } } },
-    ]),
-  );
+  const errorResponses = (examples: ReturnType<typeof errorExamples>) =>
+    Object.fromEntries(
+      Object.entries(ERROR_STATUSES).map(([status, description]) => [
+        status,
+        {
+          description,
+          content: {
+            "application/json": {
+              schema: errorRef,
+              ...(examples[status] ? { examples: examples[status] } : {}),
+            },
+          },
+        },
+      ]),
+    );
 
   const paths: Record<string, JsonObject> = {};
   for (const route of routes) {
-    const parameters = [...route.path.matchAll(/\{(\w+)\}/g)].map((m) => ({
-      name: m[1],
+    const parameters: Array<JsonObject> = [...route.path.matchAll(/\{(\w+)\}/g)].map(([, name = ""]) => ({
+      name,
       in: "path",
       required: true,
       schema: { type: "string" },
+      ...(route.examples.params?.[name] ? { example: route.examples.params[name] } : {}),
     }));
     if (route.method !== "POST" && route.body) {
-      const query = Schema.toJsonSchemaDocument(route.body, { onExcessProperty: "error" });
+      // A query parameter is described by the value it decodes to (`limit` an integer 1-100), as
+      // OpenAPI's form style serializes it; the wire carries its text.
+      const query = Schema.toJsonSchemaDocument(Schema.toType(route.body), { onExcessProperty: "error" });
       Object.assign(components, relink(query.definitions) as JsonObject);
       const resolved = (
         typeof (query.schema as JsonObject).$ref === "string"
@@ -76,6 +102,7 @@ export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { read
         in: "header",
         required: true,
         schema: { type: "string" },
+        example: "5f0c6a8e-2b1d-4e7a-9c3f-8d2e1b7a4c60",
       });
     const operation: JsonObject = {
       operationId: route.operationId,
@@ -86,15 +113,27 @@ export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { read
       responses: {
         [String(route.status ?? 200)]: {
           description: "Success",
-          content: { "application/json": { schema: schemaRef(route.response, "ignore") } },
+          content: {
+            "application/json": {
+              schema: schemaRef(route.response, "ignore"),
+              example: encodeExample(route.response, route.examples.response),
+            },
+          },
         },
-        ...errorResponses,
+        ...errorResponses(errorExamples(route)),
       },
     };
     if (route.method === "POST")
       operation.requestBody = {
         required: false,
-        content: { "application/json": { schema: schemaRef(route.body ?? Schema.Struct({}), "error") } },
+        content: {
+          "application/json": {
+            schema: schemaRef(route.body ?? Schema.Struct({}), "error"),
+            ...(route.body && route.examples.request !== undefined
+              ? { example: encodeExample(route.body, route.examples.request) }
+              : {}),
+          },
+        },
       };
     paths[route.path] = { ...paths[route.path], [route.method.toLowerCase()]: operation };
   }
@@ -104,8 +143,7 @@ export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { read
     info: {
       title: "Recurring billing and webhooks API",
       version: info.version,
-      description:
-        "Mandates, charges, subscriptions and signed webhook events on our escrow contract. Every object has `livemode`; every POST needs `Idempotency-Key`.",
+      description: apiIntroduction(),
     },
     servers: [{ url: "/" }],
     security: [{ bearerAuth: [] }],

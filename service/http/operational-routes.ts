@@ -1,11 +1,12 @@
 /**
  * The routes an operator and a newcomer use, apart from /v1: `/ready` (the API, the indexer and the
  * workers), `/indexer/live` (for the indexer's supervisor), `/metrics` (behind its own token), the
- * OpenAPI document and the readable reference.
+ * OpenAPI document and its reference page.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { Hono, Context as HonoContext } from "hono";
 import { Unauthenticated } from "../errors.ts";
+import { registerApiReference } from "./api-reference.ts";
 import type { ErrorResponse } from "./error-response.ts";
 import { toErrorResponse } from "./error-response.ts";
 
@@ -33,7 +34,6 @@ export interface OperationalOptions {
   readonly indexerLiveness?: () => Promise<{ readonly stalled: ReadonlyArray<number> }>;
   readonly metrics?: MetricsEndpoint;
   readonly openapi: unknown;
-  readonly docsPage: string;
 }
 
 /** Constant-time comparison of an Authorization header with `Bearer <token>`. */
@@ -94,5 +94,5 @@ export const registerOperationalRoutes = (app: Hono<any>, options: OperationalOp
       return c.body(scraped.body, 200, { "content-type": scraped.contentType, "cache-control": "no-store" });
     });
   app.get("/v1/openapi.json", (c) => json(c, 200, JSON.stringify(options.openapi)));
-  app.get("/docs", (c) => c.html(options.docsPage));
+  registerApiReference(app, "API reference");
 };

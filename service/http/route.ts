@@ -9,6 +9,22 @@ import type { Caller } from "../auth/api-keys.ts";
 import type { ApiFailure, NotFound } from "../errors.ts";
 import type { PathParam } from "./input-guard.ts";
 
+/**
+ * What the API reference shows for an operation (the values live in `examples/`). The OpenAPI document
+ * carries them, encoded with the route's own schemas, and test/unit/openapi-examples.test.ts decodes each
+ * with those schemas, so an example cannot drift from what the route takes and answers.
+ */
+export interface RouteExamples<B, S extends Schema.Top> {
+  /** A value for each `{param}` of the path. */
+  readonly params?: Readonly<Record<string, string>>;
+  /** The JSON body of a POST that takes one. */
+  readonly request?: NoInfer<B>;
+  /** The success response, as the handler returns it. */
+  readonly response: NoInfer<S["Type"]>;
+  /** Refusals particular to this operation (the protocol's own are added to every operation). */
+  readonly errors?: ReadonlyArray<ApiFailure>;
+}
+
 export interface RouteContext<B> {
   readonly caller: Caller;
   readonly body: B;
@@ -40,6 +56,7 @@ export interface Route<B, S extends Schema.Top, R> {
   /** Status of a successful response (default 200). */
   readonly status?: 200 | 201;
   readonly handler: (context: RouteContext<B>) => Effect.Effect<S["Type"], ApiFailure | SqlError.SqlError, R>;
+  readonly examples: RouteExamples<B, S>;
   /** Another representation than JSON for some requests (e.g. a CSV export); undefined: JSON. */
   readonly render?: (
     value: S["Type"],

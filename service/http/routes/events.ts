@@ -1,6 +1,8 @@
 import { Effect } from "effect";
 import { listOf } from "../../chains/objects.ts";
 import { EventObject, Events, ListEventsQuery } from "../../events/events.ts";
+import { event } from "../examples/events.ts";
+import { IDS, page } from "../examples/shared.ts";
 import { eventIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 
@@ -13,6 +15,7 @@ export const eventRoutes = [
     summary: "Your events, newest first (polling for development; use webhooks in production).",
     body: ListEventsQuery,
     response: listOf(EventObject, "EventList"),
+    examples: { response: page(event) },
     handler: ({ caller, body }) =>
       Effect.flatMap(Effect.service(Events), (events) => events.list(caller, body)),
   }),
@@ -24,6 +27,7 @@ export const eventRoutes = [
     tag: "Events",
     summary: "An event.",
     response: EventObject,
+    examples: { params: { id: IDS.event }, response: event },
     handler: ({ caller, params }) =>
       Effect.flatMap(Effect.service(Events), (events) => events.retrieve(caller, params.id ?? "")),
   }),

@@ -2,8 +2,19 @@ import { Effect } from "effect";
 import { listOf } from "../../chains/objects.ts";
 import { ChargeObject } from "../../charges/charge-object.ts";
 import { Charges, CreateCharge, ListChargesQuery } from "../../charges/charges.ts";
+import { InvalidRequest } from "../../errors.ts";
 import { MandateObject } from "../../mandates/mandate-object.ts";
 import { CreateMandate, ListMandatesQuery, Mandates } from "../../mandates/mandates.ts";
+import {
+  charge,
+  createCharge,
+  createMandate,
+  mandate,
+  pendingCharge,
+  pendingMandate,
+  returningCharge,
+} from "../examples/mandates.ts";
+import { CHAIN, IDS, page } from "../examples/shared.ts";
 import { chargeIdParam, mandateIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 
@@ -21,6 +32,17 @@ export const mandateRoutes = [
       "`chain` defaults to your only configured chain of this mode and `token` to the only token you accept there; with several, name one. `approval_periods` (default 12) sets how many periods one signature covers. A chain whose subscriptions_available is false refuses new mandates with 400 `chain_closed`.",
     body: CreateMandate,
     response: MandateObject,
+    examples: {
+      request: createMandate,
+      response: pendingMandate,
+      errors: [
+        new InvalidRequest({
+          code: "chain_not_configured",
+          message: `You have not configured chain ${CHAIN.id}: set a payout address with POST /v1/merchant/chains first.`,
+          param: "chain",
+        }),
+      ],
+    },
     handler: ({ caller, body }) => Effect.flatMap(withMandates, (mandates) => mandates.create(caller, body)),
   }),
   defineRoute({
@@ -31,6 +53,7 @@ export const mandateRoutes = [
     summary: "Your mandates, newest first; filter by customer and status.",
     body: ListMandatesQuery,
     response: listOf(MandateObject, "MandateList"),
+    examples: { response: page(mandate) },
     handler: ({ caller, body }) => Effect.flatMap(withMandates, (mandates) => mandates.list(caller, body)),
   }),
   defineRoute({
@@ -41,6 +64,7 @@ export const mandateRoutes = [
     tag: "Mandates",
     summary: "A mandate.",
     response: MandateObject,
+    examples: { params: { id: IDS.mandate }, response: mandate },
     handler: ({ caller, params }) =>
       Effect.flatMap(withMandates, (mandates) => mandates.retrieve(caller, params.id ?? "")),
   }),
@@ -55,6 +79,29 @@ export const mandateRoutes = [
       "Above the cap: 400 `mandate_cap_exceeded`, nothing is sent. A second charge in a period: 400 `period_already_charged`. Otherwise the charge is simulated on chain: when it would succeed it is submitted (the service pays the gas) and returned as `pending`, and `charge.succeeded` follows; when the customer cannot cover it, it is returned `failed` with `failure_code` `insufficient_funds` (and `mandate.insufficient` is raised), or `approval_exhausted` (and `mandate.requires_authorization`), without spending gas.",
     body: CreateCharge,
     response: ChargeObject,
+    examples: {
+      params: { id: IDS.mandate },
+      request: createCharge,
+      response: pendingCharge,
+      errors: [
+        new InvalidRequest({
+          code: "mandate_cap_exceeded",
+          message:
+            "The amount 30 exceeds the mandate's cap of 25 USDC per period. Raising the cap needs the customer's new signature; open a new mandate with a higher cap_decimal.",
+          param: "amount_decimal",
+        }),
+        new InvalidRequest({
+          code: "period_already_charged",
+          message: `This mandate was already charged for period 0 (${IDS.charge}), which runs until 2026-04-02T10:16:00.000Z.`,
+          param: null,
+        }),
+        new InvalidRequest({
+          code: "mandate_not_authorized",
+          message: "The customer has not signed this mandate yet: send them to its authorization_url.",
+          param: null,
+        }),
+      ],
+    },
     handler: ({ caller, body, params }) =>
       Effect.flatMap(withCharges, (charges) => charges.create(caller, params.id ?? "", body)),
   }),
@@ -67,6 +114,7 @@ export const mandateRoutes = [
     summary: "A mandate's charges, newest first.",
     body: ListChargesQuery,
     response: listOf(ChargeObject, "ChargeList"),
+    examples: { params: { id: IDS.mandate }, response: page(charge) },
     handler: ({ caller, body, params }) =>
       Effect.flatMap(withCharges, (charges) => charges.listForMandate(caller, params.id ?? "", body)),
   }),
@@ -78,6 +126,7 @@ export const mandateRoutes = [
     tag: "Charges",
     summary: "A charge.",
     response: ChargeObject,
+    examples: { params: { id: IDS.charge }, response: charge },
     handler: ({ caller, params }) =>
       Effect.flatMap(withCharges, (charges) => charges.retrieve(caller, params.id ?? "")),
   }),
@@ -87,8 +136,19 @@ export const mandateRoutes = [
     params: { id: chargeIdParam },
     operationId: "returnCharge",
     tag: "Charges",
-    summary: "Return a held charge to the customer (only during its hold). `charge.returned` follows.",
+    summary: "Return a held charge to the customer (only during its hold). charge.returned follows.",
     response: ChargeObject,
+    examples: {
+      params: { id: IDS.charge },
+      response: returningCharge,
+      errors: [
+        new InvalidRequest({
+          code: "charge_not_returnable",
+          message: "The hold has ended; the money is being released to you.",
+          param: null,
+        }),
+      ],
+    },
     handler: ({ caller, params }) =>
       Effect.flatMap(withCharges, (charges) => charges.returnCharge(caller, params.id ?? "")),
   }),

@@ -5,6 +5,8 @@ import {
   ReconciliationQuery,
   toCsv,
 } from "../../reconciliation/reconciliation.ts";
+import { reconciliationEntry } from "../examples/reconciliation.ts";
+import { page } from "../examples/shared.ts";
 import { defineRoute } from "../route.ts";
 
 export const reconciliationRoutes = [
@@ -19,6 +21,7 @@ export const reconciliationRoutes = [
       "Ordered by chain, block and log index. Filter by chain, block range and block time; page with limit and starting_after. `format=csv` returns the same entries as CSV.",
     body: ReconciliationQuery,
     response: ReconciliationPage,
+    examples: { response: page(reconciliationEntry) },
     handler: ({ caller, body }) =>
       Effect.flatMap(Effect.service(Reconciliation), (reconciliation) => reconciliation.list(caller, body)),
     render: (page, query) =>

@@ -1,5 +1,6 @@
 import { Effect } from "effect";
 import { listOf } from "../../chains/objects.ts";
+import { InvalidRequest, invalidParam } from "../../errors.ts";
 import { CouponObject, Coupons, CreateCoupon, ListCouponsQuery } from "../../subscriptions/coupons.ts";
 import { InvoiceObject } from "../../subscriptions/invoice-object.ts";
 import {
@@ -23,6 +24,23 @@ import {
   Usage,
   UsageRecordObject,
 } from "../../subscriptions/usage.ts";
+import { IDS, page } from "../examples/shared.ts";
+import {
+  cancelingSubscription,
+  cancelSubscription,
+  coupon,
+  createCoupon,
+  createPrice,
+  createSubscription,
+  createUsageRecord,
+  inactivePrice,
+  invoice,
+  newSubscription,
+  price,
+  subscription,
+  updatePrice,
+  usageRecord,
+} from "../examples/subscriptions.ts";
 import { couponIdParam, invoiceIdParam, priceIdParam, subscriptionIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 
@@ -40,6 +58,7 @@ export const subscriptionRoutes = [
     summary: "Add a monthly price to your catalogue (a fixed amount, optionally a metered part).",
     body: CreatePrice,
     response: PriceObject,
+    examples: { request: createPrice, response: price },
     handler: ({ caller, body }) => Effect.flatMap(withPrices, (prices) => prices.create(caller, body)),
   }),
   defineRoute({
@@ -50,6 +69,7 @@ export const subscriptionRoutes = [
     summary: "Your prices, newest first; filter by active.",
     body: ListPricesQuery,
     response: listOf(PriceObject, "PriceList"),
+    examples: { response: page(price) },
     handler: ({ caller, body }) => Effect.flatMap(withPrices, (prices) => prices.list(caller, body)),
   }),
   defineRoute({
@@ -60,6 +80,7 @@ export const subscriptionRoutes = [
     tag: "Prices",
     summary: "A price.",
     response: PriceObject,
+    examples: { params: { id: IDS.price }, response: price },
     handler: ({ caller, params }) =>
       Effect.flatMap(withPrices, (prices) => prices.retrieve(caller, params.id ?? "")),
   }),
@@ -73,6 +94,7 @@ export const subscriptionRoutes = [
       "Deactivate (or reactivate) a price. A deactivated price takes no new subscriptions; existing ones keep billing.",
     body: UpdatePrice,
     response: PriceObject,
+    examples: { params: { id: IDS.price }, request: updatePrice, response: inactivePrice },
     handler: ({ caller, params, body }) =>
       Effect.flatMap(withPrices, (prices) => prices.update(caller, params.id ?? "", body)),
   }),
@@ -84,6 +106,7 @@ export const subscriptionRoutes = [
     summary: "A percentage or an amount off each invoice for duration_in_months months.",
     body: CreateCoupon,
     response: CouponObject,
+    examples: { request: createCoupon, response: coupon },
     handler: ({ caller, body }) => Effect.flatMap(withCoupons, (coupons) => coupons.create(caller, body)),
   }),
   defineRoute({
@@ -94,6 +117,7 @@ export const subscriptionRoutes = [
     summary: "Your coupons, newest first.",
     body: ListCouponsQuery,
     response: listOf(CouponObject, "CouponList"),
+    examples: { response: page(coupon) },
     handler: ({ caller, body }) => Effect.flatMap(withCoupons, (coupons) => coupons.list(caller, body)),
   }),
   defineRoute({
@@ -104,6 +128,7 @@ export const subscriptionRoutes = [
     tag: "Coupons",
     summary: "A coupon.",
     response: CouponObject,
+    examples: { params: { id: IDS.coupon }, response: coupon },
     handler: ({ caller, params }) =>
       Effect.flatMap(withCoupons, (coupons) => coupons.retrieve(caller, params.id ?? "")),
   }),
@@ -117,6 +142,22 @@ export const subscriptionRoutes = [
       "Opens the subscription's mandate (cap: `cap_decimal`, default the price's monthly amount; required for a metered price). The first invoice is charged as soon as the customer has authorised; then one invoice per calendar month of the mandate. A price on a chain whose subscriptions_available is false: 400 `chain_closed`. A deactivated price: 400 `price_inactive`.",
     body: CreateSubscription,
     response: SubscriptionObject,
+    examples: {
+      request: createSubscription,
+      response: newSubscription,
+      errors: [
+        invalidParam(
+          "price",
+          `Price ${IDS.price} is deactivated: it takes no new subscriptions (existing ones keep billing).`,
+          "price_inactive",
+        ),
+        invalidParam(
+          "cap_decimal",
+          "cap_decimal 10 is below the first invoice's 15.992 USDC: it could not be collected.",
+          "cap_too_low",
+        ),
+      ],
+    },
     handler: ({ caller, body }) =>
       Effect.flatMap(withSubscriptions, (subscriptions) => subscriptions.create(caller, body)),
   }),
@@ -128,6 +169,7 @@ export const subscriptionRoutes = [
     summary: "Your subscriptions, newest first; filter by customer and status.",
     body: ListSubscriptionsQuery,
     response: listOf(SubscriptionObject, "SubscriptionList"),
+    examples: { response: page(subscription) },
     handler: ({ caller, body }) =>
       Effect.flatMap(withSubscriptions, (subscriptions) => subscriptions.list(caller, body)),
   }),
@@ -139,6 +181,7 @@ export const subscriptionRoutes = [
     tag: "Subscriptions",
     summary: "A subscription.",
     response: SubscriptionObject,
+    examples: { params: { id: IDS.subscription }, response: subscription },
     handler: ({ caller, params }) =>
       Effect.flatMap(withSubscriptions, (subscriptions) => subscriptions.retrieve(caller, params.id ?? "")),
   }),
@@ -152,6 +195,18 @@ export const subscriptionRoutes = [
       "Cancel now (open invoices are voided), or with at_period_end at the end of the period last invoiced.",
     body: CancelSubscription,
     response: SubscriptionObject,
+    examples: {
+      params: { id: IDS.subscription },
+      request: cancelSubscription,
+      response: cancelingSubscription,
+      errors: [
+        new InvalidRequest({
+          code: "subscription_canceled",
+          message: `Subscription ${IDS.subscription} is already canceled.`,
+          param: null,
+        }),
+      ],
+    },
     handler: ({ caller, params, body }) =>
       Effect.flatMap(withSubscriptions, (subscriptions) =>
         subscriptions.cancel(caller, params.id ?? "", body),
@@ -168,6 +223,18 @@ export const subscriptionRoutes = [
       "Usage that would take the next invoice above the mandate's cap is recorded with status `over_limit`, never charged, and raises `usage.limit_exceeded`. Idempotent through Idempotency-Key like every POST. A subscription without a metered price: 400 `subscription_not_metered`; incomplete or canceled: 400 `subscription_not_billing`.",
     body: CreateUsageRecord,
     response: UsageRecordObject,
+    examples: {
+      params: { id: IDS.subscription },
+      request: createUsageRecord,
+      response: usageRecord,
+      errors: [
+        new InvalidRequest({
+          code: "subscription_not_metered",
+          message: `Price ${IDS.price} has no metered part, so subscription ${IDS.subscription} takes no usage.`,
+          param: null,
+        }),
+      ],
+    },
     handler: ({ caller, params, body }) =>
       Effect.flatMap(withUsage, (usage) => usage.record(caller, params.id ?? "", body)),
   }),
@@ -180,6 +247,7 @@ export const subscriptionRoutes = [
     summary: "A subscription's usage records, newest first.",
     body: ListUsageRecordsQuery,
     response: listOf(UsageRecordObject, "UsageRecordList"),
+    examples: { params: { id: IDS.subscription }, response: page(usageRecord) },
     handler: ({ caller, params, body }) =>
       Effect.flatMap(withUsage, (usage) => usage.list(caller, params.id ?? "", body)),
   }),
@@ -191,6 +259,7 @@ export const subscriptionRoutes = [
     summary: "Your subscriptions' invoices, newest first; filter by subscription.",
     body: ListInvoicesQuery,
     response: listOf(InvoiceObject, "InvoiceList"),
+    examples: { response: page(invoice) },
     handler: ({ caller, body }) =>
       Effect.flatMap(withSubscriptions, (subscriptions) => subscriptions.listInvoices(caller, body)),
   }),
@@ -202,6 +271,7 @@ export const subscriptionRoutes = [
     tag: "Invoices",
     summary: "An invoice with its lines.",
     response: InvoiceObject,
+    examples: { params: { id: IDS.invoice }, response: invoice },
     handler: ({ caller, params }) =>
       Effect.flatMap(withSubscriptions, (subscriptions) =>
         subscriptions.retrieveInvoice(caller, params.id ?? ""),

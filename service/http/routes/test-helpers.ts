@@ -1,4 +1,5 @@
 import { Effect } from "effect";
+import { InvalidRequest } from "../../errors.ts";
 import { MandateObject } from "../../mandates/mandate-object.ts";
 import {
   AdvanceClockRequest,
@@ -8,6 +9,16 @@ import {
   TestHelpers,
 } from "../../testing/test-helpers.ts";
 import { PayRequest, TestPayments, TestPaymentTransfer } from "../../testing/test-payments.ts";
+import { mandate } from "../examples/mandates.ts";
+import { CHAIN, IDS } from "../examples/shared.ts";
+import {
+  advanceClock,
+  fundRequest,
+  payRequest,
+  testClock,
+  testFunding,
+  testPaymentTransfer,
+} from "../examples/test-helpers.ts";
 import { mandateIdParam, paymentIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 
@@ -27,6 +38,7 @@ export const testHelperRoutes = [
     testOnly: true,
     body: FundRequest,
     response: TestFunding,
+    examples: { params: { id: IDS.mandate }, request: fundRequest, response: testFunding },
     handler: ({ caller, body, params }) =>
       Effect.flatMap(helpers, (h) => h.fund(caller, params.id ?? "", body)),
   }),
@@ -41,6 +53,7 @@ export const testHelperRoutes = [
       "Signs the terms and a permit and submits them like the hosted page does; answers with the mandate once the chain's MandateAuthorized event has been indexed, and `mandate.authorized` is raised from it. Also re-signs a mandate whose approval is spent.",
     testOnly: true,
     response: MandateObject,
+    examples: { params: { id: IDS.mandate }, response: mandate },
     handler: ({ caller, params }) => Effect.flatMap(helpers, (h) => h.authorize(caller, params.id ?? "")),
   }),
   defineRoute({
@@ -53,6 +66,17 @@ export const testHelperRoutes = [
     testOnly: true,
     body: AdvanceClockRequest,
     response: TestClock,
+    examples: {
+      request: advanceClock,
+      response: testClock,
+      errors: [
+        new InvalidRequest({
+          code: "test_clock_unsupported",
+          message: `Chain ${CHAIN.id} is not a local chain run by this deployment, so its clock cannot be moved.`,
+          param: null,
+        }),
+      ],
+    },
     handler: ({ caller, body }) => Effect.flatMap(helpers, (h) => h.advanceClock(caller, body)),
   }),
   defineRoute({
@@ -67,6 +91,7 @@ export const testHelperRoutes = [
     testOnly: true,
     body: PayRequest,
     response: TestPaymentTransfer,
+    examples: { params: { id: IDS.payment }, request: payRequest, response: testPaymentTransfer },
     handler: ({ caller, body, params }) =>
       Effect.flatMap(testPayments, (p) => p.pay(caller, params.id ?? "", body)),
   }),

@@ -1,6 +1,7 @@
 import { Effect, Schema } from "effect";
 import { listOf } from "../../chains/objects.ts";
-import { EventTypeObject, eventTypeList } from "../../events/event-types.ts";
+import { invalidParam } from "../../errors.ts";
+import { EVENT_TYPES, EventTypeObject, eventTypeList } from "../../events/event-types.ts";
 import { Deliveries, DeliveryObject, ListDeliveriesQuery, ReplayEvent } from "../../webhooks/deliveries.ts";
 import {
   DeletedWebhookEndpoint,
@@ -14,6 +15,21 @@ import {
   UpdateWebhookEndpoint,
   WebhookEndpoints,
 } from "../../webhooks/endpoints.ts";
+import { IDS, page } from "../examples/shared.ts";
+import {
+  createWebhookEndpoint,
+  deletedWebhookEndpoint,
+  delivery,
+  replayEvent,
+  replayedDelivery,
+  rotatedWebhookEndpoint,
+  rotateSecret,
+  testDelivery,
+  updatedWebhookEndpoint,
+  updateWebhookEndpoint,
+  webhookEndpoint,
+  webhookEndpointWithSecret,
+} from "../examples/webhooks.ts";
 import { endpointIdParam, eventIdParam } from "../path-params.ts";
 import { defineRoute } from "../route.ts";
 
@@ -28,6 +44,7 @@ export const webhookRoutes = [
     tag: "Webhooks",
     summary: "Every event type the service emits: the names webhook endpoints may subscribe to.",
     response: listOf(EventTypeObject, "EventTypeList"),
+    examples: { response: eventTypeList() },
     handler: () => Effect.succeed(eventTypeList()),
   }),
   defineRoute({
@@ -35,11 +52,22 @@ export const webhookRoutes = [
     path: "/v1/webhook_endpoints",
     operationId: "createWebhookEndpoint",
     tag: "Webhooks",
-    summary: "Register a webhook endpoint. The response carries its signing `secret`, shown only this once.",
+    summary: "Register a webhook endpoint. The response carries its signing secret, shown only this once.",
     description:
       "Every name in `events` must be an emitted type (GET /v1/event_types); unknown names are refused with 400 `event_type_unknown` listing them. In live mode the URL must be https and must not point at localhost, private, loopback, link-local, CGNAT, unique-local, IPv4-mapped, unspecified or cloud-metadata addresses, however spelt, nor at a name resolving to one (400 `url_private` / `url_insecure`).",
     body: CreateWebhookEndpoint,
     response: WebhookEndpointWithSecret,
+    examples: {
+      request: createWebhookEndpoint,
+      response: webhookEndpointWithSecret,
+      errors: [
+        invalidParam(
+          "events",
+          `Unknown event type: "charge.paid". The service emits: ${EVENT_TYPES.join(", ")} (GET /v1/event_types).`,
+          "event_type_unknown",
+        ),
+      ],
+    },
     handler: ({ caller, body }) =>
       Effect.flatMap(withEndpoints, (endpoints) => endpoints.create(caller, body)),
   }),
@@ -51,6 +79,7 @@ export const webhookRoutes = [
     summary: "Your webhook endpoints, newest first (never with their secrets).",
     body: ListEndpointsQuery,
     response: listOf(WebhookEndpointObject, "WebhookEndpointList"),
+    examples: { response: page(webhookEndpoint) },
     handler: ({ caller, body }) => Effect.flatMap(withEndpoints, (endpoints) => endpoints.list(caller, body)),
   }),
   defineRoute({
@@ -61,6 +90,7 @@ export const webhookRoutes = [
     tag: "Webhooks",
     summary: "A webhook endpoint (never with its secret).",
     response: WebhookEndpointObject,
+    examples: { params: { id: IDS.webhookEndpoint }, response: webhookEndpoint },
     handler: ({ caller, params }) =>
       Effect.flatMap(withEndpoints, (endpoints) => endpoints.retrieve(caller, params.id ?? "")),
   }),
@@ -71,9 +101,14 @@ export const webhookRoutes = [
     operationId: "updateWebhookEndpoint",
     tag: "Webhooks",
     summary:
-      "Change an endpoint's url, events or description, or disable it (`disabled: true`) and enable it again.",
+      "Change an endpoint's url, events or description, or disable it (disabled: true) and enable it again.",
     body: UpdateWebhookEndpoint,
     response: WebhookEndpointObject,
+    examples: {
+      params: { id: IDS.webhookEndpoint },
+      request: updateWebhookEndpoint,
+      response: updatedWebhookEndpoint,
+    },
     handler: ({ caller, body, params }) =>
       Effect.flatMap(withEndpoints, (endpoints) => endpoints.update(caller, params.id ?? "", body)),
   }),
@@ -85,6 +120,7 @@ export const webhookRoutes = [
     tag: "Webhooks",
     summary: "Delete an endpoint: nothing more is sent to it, pending deliveries included.",
     response: DeletedWebhookEndpoint,
+    examples: { params: { id: IDS.webhookEndpoint }, response: deletedWebhookEndpoint },
     handler: ({ caller, params }) =>
       Effect.flatMap(withEndpoints, (endpoints) => endpoints.remove(caller, params.id ?? "")),
   }),
@@ -99,6 +135,11 @@ export const webhookRoutes = [
       "Until `previous_secret_expires` (default 24 h, `expire_previous_after_seconds` 0-604800) deliveries carry two signatures, `v1=<new>,v1=<previous>`, so receivers can switch secrets without dropping a delivery.",
     body: RotateSecret,
     response: WebhookEndpointWithSecret,
+    examples: {
+      params: { id: IDS.webhookEndpoint },
+      request: rotateSecret,
+      response: rotatedWebhookEndpoint,
+    },
     handler: ({ caller, body, params }) =>
       Effect.flatMap(withEndpoints, (endpoints) => endpoints.rotateSecret(caller, params.id ?? "", body)),
   }),
@@ -108,8 +149,19 @@ export const webhookRoutes = [
     params: { id: endpointIdParam },
     operationId: "testWebhookEndpoint",
     tag: "Webhooks",
-    summary: "Send a `webhook.test` event to this endpoint (not a payment; never act on it).",
+    summary: "Send a webhook.test event to this endpoint (not a payment; never act on it).",
     response: DeliveryObject,
+    examples: {
+      params: { id: IDS.webhookEndpoint },
+      response: testDelivery,
+      errors: [
+        invalidParam(
+          "id",
+          `Webhook endpoint ${IDS.webhookEndpoint} is disabled: enable it first.`,
+          "webhook_endpoint_disabled",
+        ),
+      ],
+    },
     handler: ({ caller, params }) =>
       Effect.flatMap(withDeliveries, (deliveries) => deliveries.sendTest(caller, params.id ?? "")),
   }),
@@ -123,6 +175,7 @@ export const webhookRoutes = [
       "An endpoint's deliveries, newest first, each with its attempts and next retry; filter by status and event.",
     body: ListDeliveriesQuery,
     response: listOf(DeliveryObject, "WebhookDeliveryList"),
+    examples: { params: { id: IDS.webhookEndpoint }, response: page(delivery) },
     handler: ({ caller, body, params }) =>
       Effect.flatMap(withDeliveries, (deliveries) => deliveries.list(caller, params.id ?? "", body)),
   }),
@@ -139,6 +192,7 @@ export const webhookRoutes = [
       data: Schema.Array(DeliveryObject),
       has_more: Schema.Boolean,
     }).annotate({ identifier: "ReplayedDeliveries" }),
+    examples: { params: { id: IDS.event }, request: replayEvent, response: page(replayedDelivery) },
     handler: ({ caller, body, params }) =>
       Effect.flatMap(withDeliveries, (deliveries) => deliveries.replay(caller, params.id ?? "", body)),
   }),

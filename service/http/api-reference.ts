@@ -1,0 +1,153 @@
+/**
+ * The API reference at `/docs`: Scalar's API reference (`@scalar/api-reference`, MIT) rendering
+ * `/v1/openapi.json` in the browser, from its standalone bundle that the service serves out of
+ * node_modules. The page talks to its own origin only.
+ *
+ * Why Scalar: Redoc and Scalar are both MIT and render OpenAPI 3.1 with Markdown, a navigation tree and
+ * request and response examples. Redoc 2.5 (a 1.1 MB bundle, maintenance releases only) always loads its
+ * "API docs by Redocly" logo from Redocly's CDN; Redoc 3.0 (2.3 MB, weeks old) sends OpenTelemetry traces
+ * to Redocly unless told not to and loads icons from a CDN. Scalar's bundle is the largest (4.35 MB,
+ * 1.26 MB gzipped: served gzipped), but it is released weekly, needs neither `eval` nor workers, and
+ * everything in it that reaches out (default web fonts, telemetry, the AI agent, MCP, the request
+ * client and its proxy, the developer toolbar) can be switched off, which `CONFIGURATION` does.
+ */
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+import { promisify } from "node:util";
+import { gzip } from "node:zlib";
+import type { Context, Env, Hono } from "hono";
+import { escapeHtml } from "./hosted-page/shell.ts";
+
+/**
+ * The standalone bundle and the package's version (the assets' cache-busting `?v=`), found from the
+ * package's entry (its exports name neither file).
+ */
+const SCALAR_ENTRY = pathToFileURL(createRequire(import.meta.url).resolve("@scalar/api-reference"));
+const BUNDLE_URL = new URL("browser/standalone.js", SCALAR_ENTRY);
+const PACKAGE_URL = new URL("../package.json", SCALAR_ENTRY);
+
+export const API_REFERENCE_PATH = "/docs";
+export const BUNDLE_PATH = "/docs/assets/scalar-api-reference.js";
+
+/**
+ * Scalar's options (its HTML API reads them from `data-configuration`). Off: everything that would
+ * contact another host or run a request from the page.
+ */
+export const CONFIGURATION = {
+  withDefaultFonts: false, // fonts.scalar.com; the system's fonts instead
+  telemetry: false,
+  agent: { disabled: true }, // the "Ask AI" agent (on by default on localhost)
+  mcp: { disabled: true },
+  hideClientButton: true, // the request client, which may go through proxy.scalar.com
+  hideTestRequestButton: true,
+  showDeveloperTools: "never",
+  documentDownloadType: "json", // a download of the document already loaded: no request
+  defaultHttpClient: { targetKey: "shell", clientKey: "curl" },
+  orderRequiredPropertiesFirst: true,
+} as const;
+
+/**
+ * What Scalar needs, and nothing more: its script from this origin (no `eval`, no worker, no inline
+ * script: the HTML API reads the configuration from a JSON `<script>` the browser never runs); inline
+ * styles, because it injects its stylesheet as a `<style>` element and sets `style` attributes at run
+ * time (it has no nonce option); `data:` images (its inline icons); the document fetched from this
+ * origin. No fonts (the system's), frames, workers, forms or objects.
+ */
+export const API_REFERENCE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'none'",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "worker-src 'none'",
+  "frame-src 'none'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+interface Bundle {
+  readonly version: string;
+  readonly body: Buffer;
+  readonly gzipped: Buffer;
+}
+
+/** Read and gzipped once per process, on first use (4 MB: not at start, which most processes never need). */
+const loadBundle = async (): Promise<Bundle> => {
+  const [body, packageJson] = await Promise.all([readFile(BUNDLE_URL), readFile(PACKAGE_URL, "utf8")]);
+  const { version } = JSON.parse(packageJson) as { version: string };
+  return { version, body, gzipped: await promisify(gzip)(body) };
+};
+
+const bundleCache = () => {
+  let pending: Promise<Bundle> | null = null;
+  return (): Promise<Bundle> => {
+    if (pending === null) {
+      pending = loadBundle();
+      pending.catch(() => {
+        pending = null;
+      });
+    }
+    return pending;
+  };
+};
+
+const acceptsGzip = (c: Context) => /\bgzip\b/i.test(c.req.header("accept-encoding") ?? "");
+
+/** Links are relative to `/docs` (`docs/assets/…`, `v1/openapi.json`), so a path prefix works. */
+export const renderApiReferencePage = (title: string, bundleVersion: string): string => {
+  const configuration = escapeHtml(JSON.stringify(CONFIGURATION));
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>${escapeHtml(title)}</title>
+<link rel="icon" href="data:,">
+</head>
+<body>
+<noscript><p>This reference needs JavaScript. The OpenAPI document is at <a href="v1/openapi.json">v1/openapi.json</a>.</p></noscript>
+<script id="api-reference" type="application/json" data-url="v1/openapi.json" data-configuration="${configuration}"></script>
+<script src="${BUNDLE_PATH.slice(1)}?v=${escapeHtml(bundleVersion)}"></script>
+</body>
+</html>
+`;
+};
+
+const PAGE_HEADERS = {
+  "content-type": "text/html; charset=utf-8",
+  "content-security-policy": API_REFERENCE_CSP,
+  "cache-control": "no-cache",
+  "referrer-policy": "no-referrer",
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+} as const;
+
+export const registerApiReference = <E extends Env>(app: Hono<E>, title: string): void => {
+  const bundle = bundleCache();
+  app.get(API_REFERENCE_PATH, async (c) =>
+    c.body(renderApiReferencePage(title, (await bundle()).version), 200, PAGE_HEADERS),
+  );
+  app.get(BUNDLE_PATH, async (c) => {
+    const { version, body, gzipped } = await bundle();
+    const zipped = acceptsGzip(c);
+    const etag = `"${version}${zipped ? "-gzip" : ""}"`;
+    const headers = {
+      etag,
+      vary: "accept-encoding",
+      // A versioned URL never changes content; the bare one is revalidated.
+      "cache-control": c.req.query("v") === version ? "public, max-age=31536000, immutable" : "no-cache",
+      "x-content-type-options": "nosniff",
+    };
+    if (c.req.header("if-none-match") === etag) return c.body(null, 304, headers);
+    return c.body(new Uint8Array(zipped ? gzipped : body), 200, {
+      ...headers,
+      "content-type": "text/javascript; charset=utf-8",
+      ...(zipped ? { "content-encoding": "gzip" } : {}),
+    });
+  });
+};
