@@ -43,6 +43,14 @@ export const ERROR_CODES = {
   api_key_missing: { status: 401, when: "No `Authorization` header." },
   api_key_malformed: { status: 401, when: "The header is not `Bearer sk_test_…` or `Bearer sk_live_…`." },
   api_key_invalid: { status: 401, when: "No such key, or a revoked one." },
+  console_session_invalid: {
+    status: 401,
+    when: "A console request whose session cookie names no live session (signed out, expired, or its key revoked).",
+  },
+  console_csrf_invalid: {
+    status: 403,
+    when: "A console POST without the session's `X-CSRF-Token`, or from another origin.",
+  },
   metrics_token_invalid: { status: 401, when: "`GET /metrics` without its token." },
   idempotency_key_missing: { status: 400, when: "A POST without `Idempotency-Key`." },
   idempotency_key_invalid: {

@@ -31,7 +31,7 @@ export class IdempotencyError extends Schema.TaggedError<IdempotencyError>()("Id
 
 /** Protocol-level refusals raised by the HTTP layer before any handler runs. */
 export class HttpRefusal extends Schema.TaggedError<HttpRefusal>()("HttpRefusal", {
-  status: Schema.Literals([404, 405, 413, 415]),
+  status: Schema.Literals([403, 404, 405, 413, 415]),
   code: Code,
   message: Schema.String,
 }) {}

@@ -22,6 +22,7 @@ export const ID_PREFIXES = {
   webhookEndpoint: "we",
   webhookDelivery: "whd",
   relayerTransaction: "rtx",
+  consoleSession: "cs",
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 
@@ -43,6 +44,7 @@ export const ID_NOUNS: Record<IdKind, string> = {
   webhookEndpoint: "webhook endpoint",
   webhookDelivery: "webhook delivery",
   relayerTransaction: "relayer transaction",
+  consoleSession: "console session",
 };
 
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";

@@ -6,6 +6,7 @@
  */
 import { Duration, Layer, Logger, References } from "effect";
 import { ApiKeys } from "./auth/api-keys.ts";
+import { ConsoleSessions } from "./auth/console-sessions.ts";
 import { ChainClients } from "./chains/chain-clients.ts";
 import { ChainWatch, indexerWatchdog } from "./chains/indexer-watchdog.ts";
 import { MerchantChains } from "./chains/merchant-chains.ts";
@@ -120,7 +121,7 @@ export const servicesLayer = (
   config: Pick<ServiceConfig, "idempotencyRetentionHours" | "webhooks" | "page">,
 ) => {
   const foundation = Layer.mergeAll(
-    ApiKeys.layer,
+    ConsoleSessions.layer.pipe(Layer.provideMerge(ApiKeys.layer)),
     Merchants.layer,
     Reconciliation.layer,
     Events.layer,

@@ -8,6 +8,7 @@ import { createAdaptorServer } from "@hono/node-server";
 import { Effect, ManagedRuntime, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import type { ApiKeys } from "./auth/api-keys.ts";
+import type { ConsoleSessions } from "./auth/console-sessions.ts";
 import { ChainWatch, describeStalled } from "./chains/indexer-watchdog.ts";
 import type { MerchantChains } from "./chains/merchant-chains.ts";
 import { chainHeads } from "./chains/onchain.ts";
@@ -59,6 +60,7 @@ export const VERSION = "0.1.0";
 
 export type AppServices =
   | ApiKeys
+  | ConsoleSessions
   | MerchantChains
   | ChainRegistry
   | Idempotency

@@ -472,6 +472,17 @@ export const migrations = {
       updated_at timestamptz NOT NULL DEFAULT now()
     )`,
   ),
+  "0014_console_sessions": statements(
+    // Console sign-ins, written by auth/console-sessions.ts; only the token's SHA-256 is kept.
+    `CREATE TABLE billing.console_sessions (
+      id text PRIMARY KEY,
+      api_key_id text NOT NULL REFERENCES billing.api_keys (id),
+      token_sha256 bytea NOT NULL UNIQUE,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      expires_at timestamptz NOT NULL,
+      ended_at timestamptz
+    )`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

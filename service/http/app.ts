@@ -10,9 +10,11 @@ import { Hono, type Context as HonoContext } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { matchedRoutes } from "hono/route";
-import { ApiKeys, type Caller } from "../auth/api-keys.ts";
+import type { ApiKeys, Caller } from "../auth/api-keys.ts";
+import type { ConsoleSessions } from "../auth/console-sessions.ts";
 import { type ApiFailure, HttpRefusal, isApiFailure } from "../errors.ts";
 import { Idempotency, validateIdempotencyKey } from "../idempotency/idempotency.ts";
+import { authenticateRequest, registerConsoleSessionRoutes } from "./console-session.ts";
 import { internalError, toErrorResponse } from "./error-response.ts";
 import { errorJson, json, type OperationalOptions, registerOperationalRoutes } from "./operational-routes.ts";
 import { decodeParams, decodeQuery, readBody } from "./request-input.ts";
@@ -30,7 +32,7 @@ export interface AppOptions<R> extends OperationalOptions {
   readonly publicRoutes?: ReadonlyArray<AnyPublicRoute<R>>;
   /** Registers extra non-JSON routes (the hosted pages and their assets). */
   readonly extend?: (app: Hono<Env>) => void;
-  readonly run: Runner<R | ApiKeys | Idempotency>;
+  readonly run: Runner<R | ApiKeys | ConsoleSessions | Idempotency>;
   /** Checked before every request under `/authorize/` and `/pay/` (the public pages): a refusal to render, if any. */
   readonly limitPage?: (c: HonoContext<Env>) => Promise<ApiFailure | undefined>;
 }
@@ -164,13 +166,12 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       });
 
   registerOperationalRoutes(app, options);
+  registerConsoleSessionRoutes(app, async (c, effect, ok) => respondExit(c, await run(effect), ok));
 
   for (const route of options.routes) {
     const status = route.status ?? 200;
     app.on(route.method, toHonoPath(route.path), async (c: HonoContext<Env>) => {
-      const authenticated = await run(
-        Effect.flatMap(ApiKeys, (keys) => keys.authenticate(c.req.header("authorization"))),
-      );
+      const authenticated = await run(authenticateRequest(c));
       if (Exit.isFailure(authenticated)) return respondExit(c, authenticated, () => c.res);
       const caller: Caller = authenticated.value;
       c.set("merchantId", caller.merchantId);

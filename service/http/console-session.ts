@@ -1,0 +1,125 @@
+/**
+ * The console's sign-in over HTTP, and how a request authenticates: `Authorization: Bearer <key>` as
+ * any merchant's code does, or else the console's session cookie, for which every POST must also carry
+ * the session's `X-CSRF-Token` and, when the browser sends one, an `Origin` of this service. The console
+ * then calls the same `/v1` routes as everyone (no other way in).
+ *
+ * - `POST /console/session` `{"api_key": "sk_…"}` → the session (mode, merchant, CSRF token, expiry) and
+ *   the cookie `console_session` (`HttpOnly`, `SameSite=Strict`, `Path=/`, `Secure` over https).
+ * - `GET /console/session` → the session of the cookie (the page reads its CSRF token here).
+ * - `POST /console/session/end` → signs out and clears the cookie (needs the CSRF token too).
+ */
+import { Effect, Result, Schema } from "effect";
+import type { SqlError } from "effect/sql";
+import type { Hono, Context as HonoContext } from "hono";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { ApiKeys, type Caller } from "../auth/api-keys.ts";
+import {
+  CONSOLE_COOKIE,
+  CONSOLE_SESSION_SECONDS,
+  type ConsoleSession,
+  ConsoleSessions,
+  csrfTokenMatches,
+  csrfTokenOf,
+} from "../auth/console-sessions.ts";
+import { type ApiFailure, HttpRefusal, Unauthenticated } from "../errors.ts";
+import type { Env } from "./app.ts";
+import { readBody } from "./request-input.ts";
+
+const SignIn = Schema.Struct({ api_key: Schema.String });
+
+const csrfRefused = (message: string) =>
+  new HttpRefusal({ status: 403, code: "console_csrf_invalid", message });
+
+const isHttps = (c: HonoContext<Env>) => new URL(c.req.url).protocol === "https:";
+
+/** A browser's Origin must be ours; a request without one (not a browser) is judged by the token alone. */
+const sameOrigin = (c: HonoContext<Env>) => {
+  const origin = c.req.header("origin");
+  return origin === undefined || origin === new URL(c.req.url).origin;
+};
+
+const sessionBody = (session: ConsoleSession, token: string) => ({
+  object: "console_session",
+  livemode: session.caller.livemode,
+  merchant: session.caller.merchantId,
+  csrf_token: csrfTokenOf(token),
+  expires_at: Math.floor(session.expiresAt.getTime() / 1000),
+});
+
+/** The caller of a `/v1` request: its API key, or the console session of its cookie. */
+export const authenticateRequest = (c: HonoContext<Env>) =>
+  Effect.gen(function* () {
+    const authorization = c.req.header("authorization");
+    const token = getCookie(c, CONSOLE_COOKIE);
+    if (authorization !== undefined || token === undefined)
+      return yield* Effect.flatMap(ApiKeys, (keys) => keys.authenticate(authorization));
+    const session = yield* Effect.flatMap(ConsoleSessions, (sessions) => sessions.authenticate(token));
+    if (c.req.method !== "GET" && c.req.method !== "HEAD") {
+      if (!sameOrigin(c))
+        return yield* csrfRefused("Console requests must come from the console's own origin.");
+      if (!csrfTokenMatches(token, c.req.header("x-csrf-token")))
+        return yield* csrfRefused(
+          "This console request lacks the session's X-CSRF-Token header (read it from GET /console/session).",
+        );
+    }
+    return session.caller satisfies Caller;
+  });
+
+/** Runs a console effect and answers its value (`ok`) or its failure in the one error shape. */
+export type ConsoleHandler = <A>(
+  c: HonoContext<Env>,
+  effect: Effect.Effect<A, ApiFailure | SqlError.SqlError, ApiKeys | ConsoleSessions>,
+  ok: (value: A) => Response,
+) => Promise<Response>;
+
+export const registerConsoleSessionRoutes = (app: Hono<Env>, handle: ConsoleHandler): void => {
+  app.post("/console/session", async (c) => {
+    const body = await readBody(c, SignIn as unknown as Schema.Codec<unknown, unknown>);
+    const signIn = Result.isFailure(body)
+      ? Effect.fail(body.failure)
+      : Effect.flatMap(ConsoleSessions, (sessions) =>
+          sessions.signIn((body.success.value as typeof SignIn.Type).api_key),
+        );
+    return handle(c, signIn, (session) => {
+      setCookie(c, CONSOLE_COOKIE, session.token, {
+        httpOnly: true,
+        sameSite: "Strict",
+        secure: isHttps(c),
+        path: "/",
+        maxAge: CONSOLE_SESSION_SECONDS,
+      });
+      return c.json(sessionBody(session, session.token), 200, { "cache-control": "no-store" });
+    });
+  });
+
+  app.get("/console/session", async (c) => {
+    const token = getCookie(c, CONSOLE_COOKIE);
+    const session =
+      token === undefined
+        ? Effect.fail(
+            new Unauthenticated({
+              code: "console_session_invalid",
+              message: "Not signed in to the console.",
+            }),
+          )
+        : Effect.flatMap(ConsoleSessions, (sessions) => sessions.authenticate(token));
+    return handle(c, session, (found) =>
+      c.json(sessionBody(found, token ?? ""), 200, { "cache-control": "no-store" }),
+    );
+  });
+
+  app.post("/console/session/end", async (c) => {
+    const token = getCookie(c, CONSOLE_COOKIE);
+    const end = Effect.gen(function* () {
+      if (token === undefined) return;
+      // Signing out needs the CSRF token too, so another site cannot sign the merchant out.
+      yield* authenticateRequest(c).pipe(Effect.catchTag("Unauthenticated", () => Effect.void));
+      yield* Effect.flatMap(ConsoleSessions, (sessions) => sessions.signOut(token));
+    });
+    return handle(c, end, () => {
+      deleteCookie(c, CONSOLE_COOKIE, { path: "/", secure: isHttps(c), httpOnly: true, sameSite: "Strict" });
+      return c.json({ object: "console_session", ended: true }, 200, { "cache-control": "no-store" });
+    });
+  });
+};
