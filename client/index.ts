@@ -6,7 +6,7 @@
  * production.
  *
  * What it adds to openapi-fetch, as Stripe's SDKs do:
- * - the API key as `Authorization: Bearer …`;
+ * - the API key as `Authorization: Bearer …`, or the console session's CSRF token;
  * - an `Idempotency-Key` on every POST that has none (a UUID), kept across its retries, so a retried
  *   charge or payment is made at most once;
  * - retries of a POST or GET that failed on the network or got a 5xx or 429 (honouring `Retry-After`),
@@ -36,11 +36,17 @@ export type ClientPaths = {
 
 export type BillingClient = Client<ClientPaths, "application/json">;
 
-export interface BillingClientOptions {
-  /** The service's origin, e.g. `http://127.0.0.1:4242` (paths start with `/v1/`). */
+/**
+ * How the client authenticates: an API key (server-side code), or, in the console's pages, the browser's
+ * session cookie (sent by the browser itself) with the session's CSRF token for POSTs.
+ */
+export type Credentials =
+  | { /** `sk_test_…` or `sk_live_…`. */ readonly apiKey: string }
+  | { /** From `POST /console/session` or `GET /console/session`. */ readonly csrfToken: string };
+
+export type BillingClientOptions = Credentials & {
+  /** The service's origin, e.g. `http://127.0.0.1:4242` (paths start with `/v1/`); "" in a page of its own. */
   readonly baseUrl: string;
-  /** `sk_test_…` or `sk_live_…`. */
-  readonly apiKey: string;
   /** Retries after a network failure, a 5xx or a 429; default 2. */
   readonly maxNetworkRetries?: number;
   /** A new idempotency key; default `crypto.randomUUID()`. */
@@ -49,7 +55,7 @@ export interface BillingClientOptions {
   readonly fetch?: typeof globalThis.fetch;
   /** Waits between retries; default setTimeout. */
   readonly sleep?: (ms: number) => Promise<void>;
-}
+};
 
 const RETRYABLE_STATUSES = new Set([429, 500, 502, 503, 504]);
 const MAX_WAIT_MS = 8_000;
@@ -89,7 +95,8 @@ export const createBillingClient = (options: BillingClientOptions): BillingClien
   });
   client.use({
     onRequest({ request }) {
-      request.headers.set("authorization", `Bearer ${options.apiKey}`);
+      if ("apiKey" in options) request.headers.set("authorization", `Bearer ${options.apiKey}`);
+      else if (request.method !== "GET") request.headers.set("x-csrf-token", options.csrfToken);
       if (request.method === "POST" && !request.headers.has("idempotency-key"))
         request.headers.set("idempotency-key", newKey());
       return request;

@@ -236,6 +236,7 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
       }),
     },
     openapi,
+    publicUrl: config.publicUrl,
   });
   handle = app.fetch;
   await runtime.runPromise(Effect.logInfo("service listening").pipe(Effect.annotateLogs({ url })));

@@ -33,6 +33,8 @@ export interface AppOptions<R> extends OperationalOptions {
   /** Registers extra non-JSON routes (the hosted pages and their assets). */
   readonly extend?: (app: Hono<Env>) => void;
   readonly run: Runner<R | ApiKeys | ConsoleSessions | Idempotency>;
+  /** The service's public URL: an https one makes the console's cookie `Secure`. */
+  readonly publicUrl?: string;
   /** Checked before every request under `/authorize/` and `/pay/` (the public pages): a refusal to render, if any. */
   readonly limitPage?: (c: HonoContext<Env>) => Promise<ApiFailure | undefined>;
 }
@@ -166,7 +168,11 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       });
 
   registerOperationalRoutes(app, options);
-  registerConsoleSessionRoutes(app, async (c, effect, ok) => respondExit(c, await run(effect), ok));
+  registerConsoleSessionRoutes(
+    app,
+    async (c, effect, ok) => respondExit(c, await run(effect), ok),
+    options.publicUrl,
+  );
 
   for (const route of options.routes) {
     const status = route.status ?? 200;

@@ -31,7 +31,12 @@ const SignIn = Schema.Struct({ api_key: Schema.String });
 const csrfRefused = (message: string) =>
   new HttpRefusal({ status: 403, code: "console_csrf_invalid", message });
 
-const isHttps = (c: HonoContext<Env>) => new URL(c.req.url).protocol === "https:";
+/**
+ * `Secure` when the request came over https or the service's public URL is https (behind a proxy that
+ * ends TLS, the request itself looks like plain http).
+ */
+const secureCookie = (c: HonoContext<Env>, publicUrl: string | undefined) =>
+  new URL(c.req.url).protocol === "https:" || (publicUrl?.startsWith("https:") ?? false);
 
 /** A browser's Origin must be ours; a request without one (not a browser) is judged by the token alone. */
 const sameOrigin = (c: HonoContext<Env>) => {
@@ -73,7 +78,11 @@ export type ConsoleHandler = <A>(
   ok: (value: A) => Response,
 ) => Promise<Response>;
 
-export const registerConsoleSessionRoutes = (app: Hono<Env>, handle: ConsoleHandler): void => {
+export const registerConsoleSessionRoutes = (
+  app: Hono<Env>,
+  handle: ConsoleHandler,
+  publicUrl: string | undefined,
+): void => {
   app.post("/console/session", async (c) => {
     const body = await readBody(c, SignIn as unknown as Schema.Codec<unknown, unknown>);
     const signIn = Result.isFailure(body)
@@ -85,7 +94,7 @@ export const registerConsoleSessionRoutes = (app: Hono<Env>, handle: ConsoleHand
       setCookie(c, CONSOLE_COOKIE, session.token, {
         httpOnly: true,
         sameSite: "Strict",
-        secure: isHttps(c),
+        secure: secureCookie(c, publicUrl),
         path: "/",
         maxAge: CONSOLE_SESSION_SECONDS,
       });
@@ -118,7 +127,12 @@ export const registerConsoleSessionRoutes = (app: Hono<Env>, handle: ConsoleHand
       yield* Effect.flatMap(ConsoleSessions, (sessions) => sessions.signOut(token));
     });
     return handle(c, end, () => {
-      deleteCookie(c, CONSOLE_COOKIE, { path: "/", secure: isHttps(c), httpOnly: true, sameSite: "Strict" });
+      deleteCookie(c, CONSOLE_COOKIE, {
+        path: "/",
+        secure: secureCookie(c, publicUrl),
+        httpOnly: true,
+        sameSite: "Strict",
+      });
       return c.json({ object: "console_session", ended: true }, 200, { "cache-control": "no-store" });
     });
   });

@@ -78,6 +78,24 @@ describe("typed client", () => {
     expect(second.sent[1]?.headers.get("idempotency-key")).toBeNull();
   });
 
+  it("in the console, sends no key: the session's CSRF token on POSTs (the browser sends the cookie)", async () => {
+    const sent: Request[] = [];
+    const client = createBillingClient({
+      baseUrl: "http://127.0.0.1:9", // a page of the service's own uses "" (relative URLs)
+      csrfToken: "csrf-abc",
+      fetch: (async (input: RequestInfo | URL) => {
+        sent.push(input as Request);
+        return json(200, mandate);
+      }) as typeof globalThis.fetch,
+      idempotencyKey: () => "key-1",
+    });
+    await client.GET("/v1/mandates");
+    await client.POST("/v1/mandates", { body: { cap_decimal: "25", period: "month", customer: "cus_1" } });
+    expect(sent.map((r) => r.headers.get("authorization"))).toEqual([null, null]);
+    expect(sent.map((r) => r.headers.get("x-csrf-token"))).toEqual([null, "csrf-abc"]);
+    expect(sent[1]?.headers.get("idempotency-key")).toBe("key-1");
+  });
+
   it("keeps a key the caller gives", async () => {
     const { client, sent } = recording([json(200, mandate)]);
     await client.POST("/v1/mandates", {
