@@ -19,6 +19,7 @@ import type { Events } from "./events/events.ts";
 import { makeApp, type Readiness } from "./http/app.ts";
 import { registerAuthorizationPage } from "./http/authorization-page/routes.ts";
 import { answerClientError } from "./http/client-error.ts";
+import { registerConsole } from "./http/console/routes.ts";
 import { buildOpenApi } from "./http/openapi.ts";
 import { pageLimiter } from "./http/page-rate-limit.ts";
 import { registerPayPage } from "./http/pay-page/routes.ts";
@@ -215,6 +216,7 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
             ),
           ),
       });
+      registerConsole(hono);
     },
     run: (effect) => runtime.runPromiseExit(effect),
     limitPage: pageLimiter(

@@ -17,6 +17,7 @@ import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import type { Context, Env, Hono } from "hono";
+import { assetCache } from "./hosted-page/assets.ts";
 import { escapeHtml } from "./hosted-page/shell.ts";
 
 /**
@@ -82,19 +83,6 @@ const loadBundle = async (): Promise<Bundle> => {
   return { version, body, gzipped: await promisify(gzip)(body) };
 };
 
-const bundleCache = () => {
-  let pending: Promise<Bundle> | null = null;
-  return (): Promise<Bundle> => {
-    if (pending === null) {
-      pending = loadBundle();
-      pending.catch(() => {
-        pending = null;
-      });
-    }
-    return pending;
-  };
-};
-
 const acceptsGzip = (c: Context) => /\bgzip\b/i.test(c.req.header("accept-encoding") ?? "");
 
 /** Links are relative to `/docs` (`docs/assets/…`, `v1/openapi.json`), so a path prefix works. */
@@ -128,7 +116,7 @@ const PAGE_HEADERS = {
 } as const;
 
 export const registerApiReference = <E extends Env>(app: Hono<E>, title: string): void => {
-  const bundle = bundleCache();
+  const bundle = assetCache(loadBundle);
   app.get(API_REFERENCE_PATH, async (c) =>
     c.body(renderApiReferencePage(title, (await bundle()).version), 200, PAGE_HEADERS),
   );

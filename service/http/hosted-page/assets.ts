@@ -55,9 +55,9 @@ export const bundleClient = async (
 };
 
 /** One bundle per process; a failed build is retried by the next request. */
-export const assetCache = (bundle: () => Promise<Assets>) => {
-  let pending: Promise<Assets> | null = null;
-  return (): Promise<Assets> => {
+export const assetCache = <A = Assets>(bundle: () => Promise<A>) => {
+  let pending: Promise<A> | null = null;
+  return (): Promise<A> => {
     if (pending === null) {
       pending = bundle();
       pending.catch(() => {

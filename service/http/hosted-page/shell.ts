@@ -133,7 +133,7 @@ export const viaSessionEndpoint =
     return body?.error?.code !== notFoundCode;
   };
 
-const serveAsset = <E extends Env>(c: Context<E>, asset: Asset) => {
+export const serveAsset = <E extends Env>(c: Context<E>, asset: Asset) => {
   const etag = `"${asset.version}"`;
   // A versioned URL never changes content; the bare one is revalidated.
   const cacheControl =

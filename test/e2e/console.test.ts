@@ -1,0 +1,225 @@
+/**
+ * The merchant console at /console in headless Chromium against the real stack: sign-in (a wrong key's
+ * message, the mode badge, the key kept nowhere), the overview, a webhook endpoint created against a local
+ * receiver with its secret shown once, a test event and its delivery appearing by polling, the event's
+ * payload and a replay, sign-out ending the session for /v1 too, and every request on the console's origin.
+ * Screenshots of each page go to test-results/console/ (a test artifact, gitignored).
+ */
+import type { Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hostedPageBrowser } from "./browser-wallet.ts";
+import { api, cli, newAddress, newMerchantWithKey, stack } from "./helpers.ts";
+import { startReceiver } from "./receiver.ts";
+
+const { openPage, shot, button, expectNoProblems } = hostedPageBrowser("test-results/console");
+
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
+let merchant: { merchantId: string; key: string };
+let payoutAddress: string;
+
+beforeAll(async () => {
+  receiver = await startReceiver();
+  merchant = await newMerchantWithKey("test");
+  payoutAddress = newAddress();
+  const configured = await api("/v1/merchant/chains", {
+    key: merchant.key,
+    body: { chain: 31337, payout_address: payoutAddress },
+  });
+  expect(configured.status, configured.text).toBe(200);
+});
+
+afterAll(async () => {
+  await receiver?.close();
+});
+
+/** The console on a fresh page, with every request it makes recorded from the first one on. */
+const openConsole = async (): Promise<{ page: Page; requests: string[] }> => {
+  const page = await openPage("about:blank", null);
+  const requests: string[] = [];
+  page.on("request", (request) => requests.push(request.url()));
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: stack().apiUrl });
+  await page.goto(`${stack().apiUrl}/console`);
+  return { page, requests };
+};
+
+const status = (page: Page) => page.getByRole("status");
+const heading = (page: Page, name: string) => page.getByRole("heading", { name, level: 1 });
+const nav = (page: Page, name: string) =>
+  page.getByRole("navigation", { name: "Console" }).getByRole("link", { name, exact: true });
+
+const signIn = async (page: Page, key: string) => {
+  await page.getByLabel("API key").fill(key);
+  await page.getByLabel("API key").press("Enter");
+};
+
+describe("merchant console at /console (Chromium)", () => {
+  it("is served with a strict CSP and versioned assets", async () => {
+    const response = await fetch(`${stack().apiUrl}/console`);
+    expect(response.status).toBe(200);
+    const csp = response.headers.get("content-security-policy") ?? "";
+    for (const directive of [
+      "script-src 'self'",
+      "style-src 'self'",
+      "connect-src 'self'",
+      "frame-ancestors 'none'",
+    ])
+      expect(csp).toContain(directive);
+    const html = await response.text();
+    expect(html).not.toMatch(/<script>|<style>|style="/);
+    const script = html.match(/src="(console\/assets\/console\.js\?v=[^"]+)"/)?.[1];
+    expect(script).toBeDefined();
+    const asset = await fetch(`${stack().apiUrl}/${script}`);
+    expect(asset.status).toBe(200);
+    expect(asset.headers.get("cache-control")).toContain("immutable");
+    const etag = asset.headers.get("etag") ?? "";
+    const again = await fetch(`${stack().apiUrl}/${script}`, { headers: { "if-none-match": etag } });
+    expect(again.status).toBe(304);
+  });
+
+  it("refuses a wrong or revoked key with the API's message, and shows a live key's mode", async () => {
+    const { page } = await openConsole();
+    await heading(page, "Sign in to the console").waitFor();
+    const refusedWith = async (key: string) => {
+      const expected = await api("/console/session", { key: null, body: { api_key: key } });
+      expect(expected.status).toBe(401);
+      await signIn(page, key);
+      await expect.poll(() => status(page).textContent()).toBe(expected.json.error.message);
+      expect(await page.getByLabel("API key").inputValue()).toBe("");
+    };
+    await refusedWith(`sk_test_${"x".repeat(40)}`);
+    await shot(page, "sign-in-error");
+    const revoked = (await cli("keys", "create", "--merchant", merchant.merchantId, "--mode", "test")).split(
+      "\t",
+    );
+    await cli("keys", "revoke", String(revoked[0]));
+    await refusedWith(String(revoked[1]));
+
+    const live = await newMerchantWithKey("live");
+    await signIn(page, live.key);
+    await page.getByText("Live mode", { exact: true }).waitFor();
+    await heading(page, "Overview").waitFor();
+    await page.close();
+    expectNoProblems();
+  });
+
+  it("signs in, shows the overview, manages a webhook endpoint, replays an event and signs out", async () => {
+    const { page, requests } = await openConsole();
+    const origin = stack().apiUrl;
+
+    // Sign in: the mode badge, and the key is kept nowhere in the browser.
+    await heading(page, "Sign in to the console").waitFor();
+    await shot(page, "sign-in");
+    await signIn(page, merchant.key);
+    await page.getByText("Test mode", { exact: true }).waitFor();
+    await heading(page, "Overview").waitFor();
+    const kept = await page.evaluate(
+      (key) => ({
+        dom: document.documentElement.outerHTML.includes(key),
+        local:
+          JSON.stringify({ ...localStorage }).includes(key) ||
+          JSON.stringify({ ...sessionStorage }).includes(key),
+        inputs: Array.from(document.querySelectorAll("input")).some((input) => input.value.includes(key)),
+      }),
+      merchant.key,
+    );
+    expect(kept).toEqual({ dom: false, local: false, inputs: false });
+    const cookies = await page.context().cookies(origin);
+    const sessionCookie = cookies.find((cookie) => cookie.name === "console_session");
+    expect(sessionCookie?.httpOnly).toBe(true);
+
+    // Overview: chain 31337 with its flags, the payout address, recent events.
+    await page.locator('tr[data-chain="31337"]').waitFor();
+    await page.getByText(payoutAddress).waitFor();
+    await page.getByRole("heading", { name: "Recent events" }).waitFor();
+    await shot(page, "overview");
+    await page.setViewportSize({ width: 390, height: 800 });
+    await shot(page, "overview-phone");
+    await page.setViewportSize({ width: 760, height: 1000 });
+
+    // Webhooks: create an endpoint pointed at the local receiver; its secret is shown once.
+    await nav(page, "Webhooks").click();
+    await heading(page, "Webhooks").waitFor();
+    await page.getByLabel("Endpoint URL").fill(receiver.url);
+    await page.getByLabel("payment.paid", { exact: true }).check();
+    await button(page, "Add endpoint").click();
+    const secret = page.getByTestId("secret");
+    await expect.poll(() => secret.textContent()).toMatch(/^whsec_/);
+    await page.getByText("it will not be shown again").waitFor();
+    const shownSecret = await secret.textContent();
+    await button(page, "Copy").click();
+    await button(page, "Copied").waitFor();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(shownSecret);
+    await shot(page, "webhooks-secret");
+    await nav(page, "Events").click();
+    await heading(page, "Events").waitFor();
+    await nav(page, "Webhooks").click();
+    await page.getByRole("listitem", { name: `Endpoint ${receiver.url}` }).waitFor();
+    expect(await page.getByTestId("secret").count()).toBe(0);
+    expect(await page.locator("body").textContent()).not.toContain("whsec_");
+
+    // Send a test event: its delivery and attempt appear by polling.
+    const endpoint = page.getByRole("listitem", { name: `Endpoint ${receiver.url}` });
+    // From the keyboard: focus the button and press Enter.
+    await endpoint.getByRole("button", { name: "Send test event" }).press("Enter");
+    const succeeded = endpoint.locator('.delivery[data-status="succeeded"]');
+    await expect.poll(() => succeeded.count(), { timeout: 20_000 }).toBe(1);
+    await expect.poll(() => succeeded.first().textContent()).toContain("Attempt 1: HTTP 200");
+    expect(receiver.received.map((r) => r.event.type)).toEqual(["webhook.test"]);
+    const testEventId = receiver.received[0]?.event.id ?? "";
+    await shot(page, "webhooks-delivery");
+
+    // Events: filter by type, open the webhook.test event, its payload, replay it.
+    await nav(page, "Events").click();
+    await page.getByLabel("Type").selectOption("webhook.test");
+    await page.getByRole("link", { name: "webhook.test" }).first().click();
+    await heading(page, "webhook.test").waitFor();
+    expect(decodeURIComponent(new URL(page.url()).hash)).toBe(`#/events/${testEventId}`);
+    const payload = page.getByLabel("Event payload");
+    await expect.poll(() => payload.textContent()).toContain(`"id": "${testEventId}"`);
+    expect(JSON.parse((await payload.textContent()) ?? "")).toMatchObject({
+      id: testEventId,
+      type: "webhook.test",
+    });
+    await shot(page, "event-detail");
+    await button(page, "Replay").click();
+    await expect.poll(() => status(page).textContent()).toBe("Replayed: 1 new delivery.");
+    await nav(page, "Webhooks").click();
+    await expect
+      .poll(() => endpoint.locator('.delivery[data-status="succeeded"]').count(), { timeout: 20_000 })
+      .toBe(2);
+    expect(receiver.received.map((r) => r.event.id)).toEqual([testEventId, testEventId]);
+    await shot(page, "webhooks-replayed");
+
+    // Rotate (a new secret, shown once), disable and enable again, delete.
+    await endpoint.getByRole("button", { name: "Rotate secret" }).click();
+    await expect.poll(() => page.getByTestId("secret").textContent()).toMatch(/^whsec_/);
+    expect(await page.getByTestId("secret").textContent()).not.toBe(shownSecret);
+    await button(page, "I have stored it").click();
+    expect(await page.getByTestId("secret").count()).toBe(0);
+    await endpoint.getByRole("button", { name: "Disable" }).click();
+    await endpoint.getByRole("button", { name: "Enable" }).waitFor();
+    expect(await endpoint.getByRole("button", { name: "Send test event" }).isDisabled()).toBe(true);
+    await endpoint.getByRole("button", { name: "Enable" }).click();
+    await endpoint.getByRole("button", { name: "Disable" }).waitFor();
+    page.once("dialog", (dialog) => void dialog.accept());
+    await endpoint.getByRole("button", { name: "Delete" }).click();
+    await page.getByText("No endpoints yet.").waitFor();
+    expect(receiver.received).toHaveLength(2);
+
+    // Sign out: the sign-in page, and the old cookie no longer opens /v1.
+    await button(page, "Sign out").click();
+    await heading(page, "Sign in to the console").waitFor();
+    const after = await fetch(`${origin}/v1/webhook_endpoints`, {
+      headers: { cookie: `console_session=${sessionCookie?.value ?? ""}` },
+    });
+    expect(after.status).toBe(401);
+    expect(((await after.json()) as { error: { code: string } }).error.code).toBe("console_session_invalid");
+    await shot(page, "signed-out");
+
+    // Nothing left the console's origin.
+    expect(requests.length).toBeGreaterThan(5);
+    expect(requests.filter((url) => new URL(url).origin !== origin && url !== "about:blank")).toEqual([]);
+    await page.close();
+    expectNoProblems();
+  });
+});
