@@ -1,17 +1,9 @@
-/**
- * The merchant console at /console in headless Chromium against the real stack: sign-in (a wrong key's
- * message, the mode badge, the key kept nowhere), the overview, a webhook endpoint created against a local
- * receiver with its secret shown once, a test event and its delivery appearing by polling, the event's
- * payload and a replay, sign-out ending the session for /v1 too, and every request on the console's origin.
- * Screenshots of each page go to test-results/console/ (a test artifact, gitignored).
- */
-import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hostedPageBrowser } from "./browser-wallet.ts";
+import { consoleBrowser, heading, nav, signIn, status } from "./console-driver.ts";
 import { api, cli, newAddress, newMerchantWithKey, stack } from "./helpers.ts";
 import { startReceiver } from "./receiver.ts";
 
-const { openPage, shot, button, expectNoProblems } = hostedPageBrowser("test-results/console");
+const { openConsole, shot, button, expectNoProblems } = consoleBrowser();
 
 let receiver: Awaited<ReturnType<typeof startReceiver>>;
 let merchant: { merchantId: string; key: string };
@@ -31,26 +23,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await receiver?.close();
 });
-
-/** The console on a fresh page, with every request it makes recorded from the first one on. */
-const openConsole = async (): Promise<{ page: Page; requests: string[] }> => {
-  const page = await openPage("about:blank", null);
-  const requests: string[] = [];
-  page.on("request", (request) => requests.push(request.url()));
-  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: stack().apiUrl });
-  await page.goto(`${stack().apiUrl}/console`);
-  return { page, requests };
-};
-
-const status = (page: Page) => page.getByRole("status");
-const heading = (page: Page, name: string) => page.getByRole("heading", { name, level: 1 });
-const nav = (page: Page, name: string) =>
-  page.getByRole("navigation", { name: "Console" }).getByRole("link", { name, exact: true });
-
-const signIn = async (page: Page, key: string) => {
-  await page.getByLabel("API key").fill(key);
-  await page.getByLabel("API key").press("Enter");
-};
 
 describe("merchant console at /console (Chromium)", () => {
   it("is served with a strict CSP and versioned assets", async () => {

@@ -4,10 +4,15 @@ import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
 import { ApiError, billingClient, readSession, type Session, signOut } from "./api.ts";
 import { Events } from "./events.ts";
 import { messageOf } from "./format.ts";
+import { Mandates } from "./mandates.ts";
 import { Overview } from "./overview.ts";
 import type { PageProps } from "./page-props.ts";
+import { Payments } from "./payments.ts";
+import { Prices } from "./prices.ts";
+import { Reconciliation } from "./reconciliation.ts";
 import { hrefOf, type Route, useRoute } from "./router.ts";
 import { SignIn } from "./sign-in.ts";
+import { Subscriptions } from "./subscriptions.ts";
 import { Webhooks } from "./webhooks.ts";
 
 interface Status {
@@ -19,11 +24,22 @@ const NAV: readonly { readonly route: Route; readonly label: string }[] = [
   { route: { page: "overview" }, label: "Overview" },
   { route: { page: "webhooks" }, label: "Webhooks" },
   { route: { page: "events", eventId: null }, label: "Events" },
+  { route: { page: "mandates", mandateId: null }, label: "Mandates" },
+  { route: { page: "payments", paymentId: null }, label: "Payments" },
+  { route: { page: "subscriptions", subscriptionId: null }, label: "Subscriptions" },
+  { route: { page: "prices" }, label: "Prices" },
+  { route: { page: "reconciliation" }, label: "Reconciliation" },
 ];
 
 const Page = ({ route, props }: { readonly route: Route; readonly props: PageProps }) => {
   if (route.page === "webhooks") return html`<${Webhooks} ...${props} />`;
   if (route.page === "events") return html`<${Events} ...${props} eventId=${route.eventId} />`;
+  if (route.page === "mandates") return html`<${Mandates} ...${props} mandateId=${route.mandateId} />`;
+  if (route.page === "payments") return html`<${Payments} ...${props} paymentId=${route.paymentId} />`;
+  if (route.page === "subscriptions")
+    return html`<${Subscriptions} ...${props} subscriptionId=${route.subscriptionId} />`;
+  if (route.page === "prices") return html`<${Prices} ...${props} />`;
+  if (route.page === "reconciliation") return html`<${Reconciliation} ...${props} />`;
   return html`<${Overview} ...${props} />`;
 };
 

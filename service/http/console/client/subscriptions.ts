@@ -1,0 +1,174 @@
+/**
+ * Subscriptions: the list with a status filter; one subscription with its invoices and Cancel (now, or at
+ * the end of the period last invoiced).
+ */
+import { html } from "htm/preact";
+import { useEffect, useState } from "preact/hooks";
+import type { operations } from "../../../../client/index.ts";
+import { type Schemas, unwrap } from "./api.ts";
+import { dateTime } from "./format.ts";
+import type { PageProps } from "./page-props.ts";
+import { hrefOf } from "./router.ts";
+
+type Subscription = Schemas["Subscription"];
+type SubscriptionStatus = NonNullable<
+  NonNullable<operations["listSubscriptions"]["parameters"]["query"]>["status"]
+>;
+
+const STATUSES: readonly SubscriptionStatus[] = ["incomplete", "active", "past_due", "canceled"];
+
+const SubscriptionList = ({ client, fail }: PageProps) => {
+  const [status, setStatus] = useState("");
+  const [subscriptions, setSubscriptions] = useState<readonly Subscription[] | null>(null);
+
+  useEffect(() => {
+    setSubscriptions(null);
+    const query = status === "" ? { limit: 50 } : { limit: 50, status: status as SubscriptionStatus };
+    unwrap(client.GET("/v1/subscriptions", { params: { query } }))
+      .then((list) => setSubscriptions(list.data))
+      .catch(fail);
+  }, [client, fail, status]);
+
+  return html`<h1>Subscriptions</h1>
+    <div class="filter">
+      <label for="subscription-status">Status</label>
+      <select id="subscription-status" value=${status}
+        onChange=${(e: Event) => setStatus((e.currentTarget as HTMLSelectElement).value)}>
+        <option value="">All statuses</option>
+        ${STATUSES.map((s) => html`<option key=${s} value=${s}>${s}</option>`)}
+      </select>
+    </div>
+    ${
+      subscriptions === null
+        ? html`<p>Loading…</p>`
+        : subscriptions.length === 0
+          ? html`<p>No subscriptions.</p>`
+          : html`<div class="table-wrap"><table>
+            <thead><tr><th scope="col">Subscription</th><th scope="col">Status</th><th scope="col">Customer</th><th scope="col">Price</th><th scope="col">Next invoice</th><th scope="col">Created</th></tr></thead>
+            <tbody>
+              ${subscriptions.map(
+                (subscription) => html`<tr key=${subscription.id}>
+                  <th scope="row"><a href=${hrefOf({ page: "subscriptions", subscriptionId: subscription.id })}>${subscription.id}</a></th>
+                  <td><span class=${`badge ${subscription.status}`}>${subscription.status}</span></td>
+                  <td><code>${subscription.customer}</code></td>
+                  <td>${subscription.price}</td>
+                  <td>${subscription.next_billing_at === null ? "" : dateTime(subscription.next_billing_at)}</td>
+                  <td>${dateTime(subscription.created)}</td>
+                </tr>`,
+              )}
+            </tbody>
+          </table></div>`
+    }`;
+};
+
+const Invoices = ({ invoices }: { readonly invoices: readonly Schemas["Invoice"][] | null }) =>
+  invoices === null
+    ? html`<p>Loading invoices…</p>`
+    : invoices.length === 0
+      ? html`<p>No invoices yet.</p>`
+      : html`<div class="table-wrap"><table>
+          <thead><tr><th scope="col">Invoice</th><th scope="col">Status</th><th scope="col">Period</th><th scope="col">Total</th><th scope="col">Paid</th><th scope="col">Attempts</th></tr></thead>
+          <tbody>
+            ${invoices.map(
+              (invoice) => html`<tr key=${invoice.id}>
+                <th scope="row">${invoice.id}</th>
+                <td><span class=${`badge ${invoice.status}`}>${invoice.status}</span></td>
+                <td>${dateTime(invoice.period_start)} – ${dateTime(invoice.period_end)}</td>
+                <td>${invoice.total_decimal} ${invoice.token}</td>
+                <td>${invoice.amount_paid_decimal}</td>
+                <td>${invoice.attempt_count}${
+                  invoice.next_payment_attempt === null
+                    ? ""
+                    : ` (next ${dateTime(invoice.next_payment_attempt)})`
+                }</td>
+              </tr>`,
+            )}
+          </tbody>
+        </table></div>`;
+
+const SubscriptionDetail = ({
+  client,
+  announce,
+  fail,
+  subscriptionId,
+}: PageProps & { readonly subscriptionId: string }) => {
+  const [subscription, setSubscription] = useState<Subscription | null>(null);
+  const [invoices, setInvoices] = useState<readonly Schemas["Invoice"][] | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  useEffect(() => {
+    unwrap(client.GET("/v1/subscriptions/{id}", { params: { path: { id: subscriptionId } } }))
+      .then(setSubscription)
+      .catch(fail);
+    unwrap(client.GET("/v1/invoices", { params: { query: { subscription: subscriptionId, limit: 100 } } }))
+      .then((list) => setInvoices(list.data))
+      .catch(fail);
+  }, [client, fail, subscriptionId]);
+
+  const cancel = async (atPeriodEnd: boolean) => {
+    const question = atPeriodEnd
+      ? `Cancel ${subscriptionId} at the end of the period last invoiced?`
+      : `Cancel ${subscriptionId} now? Its open invoices are voided.`;
+    if (!window.confirm(question)) return;
+    setBusy(true);
+    try {
+      const canceled = await unwrap(
+        client.POST("/v1/subscriptions/{id}/cancel", {
+          params: { path: { id: subscriptionId } },
+          body: { at_period_end: atPeriodEnd },
+        }),
+      );
+      setSubscription(canceled);
+      announce(
+        atPeriodEnd ? `${subscriptionId} will end at the period's end.` : `${subscriptionId} canceled.`,
+      );
+    } catch (error) {
+      fail(error);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return html`<p><a href=${hrefOf({ page: "subscriptions", subscriptionId: null })}>← All subscriptions</a></p>
+    <h1>Subscription</h1>
+    ${
+      subscription === null
+        ? html`<p>Loading…</p>`
+        : html`<p class="muted">${subscription.id} · chain ${subscription.chain} · ${subscription.livemode ? "live" : "test"}</p>
+          <p>Status: <span class=${`badge ${subscription.status}`}>${subscription.status}</span>
+            ${subscription.cancel_at_period_end ? " (ends at the period's end)" : ""}
+            ${subscription.cancellation_reason === null ? "" : ` (${subscription.cancellation_reason})`}</p>
+          <dl class="terms">
+            <dt>Customer</dt><dd><code>${subscription.customer}</code></dd>
+            <dt>Price</dt><dd>${subscription.price}</dd>
+            <dt>Mandate</dt><dd><a href=${hrefOf({ page: "mandates", mandateId: subscription.mandate })}>${subscription.mandate}</a></dd>
+            <dt>Cap</dt><dd>${subscription.cap_decimal} ${subscription.token}</dd>
+            ${
+              subscription.discount === null
+                ? null
+                : html`<dt>Coupon</dt><dd>${subscription.discount.coupon}</dd>`
+            }
+            ${
+              subscription.next_billing_at === null
+                ? null
+                : html`<dt>Next invoice</dt><dd>${dateTime(subscription.next_billing_at)}</dd>`
+            }
+          </dl>
+          ${
+            subscription.status === "canceled"
+              ? null
+              : html`<div class="actions">
+                <button type="button" class="secondary" disabled=${busy || subscription.cancel_at_period_end}
+                  onClick=${() => cancel(true)}>Cancel at period end</button>
+                <button type="button" class="danger" disabled=${busy} onClick=${() => cancel(false)}>Cancel now</button>
+              </div>`
+          }`
+    }
+    <h2>Invoices</h2>
+    <${Invoices} invoices=${invoices} />`;
+};
+
+export const Subscriptions = (props: PageProps & { readonly subscriptionId: string | null }) =>
+  props.subscriptionId === null
+    ? html`<${SubscriptionList} ...${props} />`
+    : html`<${SubscriptionDetail} ...${props} subscriptionId=${props.subscriptionId} />`;
