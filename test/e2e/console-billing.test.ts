@@ -1,3 +1,11 @@
+/**
+ * The console's billing pages in headless Chromium against the real stack: a payment created from the form
+ * (its deposit address and pay page), paid with the test helper and turning `paid` on the polled detail; a
+ * price (deactivated and reactivated) and a coupon created from their forms; a subscription found by its
+ * status and canceled from its detail; the reconciliation page listing the payment's sweep, with a CSV link
+ * answering text/csv to the page's cookie (and downloading); every request on the console's origin.
+ * Screenshots go to test-results/console/.
+ */
 import { beforeAll, describe, expect, it } from "vitest";
 import { consoleBrowser, heading, nav, signIn, status } from "./console-driver.ts";
 import { api, newAddress, newMerchantWithKey, stack } from "./helpers.ts";

@@ -1,3 +1,14 @@
+/**
+ * The merchant console at /console in headless Chromium against the real stack: sign-in (a wrong key's
+ * message, the mode badge, the key kept nowhere), the overview, a webhook endpoint created against a local
+ * receiver with its secret shown once, a test event and its delivery appearing by polling, the event's
+ * payload and a replay, sign-out ending the session for /v1 too, and every request on the console's origin;
+ * forged cross-site requests from another origin in the same browser; each page's time to interactive.
+ * Screenshots of each page go to test-results/console/ (a test artifact, gitignored).
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { consoleBrowser, heading, nav, signIn, status } from "./console-driver.ts";
 import { api, cli, newAddress, newMerchantWithKey, stack } from "./helpers.ts";
@@ -191,6 +202,95 @@ describe("merchant console at /console (Chromium)", () => {
     // Nothing left the console's origin.
     expect(requests.length).toBeGreaterThan(5);
     expect(requests.filter((url) => new URL(url).origin !== origin && url !== "about:blank")).toEqual([]);
+    await page.close();
+    expectNoProblems();
+  });
+
+  it("refuses forged cross-site requests from another origin in the same browser, changing nothing", async () => {
+    const { page } = await openConsole();
+    const origin = stack().apiUrl;
+    await heading(page, "Sign in to the console").waitFor();
+    await signIn(page, merchant.key);
+    await heading(page, "Overview").waitFor();
+    const endpointsBefore = (await api("/v1/webhook_endpoints", { key: merchant.key })).json.data.length;
+
+    // Another site (127.0.0.2 is another site than 127.0.0.1) tries, with the browser's cookies, what a
+    // JSON-less form or a no-cors fetch can send: create an endpoint, send a test event, sign out.
+    const attacker = createServer((_, response) => {
+      response.writeHead(200, { "content-type": "text/html" });
+      response.end("<!doctype html><title>elsewhere</title>");
+    });
+    await new Promise<void>((resolve) => attacker.listen(0, "127.0.0.2", resolve));
+    const { port } = attacker.address() as AddressInfo;
+    const elsewhere = await page.context().newPage();
+    await elsewhere.goto(`http://127.0.0.2:${port}/`);
+    const statuses = await elsewhere.evaluate(async (target) => {
+      const forge = (path: string, body: string, type: string) =>
+        fetch(`${target}${path}`, {
+          method: "POST",
+          mode: "no-cors",
+          credentials: "include",
+          headers: { "content-type": type },
+          body,
+        }).then((r) => r.type);
+      return Promise.all([
+        forge("/v1/webhook_endpoints", JSON.stringify({ url: "http://127.0.0.2:9/x" }), "text/plain"),
+        forge(
+          "/v1/webhook_endpoints",
+          "url=http%3A%2F%2F127.0.0.2%3A9%2Fx",
+          "application/x-www-form-urlencoded",
+        ),
+        forge("/console/session/end", "{}", "text/plain"),
+      ]);
+    }, origin);
+    expect(statuses).toEqual(["opaque", "opaque", "opaque"]);
+    await elsewhere.close();
+    await new Promise<void>((resolve) => attacker.close(() => resolve()));
+
+    expect((await api("/v1/webhook_endpoints", { key: merchant.key })).json.data).toHaveLength(
+      endpointsBefore,
+    );
+    // Still signed in: the forged sign-out did nothing.
+    await page.reload();
+    await heading(page, "Overview").waitFor();
+    await page.close();
+    expectNoProblems();
+  });
+
+  it("makes each page interactive within a second on the local stack", async () => {
+    const { page } = await openConsole();
+    await heading(page, "Sign in to the console").waitFor();
+    await signIn(page, merchant.key);
+    await heading(page, "Overview").waitFor();
+    const pages: Array<[string, string]> = [
+      ["overview", "Overview"],
+      ["mandates", "Mandates"],
+      ["subscriptions", "Subscriptions"],
+      ["prices", "Prices and coupons"],
+      ["payments", "Payments"],
+      ["reconciliation", "Reconciliation"],
+      ["webhooks", "Webhooks"],
+      ["events", "Events"],
+    ];
+    const timings: Record<string, { heading_ms: number; network_idle_ms: number }> = {};
+    for (const [route, title] of pages) {
+      await page.goto(`${stack().apiUrl}/console#/${route}`);
+      // A full load of the page's URL: HTML, bundle, the session read, the page's heading; then its
+      // first /v1 reads answered and rendered (Playwright's "networkidle" adds a 500 ms quiet window,
+      // subtracted here).
+      const started = performance.now();
+      await page.reload();
+      await heading(page, title).waitFor();
+      const shown = performance.now();
+      await page.waitForLoadState("networkidle");
+      timings[route] = {
+        heading_ms: Math.round(shown - started),
+        network_idle_ms: Math.round(performance.now() - started - 500),
+      };
+    }
+    mkdirSync("test-results/console", { recursive: true });
+    writeFileSync("test-results/console/timings.json", `${JSON.stringify(timings, null, 2)}\n`);
+    console.log(`console pages interactive (ms): ${JSON.stringify(timings)}`);
     await page.close();
     expectNoProblems();
   });
