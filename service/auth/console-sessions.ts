@@ -10,7 +10,7 @@
  * or `GET /console/session`); the cookie is also `SameSite=Strict`.
  */
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { Context, Effect, Layer, Schema } from "effect";
+import { Clock, Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { decodeRows } from "../db/rows.ts";
 import { Unauthenticated } from "../errors.ts";
@@ -88,6 +88,7 @@ export class ConsoleSessions extends Context.Service<
           const caller = yield* keys.authenticate(`Bearer ${apiKey}`);
           const token = randomBytes(32).toString("base64url");
           const id = yield* newId("consoleSession");
+          const now = yield* Clock.currentTimeMillis;
           // Sessions that ended more than a day ago are of no use to anyone: sign-in tidies them.
           yield* sql`DELETE FROM billing.console_sessions
                      WHERE coalesce(ended_at, expires_at) < now() - interval '1 day'`;
@@ -96,7 +97,7 @@ export class ConsoleSessions extends Context.Service<
               id,
               api_key_id: caller.apiKeyId,
               token_sha256: sha256(token),
-              expires_at: new Date(Date.now() + CONSOLE_SESSION_SECONDS * 1000),
+              expires_at: new Date(now + CONSOLE_SESSION_SECONDS * 1000),
             })}
             RETURNING id, api_key_id, ${caller.merchantId}::text AS merchant_id,
                       ${caller.livemode}::boolean AS livemode, expires_at`.pipe(
