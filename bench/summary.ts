@@ -1,0 +1,55 @@
+/**
+ * Prints every bench/results/*.json summary as one table: figure, baseline from the same run, target.
+ * `npm run bench` runs each benchmark, then this.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import type { SummaryRow } from "./report.ts";
+
+interface Results {
+  readonly measured_at: string;
+  readonly command: string;
+  readonly machine?: { readonly cores: number };
+  readonly summary?: ReadonlyArray<SummaryRow>;
+}
+
+const format = (value: number): string =>
+  value.toLocaleString("en-US", {
+    maximumFractionDigits: Math.abs(value) < 10 ? 2 : Math.abs(value) < 100 ? 1 : 0,
+  });
+
+const rows: string[][] = [["what", "figure", "baseline", "target", "meets", "measured"]];
+let missing = 0;
+let failing = 0;
+for (const file of readdirSync("bench/results")
+  .filter((name) => name.endsWith(".json"))
+  .sort()) {
+  const results = JSON.parse(readFileSync(`bench/results/${file}`, "utf8")) as Results;
+  if (results.summary === undefined) {
+    missing += 1;
+    continue;
+  }
+  for (const row of results.summary) {
+    if (!row.meets_target) failing += 1;
+    rows.push([
+      row.what,
+      `${format(row.figure)} ${row.unit}`,
+      row.baseline === null ? "—" : `${format(row.baseline)} ${row.unit} (${row.baseline_what ?? ""})`,
+      row.target,
+      row.meets_target ? "yes" : "NO",
+      `${results.measured_at.slice(0, 16).replace("T", " ")}, ${results.machine?.cores ?? "?"} cores`,
+    ]);
+  }
+}
+const widths = rows[0]?.map((_, column) => Math.max(...rows.map((row) => row[column]?.length ?? 0))) ?? [];
+for (const [index, row] of rows.entries()) {
+  console.log(
+    row
+      .map((cell, column) => cell.padEnd(widths[column] ?? 0))
+      .join("  ")
+      .trimEnd(),
+  );
+  if (index === 0) console.log(widths.map((width) => "-".repeat(width)).join("  "));
+}
+console.log(
+  `${rows.length - 1} figures, ${failing} below target${missing > 0 ? `, ${missing} results files without a summary` : ""}`,
+);
