@@ -31,7 +31,6 @@
  * payments within one block (mining paused, then one `evm_mine`), which the watcher sees in one pass and
  * the sweeper moves in one batch. Writes bench/results/payments.json.
  */
-import { writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { PgClient } from "@effect/sql-pg";
 import { Duration, Effect, Fiber, ManagedRuntime, Queue, Redacted } from "effect";
@@ -55,6 +54,7 @@ import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.
 import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { SWEEP_BATCH } from "../service/payments/deposit-sweeper.ts";
 import { benchChain } from "./local-chain-config.ts";
+import { writeResults } from "./report.ts";
 
 const N = Number(process.env.PAYMENTS_N ?? 500);
 const AMOUNT = process.env.PAYMENTS_AMOUNT ?? "10.00";
@@ -485,12 +485,9 @@ try {
   const relayers = [...new Set(sweeps.map((s) => s.sender.toLowerCase()))];
   const ratio = (x: number | null, y: number) => (x === null ? null : Math.round((x / y) * 100) / 100);
   const latency = percentiles(latencies);
-  const report = {
-    measured_at: new Date().toISOString(),
-    command: "npm run bench:payments",
+  const details = {
     what: "N one-time payments paid by plain ERC-20 transfers to their deposit addresses: transfer mined (its block header received over newHeads) -> payment.paid visible in the outbox (billing.events, after NOTIFY); and the relayer's sweep gas per payment moved to the merchant",
     conditions: `Ponder 0.17.7 over WebSocket, confirmations 0, no escrow hold, ${BLOCK_TIME > 0 ? `anvil mining a block every ${BLOCK_TIME} s (gas limit 1e9)` : "anvil automine (a block per transaction)"}, transfers ${RATE > 0 ? `paced at ${RATE}/s` : `sent at once (${SEND_CONCURRENCY} requests in flight)`}, ${cpus().length} cores, Node ${process.version}`,
-    machine: { cores: cpus().length, cpu: cpus()[0]?.model ?? "unknown", node: process.version },
     chain: {
       id: 31337,
       block_time_seconds: BLOCK_TIME,
@@ -549,7 +546,36 @@ try {
     },
     all_checks_pass: checksPass,
   };
-  writeFileSync("bench/results/payments.json", `${JSON.stringify(report, null, 2)}\n`);
+  const report = details;
+  writeResults(
+    "payments",
+    "npm run bench:payments",
+    [
+      {
+        what: `payments: transfer mined → payment.paid, p99 (${N} at once)`,
+        figure: latency.p99_ms,
+        unit: "ms",
+        baseline: null,
+        baseline_what: null,
+        target: null,
+        meets_target: null,
+      },
+      ...(fullPerPayment === null
+        ? []
+        : [
+            {
+              what: `gas: sweep per payment, batch of ${SWEEP_BATCH}`,
+              figure: fullPerPayment,
+              unit: "gas",
+              baseline: toHolder,
+              baseline_what: "plain ERC-20 transfer to a holder",
+              target: null,
+              meets_target: null,
+            },
+          ]),
+    ],
+    details,
+  );
 
   const row = (name: string, value: string | number | null) => console.log(`| ${name} | ${value ?? "-"} |`);
   console.log("\n| figure | value |\n|---|---:|");

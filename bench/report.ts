@@ -14,9 +14,9 @@ export interface SummaryRow {
   /** The baseline from the same run (or a published anchor), null when there is none. */
   readonly baseline: number | null;
   readonly baseline_what: string | null;
-  /** The target as text, e.g. "≥ 5,000" or "≤ 50 ms". */
-  readonly target: string;
-  readonly meets_target: boolean;
+  /** The target as text, e.g. "≥ 5,000" or "≤ 50 ms"; null where the issue sets none (shown for reference). */
+  readonly target: string | null;
+  readonly meets_target: boolean | null;
 }
 
 export const machine = () => ({

@@ -29,13 +29,13 @@ for (const file of readdirSync("bench/results")
     continue;
   }
   for (const row of results.summary) {
-    if (!row.meets_target) failing += 1;
+    if (row.meets_target === false) failing += 1;
     rows.push([
       row.what,
       `${format(row.figure)} ${row.unit}`,
       row.baseline === null ? "—" : `${format(row.baseline)} ${row.unit} (${row.baseline_what ?? ""})`,
-      row.target,
-      row.meets_target ? "yes" : "NO",
+      row.target ?? "—",
+      row.meets_target === null ? "—" : row.meets_target ? "yes" : "NO",
       `${results.measured_at.slice(0, 16).replace("T", " ")}, ${results.machine?.cores ?? "?"} cores`,
     ]);
   }
