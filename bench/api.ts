@@ -10,7 +10,8 @@
  * workers); the baseline (bench/api-baseline.ts) and autocannon (bench/api-load.ts) each run in a process
  * of their own, so the load generator never shares an event loop with what it measures. Each route is
  * warmed up (API_WARMUP_S, default 2 s) and measured for API_SECONDS (default 10) on the service, then on
- * the baseline. Any non-2xx answer or connection error fails the bench.
+ * the baseline, in API_ROUNDS (default 2) alternating slices each. Any non-2xx answer or connection
+ * error fails the bench.
  *
  * Profiling: API_CPU_PROFILE=<dir> writes a CPU profile of this (the service's) process for each
  * measured service run (`node:inspector`, only the measured seconds), summarised by
@@ -32,6 +33,7 @@ import { type SummaryRow, writeResults } from "./report.ts";
 const MANDATES = Number(process.env.API_MANDATES ?? 500);
 const SECONDS = Number(process.env.API_SECONDS ?? 10);
 const WARMUP_SECONDS = Number(process.env.API_WARMUP_S ?? 2);
+const ROUNDS = Number(process.env.API_ROUNDS ?? 2);
 const CONNECTIONS = 32;
 const POOL_SIZE = 20;
 const CPU_PROFILE_DIR = process.env.API_CPU_PROFILE;
@@ -96,6 +98,26 @@ const startBaseline = (config: BaselineConfig) =>
   });
 
 const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits;
+
+/**
+ * Slices of one target as one figure: requests/s over all of them, p50 their mean, p99 and max the
+ * worst slice's (autocannon reports percentiles per run, not histograms that could be merged).
+ */
+const combine = (results: ReadonlyArray<LoadResult>): LoadResult => {
+  const sum = (f: (r: LoadResult) => number) => results.reduce((total, r) => total + f(r), 0);
+  const worst = (f: (r: LoadResult) => number) => Math.max(...results.map(f));
+  return {
+    requests_per_second: sum((r) => r.requests_per_second) / results.length,
+    requests: sum((r) => r.requests),
+    p50_ms: round(sum((r) => r.p50_ms) / results.length),
+    p90_ms: round(sum((r) => r.p90_ms) / results.length),
+    p99_ms: worst((r) => r.p99_ms),
+    max_ms: worst((r) => r.max_ms),
+    non_2xx: sum((r) => r.non_2xx),
+    errors: sum((r) => r.errors),
+    timeouts: sum((r) => r.timeouts),
+  };
+};
 
 console.log("starting the stack ...");
 const scratch = await startScratchStack("api", { chains: [benchChain("api")] });
@@ -211,42 +233,52 @@ try {
   const measured: Record<string, unknown> = {};
   const summary: SummaryRow[] = [];
   for (const route of routes) {
-    const runs: Record<string, LoadResult & { statements?: unknown }> = {};
-    for (const [target, url] of [
+    const headers = {
+      ...auth,
+      ...(route.job.body === undefined ? {} : { "content-type": "application/json" }),
+    };
+    const targets = [
       ["service", stack.apiUrl],
       ["baseline", baseline.url],
-    ] as const) {
-      const headers = {
-        ...auth,
-        ...(route.job.body === undefined ? {} : { "content-type": "application/json" }),
-      };
-      await load(url, headers, route.job, WARMUP_SECONDS);
-      await resetStatements();
-      const session = CPU_PROFILE_DIR && target === "service" ? new Session() : undefined;
-      if (session) {
-        session.connect();
-        await session.post("Profiler.enable");
-        await session.post("Profiler.start");
+    ] as const;
+    for (const [, url] of targets) await load(url, headers, route.job, WARMUP_SECONDS);
+    // Service and baseline take turns, ROUNDS slices each: load from other processes on the machine
+    // drifts, and alternating spreads it over both.
+    const slices: Record<string, Array<LoadResult & { statements?: unknown }>> = {
+      service: [],
+      baseline: [],
+    };
+    for (let slice = 0; slice < ROUNDS; slice++)
+      for (const [target, url] of targets) {
+        await resetStatements();
+        const session = CPU_PROFILE_DIR && target === "service" && slice === 0 ? new Session() : undefined;
+        if (session) {
+          session.connect();
+          await session.post("Profiler.enable");
+          await session.post("Profiler.start");
+        }
+        const result = await load(url, headers, route.job, SECONDS / ROUNDS);
+        if (session && CPU_PROFILE_DIR) {
+          const { profile } = await session.post("Profiler.stop");
+          mkdirSync(CPU_PROFILE_DIR, { recursive: true });
+          writeFileSync(`${CPU_PROFILE_DIR}/api-${route.name}.cpuprofile`, JSON.stringify(profile));
+          session.disconnect();
+        }
+        if (result.non_2xx > 0 || result.errors > 0 || result.timeouts > 0)
+          throw new Error(`${route.what} on the ${target}: ${JSON.stringify(result)}`);
+        const stats = await statements(result.requests);
+        slices[target]?.push({ ...result, ...(stats ? { statements: stats } : {}) });
+        console.log(
+          `${route.what} ${target} (${slice + 1}/${ROUNDS}): ${round(result.requests_per_second, 0)} req/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms`,
+        );
       }
-      const result = await load(url, headers, route.job, SECONDS);
-      if (session && CPU_PROFILE_DIR) {
-        const { profile } = await session.post("Profiler.stop");
-        mkdirSync(CPU_PROFILE_DIR, { recursive: true });
-        writeFileSync(`${CPU_PROFILE_DIR}/api-${route.name}.cpuprofile`, JSON.stringify(profile));
-        session.disconnect();
-      }
-      if (result.non_2xx > 0 || result.errors > 0 || result.timeouts > 0)
-        throw new Error(`${route.what} on the ${target}: ${JSON.stringify(result)}`);
-      const stats = await statements(result.requests);
-      runs[target] = { ...result, ...(stats ? { statements: stats } : {}) };
-      console.log(
-        `${route.what} ${target}: ${round(result.requests_per_second, 0)} req/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms`,
-      );
-    }
-    const service = runs.service as LoadResult;
-    const base = runs.baseline as LoadResult;
+    const runs = Object.fromEntries(
+      Object.entries(slices).map(([target, results]) => [target, combine(results)]),
+    ) as Record<"service" | "baseline", LoadResult>;
+    const service = runs.service;
+    const base = runs.baseline;
     const ratio = service.requests_per_second / base.requests_per_second;
-    measured[route.name] = { what: route.what, ratio: round(ratio, 3), ...runs };
+    measured[route.name] = { what: route.what, ratio: round(ratio, 3), ...runs, slices };
     summary.push({
       what: `${route.what}, ${CONNECTIONS} connections, req/s (ratio ${round(ratio, 2)})`,
       figure: round(service.requests_per_second, 0),
@@ -282,6 +314,7 @@ try {
       connections: CONNECTIONS,
       seconds: SECONDS,
       warmup_seconds: WARMUP_SECONDS,
+      rounds: ROUNDS,
       mandates: MANDATES,
       pool_size: POOL_SIZE,
       pg_stat_statements: PG_STATS,
