@@ -7,6 +7,7 @@
 import { Duration, Layer, Logger, References } from "effect";
 import { ApiKeys } from "./auth/api-keys.ts";
 import { ConsoleSessions } from "./auth/console-sessions.ts";
+import { CredentialRevocations } from "./auth/credential-cache.ts";
 import { ChainClients } from "./chains/chain-clients.ts";
 import { ChainWatch, indexerWatchdog } from "./chains/indexer-watchdog.ts";
 import { MerchantChains } from "./chains/merchant-chains.ts";
@@ -121,7 +122,10 @@ export const servicesLayer = (
   config: Pick<ServiceConfig, "idempotencyRetentionHours" | "webhooks" | "page">,
 ) => {
   const foundation = Layer.mergeAll(
-    ConsoleSessions.layer.pipe(Layer.provideMerge(ApiKeys.layer)),
+    ConsoleSessions.layer.pipe(
+      Layer.provideMerge(ApiKeys.layer),
+      Layer.provideMerge(CredentialRevocations.layer),
+    ),
     Merchants.layer,
     Reconciliation.layer,
     Events.layer,

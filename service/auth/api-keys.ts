@@ -10,6 +10,7 @@ import { decodeRows } from "../db/rows.ts";
 import { NotFound, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
+import { CredentialRevocations } from "./credential-cache.ts";
 
 /** An authenticated API request: the merchant and mode of its key, and the key (idempotency is per key). */
 export interface Caller extends MerchantScope {
@@ -88,20 +89,28 @@ export class ApiKeys extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient;
 
+      /** The caller of an active key, by the key's SHA-256 (hex): what the credential cache keeps. */
+      const lookup = (sha256Hex: string) =>
+        Effect.gen(function* () {
+          const rows = yield* sql`
+            SELECT id, merchant_id, livemode FROM billing.api_keys
+            WHERE secret_sha256 = ${Buffer.from(sha256Hex, "hex")} AND revoked_at IS NULL`.pipe(
+            Effect.flatMap(decodeCallers),
+          );
+          const row = rows[0];
+          if (row === undefined) return yield* unknownKey;
+          return { merchantId: row.merchant_id, apiKeyId: row.id, livemode: row.livemode } satisfies Caller;
+        });
+      const callers = yield* CredentialRevocations.cacheFor(lookup);
+      const revocations = yield* Effect.serviceOption(CredentialRevocations);
+
       const authenticate = (authorization: string | undefined) =>
         Effect.gen(function* () {
           if (authorization === undefined || authorization.trim() === "") return yield* missingKey;
           const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
           const key = match?.[1];
           if (key === undefined || !API_KEY_PATTERN.test(key)) return yield* malformedKey;
-          const rows = yield* sql`
-            SELECT id, merchant_id, livemode FROM billing.api_keys
-            WHERE secret_sha256 = ${hashApiKey(key)} AND revoked_at IS NULL`.pipe(
-            Effect.flatMap(decodeCallers),
-          );
-          const row = rows[0];
-          if (row === undefined) return yield* unknownKey;
-          return { merchantId: row.merchant_id, apiKeyId: row.id, livemode: row.livemode };
+          return yield* callers.get(hashApiKey(key).toString("hex"));
         });
 
       const create = (input: {
@@ -148,6 +157,10 @@ export class ApiKeys extends Context.Service<
                 ),
               onSome: Effect.succeed,
             }),
+          ),
+          // Other processes hear the trigger's NOTIFY; this one forgets at once.
+          Effect.tap(() =>
+            Option.match(revocations, { onNone: () => Effect.void, onSome: (r) => r.clearAll }),
           ),
         );
 

@@ -10,12 +10,13 @@
  * or `GET /console/session`); the cookie is also `SameSite=Strict`.
  */
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { Clock, Context, Effect, Layer, Schema } from "effect";
+import { Clock, Context, Effect, Layer, Option, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { decodeRows } from "../db/rows.ts";
 import { Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { ApiKeys, type Caller } from "./api-keys.ts";
+import { CredentialRevocations } from "./credential-cache.ts";
 
 /** How long a session lasts after sign-in. */
 export const CONSOLE_SESSION_SECONDS = 12 * 3600;
@@ -109,21 +110,34 @@ export class ConsoleSessions extends Context.Service<
           return { ...toSession(row), token };
         });
 
-      const authenticate = (token: string) =>
+      /** A live session of an active key, by the token's SHA-256 (hex): what the credential cache keeps. */
+      const lookup = (sha256Hex: string) =>
         Effect.gen(function* () {
-          if (!CONSOLE_TOKEN_PATTERN.test(token)) return yield* noSession;
           const rows = yield* sql`
             SELECT s.id, s.api_key_id, k.merchant_id, k.livemode, s.expires_at
             FROM billing.console_sessions s JOIN billing.api_keys k ON k.id = s.api_key_id
-            WHERE s.token_sha256 = ${sha256(token)} AND s.ended_at IS NULL AND s.expires_at > now()
-              AND k.revoked_at IS NULL`.pipe(Effect.flatMap(decodeSessions));
+            WHERE s.token_sha256 = ${Buffer.from(sha256Hex, "hex")} AND s.ended_at IS NULL
+              AND s.expires_at > now() AND k.revoked_at IS NULL`.pipe(Effect.flatMap(decodeSessions));
           const row = rows[0];
           return row === undefined ? yield* noSession : toSession(row);
+        });
+      const sessions = yield* CredentialRevocations.cacheFor(lookup);
+      const revocations = yield* Effect.serviceOption(CredentialRevocations);
+
+      const authenticate = (token: string) =>
+        Effect.gen(function* () {
+          if (!CONSOLE_TOKEN_PATTERN.test(token)) return yield* noSession;
+          const session = yield* sessions.get(sha256(token).toString("hex"));
+          // A cached session still ends on time.
+          if (session.expiresAt.getTime() <= (yield* Clock.currentTimeMillis)) return yield* noSession;
+          return session;
         });
 
       const signOut = (token: string) =>
         sql`UPDATE billing.console_sessions SET ended_at = coalesce(ended_at, now())
-            WHERE token_sha256 = ${sha256(token)}`.pipe(Effect.asVoid);
+            WHERE token_sha256 = ${sha256(token)}`.pipe(
+          Effect.andThen(Option.match(revocations, { onNone: () => Effect.void, onSome: (r) => r.clearAll })),
+        );
 
       return { signIn, authenticate, signOut };
     }),

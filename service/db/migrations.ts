@@ -483,6 +483,22 @@ export const migrations = {
       ended_at timestamptz
     )`,
   ),
+  "0015_api_auth_revocations": statements(
+    // Every process caches credentials briefly (auth/credential-cache.ts) and clears its caches on this
+    // NOTIFY: sent, on commit, by whatever revokes or deletes a key or ends a session.
+    `CREATE FUNCTION billing.notify_auth_revoked() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      PERFORM pg_notify('billing_auth_revoked', TG_TABLE_NAME);
+      RETURN NULL;
+    END $$`,
+    `CREATE TRIGGER api_keys_revoked AFTER UPDATE OF revoked_at ON billing.api_keys FOR EACH ROW
+      WHEN (NEW.revoked_at IS DISTINCT FROM OLD.revoked_at) EXECUTE FUNCTION billing.notify_auth_revoked()`,
+    `CREATE TRIGGER api_keys_deleted AFTER DELETE ON billing.api_keys FOR EACH ROW
+      EXECUTE FUNCTION billing.notify_auth_revoked()`,
+    `CREATE TRIGGER console_sessions_ended AFTER UPDATE OF ended_at, expires_at ON billing.console_sessions
+      FOR EACH ROW WHEN (NEW.ended_at IS DISTINCT FROM OLD.ended_at OR NEW.expires_at < OLD.expires_at)
+      EXECUTE FUNCTION billing.notify_auth_revoked()`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

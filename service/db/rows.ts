@@ -4,12 +4,12 @@ import { Effect, Schema } from "effect";
  * Decodes query result rows with a schema. A row that does not match its schema is a bug in our
  * own SQL, not a caller's mistake, so it becomes a defect (logged, answered as 500 api_error).
  */
-export const decodeRows =
-  <S extends Schema.Decoder<unknown>>(schema: S) =>
-  (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<S["Type"]>> =>
-    Schema.decodeUnknownEffect(Schema.Array(schema))(rows).pipe(Effect.orDie) as Effect.Effect<
-      ReadonlyArray<S["Type"]>
-    >;
+export const decodeRows = <S extends Schema.Decoder<unknown>>(schema: S) => {
+  // Built once per schema: building the array schema and its decoder per call cost more than decoding.
+  const decode = Schema.decodeUnknownEffect(Schema.Array(schema));
+  return (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<S["Type"]>> =>
+    decode(rows).pipe(Effect.orDie) as Effect.Effect<ReadonlyArray<S["Type"]>>;
+};
 
 /** The first row, or the caller's not-found error when there is none. */
 export const firstOr =

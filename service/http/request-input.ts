@@ -35,6 +35,19 @@ const bodyFailure = (issue: ReturnType<typeof schemaErrorIssues>[number]): Inval
   });
 };
 
+const NoInput = Schema.Struct({});
+
+/** Each route's input decoder, built on its first request rather than on every one. */
+const decoders = new WeakMap<Schema.Top, ReturnType<typeof Schema.decodeUnknownResult>>();
+const decoderOf = (schema: Schema.Codec<unknown, unknown>) => {
+  let decoder = decoders.get(schema);
+  if (decoder === undefined) {
+    decoder = Schema.decodeUnknownResult(schema);
+    decoders.set(schema, decoder);
+  }
+  return decoder;
+};
+
 /** Decodes a request's input (body or query) with the route's schema; unknown keys are refused. */
 export const decodeInput = (
   schema: Schema.Codec<unknown, unknown> | undefined,
@@ -56,7 +69,7 @@ export const decodeInput = (
     schema === undefined && typeof input === "object" && input !== null ? Object.keys(input) : [];
   if (extra !== undefined)
     return Result.fail(bodyFailure({ kind: "unknown", param: printable(extra), message: "" }));
-  const decoded = Schema.decodeUnknownResult(schema ?? Schema.Struct({}))(input, {
+  const decoded = decoderOf(schema ?? NoInput)(input, {
     onExcessProperty: "error",
     errors: "all",
   });

@@ -68,20 +68,24 @@ const make = Effect.gen(function* () {
   const select = (where: ReadonlyArray<Fragment>, options?: Parameters<typeof selectRows>[3]) =>
     selectRows(sql, MANDATES, where, options);
 
-  /** A mandate of the scope with these columns, a new id and link token; returns its id. */
+  /** A mandate of the scope with these columns, a new id and link token; returns `returning` of it. */
+  const insertReturning = (scope: MerchantScope, columns: Record<string, unknown>, returning: Fragment) =>
+    Effect.flatMap(
+      newId("mandate"),
+      (id) =>
+        sql`INSERT INTO billing.mandates ${sql.insert({
+          id,
+          merchant_id: scope.merchantId,
+          livemode: scope.livemode,
+          period: "month",
+          authorization_token: authorizationToken(),
+          ...columns,
+        })} RETURNING ${returning}`,
+    );
+
+  /** As `insertReturning`, returning the new id. */
   const insertOne = (scope: MerchantScope, columns: Record<string, unknown>) =>
-    Effect.gen(function* () {
-      const id = yield* newId("mandate");
-      yield* sql`INSERT INTO billing.mandates ${sql.insert({
-        id,
-        merchant_id: scope.merchantId,
-        livemode: scope.livemode,
-        period: "month",
-        authorization_token: authorizationToken(),
-        ...columns,
-      })}`;
-      return id;
-    });
+    Effect.map(insertReturning(scope, columns, sql`id`), (rows) => String(rows[0]?.id));
 
   /** A mandate our own code knows exists. */
   const reload = (id: string) => select([sql`m.id = ${id}`]).pipe(Effect.flatMap(theRow(`mandate ${id}`)));
@@ -134,22 +138,27 @@ const make = Effect.gen(function* () {
     /** A mandate opened through the API, waiting for the customer's signature. */
     insert: (mandate: NewMandate) =>
       Effect.flatMap(
-        insertOne(mandate.scope, {
-          origin: "api",
-          chain_id: mandate.chainId,
-          token_address: getAddress(mandate.token),
-          cap: mandate.cap.toString(),
-          approval_periods: mandate.approvalPeriods,
-          customer: mandate.customer,
-          reference: mandate.reference,
-          payee_address: getAddress(mandate.payee),
-          operator_address: getAddress(mandate.operator),
-          hold_seconds: mandate.holdSeconds,
-          anchor: mandate.anchor,
-          salt: mandate.salt.toString(),
-          status: "pending",
-        }),
-        reload,
+        insertReturning(
+          mandate.scope,
+          {
+            origin: "api",
+            chain_id: mandate.chainId,
+            token_address: getAddress(mandate.token),
+            cap: mandate.cap.toString(),
+            approval_periods: mandate.approvalPeriods,
+            customer: mandate.customer,
+            reference: mandate.reference,
+            payee_address: getAddress(mandate.payee),
+            operator_address: getAddress(mandate.operator),
+            hold_seconds: mandate.holdSeconds,
+            anchor: mandate.anchor,
+            salt: mandate.salt.toString(),
+            status: "pending",
+          },
+          MANDATES.columns,
+        ),
+        // The new row as every read returns it, without reading it again.
+        (rows) => Effect.flatMap(MANDATES.decode(rows), theRow("new mandate")),
       ),
 
     /**
