@@ -126,6 +126,7 @@ const bareSend = async (url: string, index: number) => {
   await response.body.text();
 };
 const bareBurst = async () => {
+  const cpu = process.cpuUsage();
   const started = performance.now();
   await Promise.all(
     urls.map(async (url) => {
@@ -143,6 +144,7 @@ const bareBurst = async () => {
     deliveries: EVENTS * RECEIVERS,
     seconds: round(seconds),
     deliveries_per_second: Math.round((EVENTS * RECEIVERS) / seconds),
+    sender_cpu_ms: cpuMs(cpu),
     ...(await report()),
   };
 };
@@ -212,13 +214,24 @@ await runtime.runPromise(
     for (const url of urls) yield* endpoints.create(caller, { url, events: ["charge.succeeded"] });
   }),
 );
-const insertFromChild = (args: string[]) =>
-  new Promise<{ events: number; offered_per_second: number }>((resolve, reject) => {
+/** Forks the inserter and waits until it is connected; `run()` starts it and resolves when it is done. */
+const startInserter = (args: string[]) =>
+  new Promise<{ run: () => Promise<{ events: number; offered_per_second: number }> }>((ready, reject) => {
     const inserter = fork("bench/webhook-inserter.ts", [postgres.url, merchantId, ...args], {
       stdio: "inherit",
     });
-    inserter.once("message", (message) => resolve(message as { events: number; offered_per_second: number }));
     inserter.once("exit", (code) => code !== 0 && reject(new Error(`inserter exited ${code}`)));
+    inserter.once("message", () =>
+      ready({
+        run: () =>
+          new Promise((resolve) => {
+            inserter.once("message", (message) =>
+              resolve(message as { events: number; offered_per_second: number }),
+            );
+            inserter.send({ type: "go" });
+          }),
+      }),
+    );
   });
 const allRecorded = (expected: number) =>
   runtime.runPromise(
@@ -235,8 +248,10 @@ const allRecorded = (expected: number) =>
     }),
   );
 const dispatcherBurst = async () => {
+  const inserter = await startInserter(["burst", String(EVENTS)]);
+  const cpu = process.cpuUsage();
   const started = performance.now();
-  await insertFromChild(["burst", String(EVENTS)]);
+  await inserter.run();
   await waitForCount(EVENTS * RECEIVERS);
   const recorded = await allRecorded(EVENTS * RECEIVERS);
   const seconds = (performance.now() - started) / 1000;
@@ -244,18 +259,15 @@ const dispatcherBurst = async () => {
     deliveries: EVENTS * RECEIVERS,
     seconds: round(seconds),
     deliveries_per_second: Math.round((EVENTS * RECEIVERS) / seconds),
+    dispatcher_cpu_ms: cpuMs(cpu),
     recorded_succeeded: recorded.succeeded,
     recorded_attempts: recorded.attempts,
     ...(await report()),
   };
 };
 const dispatcherPaced = async (already: number) => {
-  const { events, offered_per_second } = await insertFromChild([
-    "paced",
-    String(RATE),
-    String(SECONDS),
-    String(RECEIVERS),
-  ]);
+  const inserter = await startInserter(["paced", String(RATE), String(SECONDS), String(RECEIVERS)]);
+  const { events, offered_per_second } = await inserter.run();
   const total = events * RECEIVERS;
   await waitForCount(total);
   const recorded = await allRecorded(already + total);
@@ -267,6 +279,11 @@ const dispatcherPaced = async (already: number) => {
   };
 };
 const round = (n: number) => Math.round(n * 100) / 100;
+/** CPU time (user + system) this process spent since `since`. */
+const cpuMs = (since: NodeJS.CpuUsage) => {
+  const { user, system } = process.cpuUsage(since);
+  return Math.round((user + system) / 1000);
+};
 
 console.log(`bare loop: ${EVENTS} × ${RECEIVERS} burst, then ${RATE}/s for ${SECONDS} s ...`);
 const bare = { burst: await bareBurst(), paced: await barePaced() };

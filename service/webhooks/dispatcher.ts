@@ -44,7 +44,7 @@ const buildAttempt = (claimed: ClaimedDelivery, now: number, options: Dispatcher
       claimed.previous_secret_expires_at.getTime() > now
     )
       secrets.push(yield* box.open(claimed.previous_secret_ciphertext, claimed.endpoint_id));
-    const body = JSON.stringify(claimed.payload);
+    const body = claimed.body;
     return {
       url: claimed.url,
       body,
@@ -155,6 +155,24 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
         return created;
       };
 
+      // A finished send asks for a claim only when one is worth its round trip: its endpoint filled its
+      // share at the last claim (more may be due) and is down to half of it, or the process was at its
+      // overall limit. Waking on every send kept claims running back to back, a statement per few
+      // deliveries; new deliveries and retries wake the loop by notification and by the poll anyway.
+      const claimAhead = CLAIM_AHEAD * options.maxInFlightPerEndpoint;
+      const refillAt = claimAhead / 2;
+      let mayHaveMore = new Set<string>();
+      const finished = (endpointId: string) => {
+        const saturated = inFlight >= options.maxInFlight;
+        return adjust(endpointId, -1).pipe(
+          Effect.andThen(
+            saturated || (mayHaveMore.has(endpointId) && (busy.get(endpointId) ?? 0) <= refillAt)
+              ? Queue.offer(wake, undefined)
+              : Effect.void,
+          ),
+        );
+      };
+
       const notifications = yield* wakeUps(DELIVERIES_CHANNEL);
       yield* Effect.forkScoped(
         Queue.take(notifications).pipe(Effect.andThen(Queue.offer(wake, undefined)), Effect.forever),
@@ -163,13 +181,23 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
       const claimLoop = Effect.gen(function* () {
         const free = options.maxInFlight - inFlight;
         if (free > 0) {
+          const busyBefore = new Map(busy);
           const claimed = yield* store.claimDue({
             now: yield* Clock.currentTimeMillis,
             limit: free,
-            perEndpoint: CLAIM_AHEAD * options.maxInFlightPerEndpoint,
+            perEndpoint: claimAhead,
             leaseMs: runningLeaseMs(options),
-            busy,
+            busy: busyBefore,
           });
+          const counts = new Map<string, number>();
+          for (const row of claimed) counts.set(row.endpoint_id, (counts.get(row.endpoint_id) ?? 0) + 1);
+          // Full shares, and endpoints that had no room to be asked about, may have more due.
+          const next = new Set<string>();
+          for (const [endpointId, n] of busyBefore)
+            if (n >= claimAhead && mayHaveMore.has(endpointId)) next.add(endpointId);
+          for (const [endpointId, n] of counts)
+            if (n >= claimAhead - (busyBefore.get(endpointId) ?? 0)) next.add(endpointId);
+          mayHaveMore = next;
           for (const row of claimed) {
             yield* adjust(row.endpoint_id, 1);
             // The endpoint's slot is free once it has answered; recording is batched behind it (the
@@ -180,9 +208,7 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
                 .withPermits(1)(attemptDelivery(row, options))
                 .pipe(
                   Effect.flatMap((outcome) => (outcome ? Queue.offer(results, outcome) : Effect.void)),
-                  Effect.ensuring(
-                    adjust(row.endpoint_id, -1).pipe(Effect.andThen(Queue.offer(wake, undefined))),
-                  ),
+                  Effect.ensuring(Effect.suspend(() => finished(row.endpoint_id))),
                 ),
             );
           }
