@@ -8,6 +8,7 @@ import { PgClient } from "@effect/sql-pg";
 import { Array as Arr, Clock, Context, Effect, Layer, Schema } from "effect";
 import { type PageRequest, pageRows, relation } from "../db/query.ts";
 import { decodeRows } from "../db/rows.ts";
+import { EventObject } from "../events/events.ts";
 import type { FannedEvent } from "../events/outbox.ts";
 import { encodeId, ID_PREFIXES } from "../ids.ts";
 import { nextState } from "./retry-schedule.ts";
@@ -36,8 +37,7 @@ const ClaimedRow = Schema.Struct({
   secret_ciphertext: Schema.Uint8Array,
   previous_secret_ciphertext: Schema.NullOr(Schema.Uint8Array),
   previous_secret_expires_at: Schema.NullOr(Schema.Date),
-  /** The event's payload as JSON text: the exact bytes sent and signed, encoded once by Postgres. */
-  body: Schema.String,
+  payload: EventObject,
 });
 export type ClaimedDelivery = typeof ClaimedRow.Type;
 const decodeClaimed = decodeRows(ClaimedRow);
@@ -194,7 +194,7 @@ const make = Effect.gen(function* () {
         SELECT set_config('synchronous_commit', 'off', true)
       )
       SELECT c.id, c.endpoint_id, c.event_id, c.attempt_count, w.url, w.livemode, w.secret_ciphertext,
-             w.previous_secret_ciphertext, w.previous_secret_expires_at, ev.payload::text AS body
+             w.previous_secret_ciphertext, w.previous_secret_expires_at, ev.payload
       FROM relaxed, claimed c
       JOIN billing.webhook_endpoints w ON w.id = c.endpoint_id
       JOIN billing.events ev ON ev.id = c.event_id`.pipe(Effect.flatMap(decodeClaimed));
