@@ -313,8 +313,10 @@ await postgres.stop();
 rmSync(dataDir, { recursive: true, force: true });
 
 const ratio = round(dispatcher.burst.deliveries_per_second / bare.burst.deliveries_per_second);
-const complete =
-  dispatcher.burst.recorded_succeeded === dispatcher.burst.deliveries &&
+// A burst counts only with every attempt recorded; the paced figure only if the rate was offered.
+const burstComplete = dispatcher.burst.recorded_succeeded === dispatcher.burst.deliveries;
+const pacedComplete =
+  dispatcher.paced.recorded_succeeded === dispatcher.paced.deliveries &&
   dispatcher.paced.offered_per_second >= 0.95 * RATE;
 const summary = [
   {
@@ -324,7 +326,7 @@ const summary = [
     baseline: bare.burst.deliveries_per_second,
     baseline_what: "bare undici loop, same run",
     target: "≥ 5,000",
-    meets_target: complete && dispatcher.burst.deliveries_per_second >= 5000,
+    meets_target: burstComplete && dispatcher.burst.deliveries_per_second >= 5000,
   },
   {
     what: "webhook burst, ratio to the bare loop",
@@ -333,7 +335,7 @@ const summary = [
     baseline: 1,
     baseline_what: "bare undici loop, same run",
     target: "≥ 0.5",
-    meets_target: complete && ratio >= 0.5,
+    meets_target: burstComplete && ratio >= 0.5,
   },
   {
     what: `webhook paced ${RATE.toLocaleString("en-US")}/s, p99 insert → receipt`,
@@ -342,7 +344,7 @@ const summary = [
     baseline: bare.paced.p99_ms,
     baseline_what: "bare undici loop, same run",
     target: "≤ 50 ms",
-    meets_target: complete && dispatcher.paced.p99_ms <= 50,
+    meets_target: pacedComplete && dispatcher.paced.p99_ms <= 50,
   },
 ];
 writeResults("webhooks", "npm run bench:webhooks", summary, {
