@@ -2,11 +2,12 @@
  * The benchmark's event source, in a process of its own (as the API and the fact relay would be):
  * writes `charge.succeeded` events through the service's outbox (each fans out to the merchant's
  * endpoints in the same transaction), with `sent_at` = the time just before the insert.
+ * Says "ready" once connected and starts on "go".
  * `burst N`: N events in transactions of 500. `paced RATE SECONDS RECEIVERS`: RATE deliveries a second.
  */
 
 import { PgClient } from "@effect/sql-pg";
-import { Effect, Layer, Redacted } from "effect";
+import { Effect, Layer, ManagedRuntime, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import { type NewEvent, Outbox } from "../service/events/outbox.ts";
 import { newId } from "../service/ids.ts";
@@ -57,16 +58,23 @@ const program = Effect.gen(function* () {
     events,
     offered_per_second: Math.round((events * receivers) / ((performance.now() - started) / 1000)),
   };
-}).pipe(
-  Effect.provide(
-    Outbox.layer.pipe(
-      Layer.provide(webhookFanOut),
-      Layer.provide(DeliveryStore.layer),
-      Layer.provideMerge(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 2 })),
-    ),
+});
+
+// Connected and warmed up before the parent starts its clock (a process start is not the dispatcher's
+// time): "ready" when able to insert at once, then the run on "go".
+const runtime = ManagedRuntime.make(
+  Outbox.layer.pipe(
+    Layer.provide(webhookFanOut),
+    Layer.provide(DeliveryStore.layer),
+    Layer.provideMerge(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 2 })),
   ),
 );
-
-const result = await Effect.runPromise(program);
+await runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT 1`));
+await new Promise<void>((resolve) => {
+  process.once("message", () => resolve());
+  process.send?.({ type: "ready" });
+});
+const result = await runtime.runPromise(program);
 process.send?.({ type: "done", ...result });
+await runtime.dispose();
 process.exit(0);

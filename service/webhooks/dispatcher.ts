@@ -33,8 +33,21 @@ export interface DispatcherOptions {
   readonly random?: () => number;
 }
 
+/** Encodes each event's body once for all its endpoints' deliveries in one claim. */
+const makeBodies = () => {
+  const bodies = new Map<string, string>();
+  return (claimed: ClaimedDelivery): string => {
+    const hit = bodies.get(claimed.event_id);
+    if (hit !== undefined) return hit;
+    const body = JSON.stringify(claimed.payload);
+    bodies.set(claimed.event_id, body);
+    return body;
+  };
+};
+type Bodies = ReturnType<typeof makeBodies>;
+
 /** The exact bytes sent, and the signature header over them (both secrets during a rotation overlap). */
-const buildAttempt = (claimed: ClaimedDelivery, now: number, options: DispatcherOptions) =>
+const buildAttempt = (claimed: ClaimedDelivery, now: number, options: DispatcherOptions, bodyOf: Bodies) =>
   Effect.gen(function* () {
     const box = yield* SecretBox;
     const secrets = [yield* box.open(claimed.secret_ciphertext, claimed.endpoint_id)];
@@ -44,7 +57,7 @@ const buildAttempt = (claimed: ClaimedDelivery, now: number, options: Dispatcher
       claimed.previous_secret_expires_at.getTime() > now
     )
       secrets.push(yield* box.open(claimed.previous_secret_ciphertext, claimed.endpoint_id));
-    const body = JSON.stringify(claimed.payload);
+    const body = bodyOf(claimed);
     return {
       url: claimed.url,
       body,
@@ -59,11 +72,11 @@ const buildAttempt = (claimed: ClaimedDelivery, now: number, options: Dispatcher
 
 /** One attempt of a claimed delivery. A secret that does not decrypt is the deployment's fault, not the
  * endpoint's: no attempt is counted and the delivery is looked at again after a minute. */
-const attemptDelivery = (claimed: ClaimedDelivery, options: DispatcherOptions) =>
+const attemptDelivery = (claimed: ClaimedDelivery, options: DispatcherOptions, bodyOf: Bodies) =>
   Effect.gen(function* () {
     const sender = yield* AttemptSender;
     const now = yield* Clock.currentTimeMillis;
-    const attempt = yield* Effect.result(buildAttempt(claimed, now, options));
+    const attempt = yield* Effect.result(buildAttempt(claimed, now, options, bodyOf));
     if (attempt._tag === "Failure") {
       yield* Effect.logError("webhook delivery not sent", attempt.failure.message).pipe(
         Effect.annotateLogs({ delivery: claimed.id }),
@@ -111,7 +124,8 @@ export const deliverDue = (options: DispatcherOptions) =>
       leaseMs: leaseMs(options),
       busy: new Map(),
     });
-    const outcomes = yield* Effect.forEach(claimed, (row) => attemptDelivery(row, options), {
+    const bodyOf = makeBodies();
+    const outcomes = yield* Effect.forEach(claimed, (row) => attemptDelivery(row, options, bodyOf), {
       concurrency: "unbounded",
     });
     const recorded = outcomes.filter((o): o is RecordedOutcome => o !== undefined);
@@ -155,6 +169,24 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
         return created;
       };
 
+      // A finished send asks for a claim only when one is worth its round trip: its endpoint filled its
+      // share at the last claim (more may be due) and is down to half of it, or the process was at its
+      // overall limit. Waking on every send kept claims running back to back, a statement per few
+      // deliveries; new deliveries and retries wake the loop by notification and by the poll anyway.
+      const claimAhead = CLAIM_AHEAD * options.maxInFlightPerEndpoint;
+      const refillAt = claimAhead / 2;
+      let mayHaveMore = new Set<string>();
+      const finished = (endpointId: string) => {
+        const saturated = inFlight >= options.maxInFlight;
+        return adjust(endpointId, -1).pipe(
+          Effect.andThen(
+            saturated || (mayHaveMore.has(endpointId) && (busy.get(endpointId) ?? 0) <= refillAt)
+              ? Queue.offer(wake, undefined)
+              : Effect.void,
+          ),
+        );
+      };
+
       const notifications = yield* wakeUps(DELIVERIES_CHANNEL);
       yield* Effect.forkScoped(
         Queue.take(notifications).pipe(Effect.andThen(Queue.offer(wake, undefined)), Effect.forever),
@@ -163,13 +195,25 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
       const claimLoop = Effect.gen(function* () {
         const free = options.maxInFlight - inFlight;
         if (free > 0) {
+          const busyBefore = new Map(busy);
           const claimed = yield* store.claimDue({
             now: yield* Clock.currentTimeMillis,
             limit: free,
-            perEndpoint: CLAIM_AHEAD * options.maxInFlightPerEndpoint,
+            perEndpoint: claimAhead,
             leaseMs: runningLeaseMs(options),
-            busy,
+            busy: busyBefore,
           });
+          // One encoding per event of this claim (its endpoints' deliveries are claimed together).
+          const bodyOf = makeBodies();
+          const counts = new Map<string, number>();
+          for (const row of claimed) counts.set(row.endpoint_id, (counts.get(row.endpoint_id) ?? 0) + 1);
+          // Full shares, and endpoints that had no room to be asked about, may have more due.
+          const next = new Set<string>();
+          for (const [endpointId, n] of busyBefore)
+            if (n >= claimAhead && mayHaveMore.has(endpointId)) next.add(endpointId);
+          for (const [endpointId, n] of counts)
+            if (n >= claimAhead - (busyBefore.get(endpointId) ?? 0)) next.add(endpointId);
+          mayHaveMore = next;
           for (const row of claimed) {
             yield* adjust(row.endpoint_id, 1);
             // The endpoint's slot is free once it has answered; recording is batched behind it (the
@@ -177,12 +221,10 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
             yield* FiberSet.run(
               fibers,
               slotsOf(row.endpoint_id)
-                .withPermits(1)(attemptDelivery(row, options))
+                .withPermits(1)(attemptDelivery(row, options, bodyOf))
                 .pipe(
                   Effect.flatMap((outcome) => (outcome ? Queue.offer(results, outcome) : Effect.void)),
-                  Effect.ensuring(
-                    adjust(row.endpoint_id, -1).pipe(Effect.andThen(Queue.offer(wake, undefined))),
-                  ),
+                  Effect.ensuring(Effect.suspend(() => finished(row.endpoint_id))),
                 ),
             );
           }

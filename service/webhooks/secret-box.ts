@@ -76,17 +76,20 @@ export class SecretBox extends Context.Service<
       Effect.map(parseSecretsKey(Redacted.value(encodedKey)), (key) => {
         // Opened secrets are kept in memory (this process holds the key anyway), so a busy endpoint's
         // deliveries do not each pay for a decryption.
-        const opened = new Map<string, string>();
+        // Keyed by context, holding the sealed bytes too: a hit is a byte comparison, no encoding.
+        const opened = new Map<string, Array<{ readonly sealed: Buffer; readonly plaintext: string }>>();
         return {
           seal: (plaintext: string, context: string) => seal(key, plaintext, context),
           open: (sealed: Uint8Array, context: string) => {
-            const cacheKey = `${context}:${Buffer.from(sealed).toString("base64")}`;
-            const hit = opened.get(cacheKey);
-            if (hit !== undefined) return Effect.succeed(hit);
+            const entries = opened.get(context);
+            const hit = entries?.find((entry) => entry.sealed.equals(sealed));
+            if (hit !== undefined) return Effect.succeed(hit.plaintext);
             return Effect.tap(open(key, sealed, context), (plaintext) =>
               Effect.sync(() => {
                 if (opened.size >= 10_000) opened.clear();
-                opened.set(cacheKey, plaintext);
+                // A context holds its current and previous secrets: keep the last few only.
+                const kept = (opened.get(context) ?? []).slice(-3);
+                opened.set(context, [...kept, { sealed: Buffer.from(sealed), plaintext }]);
               }),
             );
           },

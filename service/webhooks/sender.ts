@@ -6,7 +6,14 @@
  */
 import { Context, Effect, Layer } from "effect";
 import { Agent, request } from "undici";
-import { dialRefusal, PRIVATE_ALLOWED, PUBLIC_ONLY, safeLookup, testModeLookup } from "./url-policy.ts";
+import {
+  dialRefusal,
+  PRIVATE_ALLOWED,
+  PUBLIC_ONLY,
+  safeLookup,
+  testModeLookup,
+  type UrlRefusal,
+} from "./url-policy.ts";
 
 export interface Attempt {
   readonly url: string;
@@ -75,11 +82,25 @@ export const makeAttemptSender = (options: {
     connect: { timeout: options.timeoutMs, lookup: testModeLookup },
   });
 
+  // The dial-time check is a pure function of the URL's text and the scope: judged once per URL, not per
+  // attempt (matching a host against every range cost ~2% of a busy dispatcher's CPU). Resolved names
+  // are still checked on every connection by the lookup.
+  const judged = new Map<string, { readonly url: URL; readonly refusal: UrlRefusal | undefined }>();
+  const judge = (text: string, allowPrivate: boolean) => {
+    const key = `${allowPrivate ? "p" : "-"}${text}`;
+    const hit = judged.get(key);
+    if (hit) return hit;
+    const url = new URL(text);
+    const verdict = { url, refusal: dialRefusal(url, allowPrivate ? PRIVATE_ALLOWED : PUBLIC_ONLY) };
+    if (judged.size >= 10_000) judged.clear();
+    judged.set(key, verdict);
+    return verdict;
+  };
+
   const send = async (attempt: Attempt): Promise<AttemptOutcome> => {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
-    const url = new URL(attempt.url);
-    const refusal = dialRefusal(url, attempt.allowPrivate ? PRIVATE_ALLOWED : PUBLIC_ONLY);
+    const { url, refusal } = judge(attempt.url, attempt.allowPrivate);
     if (refusal)
       return { ok: false, statusCode: null, durationMs: 0, error: refusal.message, responseBody: null };
     try {
