@@ -340,14 +340,26 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
 
     /// @notice Pays a held charge to the payee once its hold is over. Anyone may call.
     function release(bytes32 mandateId, uint32 period) external nonReentrant {
-        _release(mandateId, period);
+        (IERC20 token, address payee, uint256 amount) = _release(mandateId, period);
+        token.safeTransfer(payee, amount);
     }
 
+    /// @notice Several releases in one transaction; all succeed or none does. Consecutive releases to the
+    /// same payee in the same token are paid in one transfer (each still has its own `Released` event).
     function releaseMany(bytes32[] calldata mandateIds, uint32[] calldata periods) external nonReentrant {
         if (mandateIds.length != periods.length) revert LengthMismatch();
+        IERC20 token;
+        address payee;
+        uint256 owed;
         for (uint256 i; i < mandateIds.length; ++i) {
-            _release(mandateIds[i], periods[i]);
+            (IERC20 t, address p, uint256 amount) = _release(mandateIds[i], periods[i]);
+            if (t != token || p != payee) {
+                if (owed != 0) token.safeTransfer(payee, owed);
+                (token, payee, owed) = (t, p, 0);
+            }
+            owed += amount;
         }
+        if (owed != 0) token.safeTransfer(payee, owed);
     }
 
     /// @notice Gives a held charge back to the customer while the hold lasts: the operator, on the
@@ -361,11 +373,12 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         emit Returned(mandateId, chargeIdOf(mandateId, period), period, amount, customer);
     }
 
-    function _release(bytes32 id, uint32 period) private {
+    /// @dev Ends a hold for release; the caller pays `amount` of `token` to `payee`.
+    function _release(bytes32 id, uint32 period) private returns (IERC20 token, address payee, uint256 amount) {
         Record storage m = _mandates[id];
-        uint256 amount = _takeHold(m, id, period, true);
-        address payee = m.payee;
-        IERC20(m.token).safeTransfer(payee, amount);
+        amount = _takeHold(m, id, period, true);
+        payee = m.payee;
+        token = IERC20(m.token);
         emit Released(id, chargeIdOf(id, period), period, amount, payee);
     }
 

@@ -266,6 +266,52 @@ describe("MandateEscrow: holds", () => {
     ).toBe(true);
     expect(await balance(chain.usdc, payee.address)).toBe(payeeBefore + usd("20"));
   });
+
+  it("releases many in one transaction, all or none, paying each payee and token exactly", async () => {
+    const otherPayee = accountAt(5);
+    await fund(chain.usdc, usd("1000"));
+    await chain.send(customer, chain.noReturn, NoReturnTokenAbi, "mint", [customer.address, usd("100")]);
+    await chain.send(customer, chain.noReturn, NoReturnTokenAbi, "approve", [chain.escrow, MAX]);
+    // Runs of the same payee and token, broken by another payee and another token.
+    const plan = [
+      { payee: payee.address, token: chain.usdc, amount: usd("1") },
+      { payee: payee.address, token: chain.usdc, amount: usd("2") },
+      { payee: otherPayee.address, token: chain.usdc, amount: usd("4") },
+      { payee: payee.address, token: chain.noReturn, amount: usd("8") },
+      { payee: payee.address, token: chain.usdc, amount: usd("16") },
+    ];
+    const ids: Hex[] = [];
+    for (const item of plan) {
+      const terms = termsFor({ payee: item.payee, token: item.token, holdSeconds: 100n });
+      expect((await authorize(terms)).ok).toBe(true);
+      expect((await charge(terms.mandateId, item.amount)).ok).toBe(true);
+      ids.push(terms.mandateId);
+    }
+    const releaseMany = (list: Hex[]) =>
+      chain.sendForReceipt(stranger, chain.escrow, MandateEscrowAbi, "releaseMany", [
+        list,
+        list.map(() => 0),
+      ]);
+    const before = {
+      payeeUsdc: await balance(chain.usdc, payee.address),
+      otherUsdc: await balance(chain.usdc, otherPayee.address),
+      payeeNrt: await chain.read<bigint>(chain.noReturn, NoReturnTokenAbi, "balanceOf", [payee.address]),
+    };
+    chain.clock.advance(100);
+    // One of them not held at all: nothing moves.
+    expect(await releaseMany([...ids, mandateIdFor(customer.address, 999_998n)])).toEqual(failure("NoHold"));
+    const released = await releaseMany(ids);
+    if (!released.ok) throw new Error(released.error);
+    expect(
+      released.receipt.logs.filter((l) => l.address.toLowerCase() === chain.escrow.toLowerCase()),
+    ).toHaveLength(5);
+    expect(await balance(chain.usdc, payee.address)).toBe(before.payeeUsdc + usd("19"));
+    expect(await balance(chain.usdc, otherPayee.address)).toBe(before.otherUsdc + usd("4"));
+    expect(await chain.read(chain.noReturn, NoReturnTokenAbi, "balanceOf", [payee.address])).toBe(
+      before.payeeNrt + usd("8"),
+    );
+    expect(await releaseMany(ids.slice(0, 1))).toEqual(failure("NoHold"));
+  });
 });
 
 describe("MandateEscrow: signatures", () => {
