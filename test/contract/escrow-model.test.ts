@@ -505,6 +505,49 @@ const releaseCmd = holdTarget.map(
   }),
 );
 
+const releaseManyCmd = fc.array(holdTarget, { minLength: 1, maxLength: 5 }).map(
+  (targets): Cmd => ({
+    check: () => true,
+    toString: () => `releaseMany(${targets.length})`,
+    run: async (model) => {
+      const picked = targets.map((p) => pickHold(model, p));
+      const outcome = await chain.send(stranger, chain.escrow, MandateEscrowAbi, "releaseMany", [
+        picked.map(([id]) => id),
+        picked.map(([, period]) => period),
+      ]);
+      const { result, next } = model.releaseMany(picked.map(([id, period]) => ({ id, period })));
+      expectOutcome(outcome, result, "releaseMany");
+      if (outcome.ok) {
+        Object.assign(model, next);
+        model.now += 1;
+      }
+      await compare(model);
+    },
+  }),
+);
+
+/** What the service's hold releaser does: every hold that is over, in one `releaseMany` (mixed payees and tokens). */
+const releaseDueCmd = fc.constant(null).map(
+  (): Cmd => ({
+    check: () => true,
+    toString: () => "releaseDue()",
+    run: async (model) => {
+      const due = [...model.holds.values()].filter((h) => h.releaseAt <= model.now);
+      const outcome = await chain.send(stranger, chain.escrow, MandateEscrowAbi, "releaseMany", [
+        due.map((h) => h.mandateId),
+        due.map((h) => h.period),
+      ]);
+      const { result, next } = model.releaseMany(due.map((h) => ({ id: h.mandateId, period: h.period })));
+      expectOutcome(outcome, result, due.length > 0 ? "releaseMany (due)" : "releaseMany (none due)");
+      if (outcome.ok) {
+        Object.assign(model, next);
+        model.now += 1;
+      }
+      await compare(model);
+    },
+  }),
+);
+
 const returnCmd = holdTarget.map(
   (p): Cmd => ({
     check: () => true,
@@ -738,6 +781,8 @@ describe("MandateEscrow against its model", () => {
         advanceCmd,
         advanceCmd,
         releaseCmd,
+        releaseManyCmd,
+        releaseDueCmd,
         returnCmd,
         payCmd,
         payCmd,
