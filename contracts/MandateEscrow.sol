@@ -42,7 +42,7 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         "Terms(bytes32 mandateId,address payee,address token,uint256 cap,uint64 anchor,uint32 approvalPeriods,address operator,uint64 holdSeconds,uint64 nonce,uint64 deadline)"
     );
 
-    /// @dev Four storage slots; a charge reads all four and writes only the last.
+    /// @notice A mandate as `mandate()` returns it.
     struct Mandate {
         address payee;
         uint64 anchor;
@@ -55,6 +55,35 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         uint96 cap;
         uint128 approvalLeft;
         uint32 chargedPeriodPlusOne;
+    }
+
+    /// @dev A mandate in storage: five slots laid out for the charge and the release. A charge reads the
+    /// first four and writes the second (and, with a hold, the third and fourth); a release reads the third
+    /// and fourth and writes the third; the fifth only `authorize` and the view touch. The hold of the
+    /// mandate's latest held charge lives in the third and fourth slots, rewritten non-zero to non-zero
+    /// each period instead of a fresh slot per charge (22,100 gas). A charge with a hold that finds the
+    /// previous one still open (a hold longer than a period, or not yet released) first moves it to
+    /// `_holds`, where it stays releasable and returnable as before.
+    struct Record {
+        // slot 0: who may charge, and when
+        address operator;
+        uint40 anchor;
+        uint48 holdSeconds;
+        bool revoked;
+        // slot 1: what is left, written by every charge
+        uint96 cap;
+        uint128 approvalLeft;
+        uint32 chargedPeriodPlusOne;
+        // slot 2: where funds go, and the open hold's amount (0: none)
+        address payee;
+        uint96 heldAmount;
+        // slot 3: the token, and the open hold's end and period
+        address token;
+        uint64 heldReleaseAt;
+        uint32 heldPeriod;
+        // slot 4
+        uint64 nonce;
+        uint32 approvalPeriods;
     }
 
     struct Hold {
@@ -73,7 +102,8 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         uint64 holdSeconds;
     }
 
-    mapping(bytes32 mandateId => Mandate) private _mandates;
+    mapping(bytes32 mandateId => Record) private _mandates;
+    /// @dev Holds moved out of their mandate's record by a later held charge (see `Record`).
     mapping(bytes32 chargeId => Hold) private _holds;
     mapping(bytes32 depositKey => Hold) private _paymentHolds;
 
@@ -187,7 +217,7 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
 
     /// @notice The customer ends the mandate for good. Charges already held are still released or returned.
     function revoke(bytes32 mandateId) external {
-        Mandate storage m = _mandates[mandateId];
+        Record storage m = _mandates[mandateId];
         if (m.operator == address(0)) revert UnknownMandate(mandateId);
         if (msg.sender != customerOf(mandateId)) revert NotCustomer();
         if (m.revoked) revert Revoked(mandateId);
@@ -200,16 +230,17 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         address customer = customerOf(t.mandateId);
         if (
             customer == address(0) || t.payee == address(0) || t.token == address(0) || t.operator == address(0)
-                || t.cap == 0 || t.cap > type(uint96).max || t.approvalPeriods == 0
+                || t.cap == 0 || t.cap > type(uint96).max || t.approvalPeriods == 0 || t.anchor > type(uint40).max
+                || t.holdSeconds > type(uint48).max
         ) revert InvalidTerms();
         bytes32 digest = _hashTypedDataV4(keccak256(abi.encode(TERMS_TYPEHASH, t)));
         if (!SignatureChecker.isValidSignatureNow(customer, digest, signature)) revert InvalidSignature();
 
-        Mandate storage m = _mandates[t.mandateId];
+        Record storage m = _mandates[t.mandateId];
         if (m.operator == address(0)) {
             m.payee = t.payee;
             m.token = t.token;
-            m.anchor = t.anchor;
+            m.anchor = uint40(t.anchor);
         } else {
             if (m.revoked) revert Revoked(t.mandateId);
             if (t.payee != m.payee || t.token != m.token || t.anchor != m.anchor) revert TermsMismatch();
@@ -217,7 +248,7 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         if (t.nonce <= m.nonce) revert StaleNonce(t.nonce, m.nonce);
         uint128 approval = uint128(t.cap) * t.approvalPeriods;
         m.approvalPeriods = t.approvalPeriods;
-        m.holdSeconds = t.holdSeconds;
+        m.holdSeconds = uint48(t.holdSeconds);
         m.operator = t.operator;
         m.nonce = t.nonce;
         m.cap = uint96(t.cap);
@@ -253,9 +284,10 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     }
 
     function _charge(bytes32 id, uint256 amount) private returns (bytes32 chargeId) {
-        Mandate storage m = _mandates[id];
-        if (m.operator == address(0)) revert UnknownMandate(id);
-        if (msg.sender != m.operator) revert NotOperator();
+        Record storage m = _mandates[id];
+        address operator = m.operator;
+        if (operator == address(0)) revert UnknownMandate(id);
+        if (msg.sender != operator) revert NotOperator();
         if (m.revoked) revert Revoked(id);
         uint256 cap = m.cap;
         if (amount == 0 || amount > cap) revert CapExceeded(amount, cap);
@@ -266,71 +298,110 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         uint128 left = m.approvalLeft;
         if (amount > left) revert ApprovalExhausted(amount, left);
 
-        address customer = customerOf(id);
-        IERC20 token = IERC20(m.token);
-        uint256 balance = token.balanceOf(customer);
-        if (balance < amount) revert InsufficientBalance(amount, balance);
-        uint256 allowance = token.allowance(customer, address(this));
-        if (allowance < amount) revert InsufficientAllowance(amount, allowance);
-
         unchecked {
             left -= uint128(amount);
         }
         m.approvalLeft = left;
         m.chargedPeriodPlusOne = period + 1;
         chargeId = chargeIdOf(id, period);
+        address customer = customerOf(id);
+        IERC20 token = IERC20(m.token);
         address payee = m.payee;
         uint64 holdSeconds = m.holdSeconds;
         uint64 releaseAt;
         if (holdSeconds == 0) {
-            token.safeTransferFrom(customer, payee, amount);
+            _pull(token, customer, payee, amount);
         } else {
+            uint96 open = m.heldAmount;
+            if (open != 0) _holds[chargeIdOf(id, m.heldPeriod)] = Hold(open, m.heldReleaseAt);
             releaseAt = uint64(block.timestamp) + holdSeconds;
-            _holds[chargeId] = Hold(uint128(amount), releaseAt);
-            token.safeTransferFrom(customer, address(this), amount);
+            m.heldAmount = uint96(amount);
+            m.heldReleaseAt = releaseAt;
+            m.heldPeriod = period;
+            _pull(token, customer, address(this), amount);
         }
         emit Charged(id, chargeId, period, amount, customer, payee, address(token), releaseAt, left);
+    }
+
+    /// @dev Pulls a charge from the customer's wallet. The balance and allowance are read only when the
+    /// transfer failed, to name the reason (`InsufficientBalance`, `InsufficientAllowance`: the service
+    /// tells the merchant which); checking them first cost two calls to the token on every charge. Any
+    /// other failure is repeated with the token's own revert reason.
+    function _pull(IERC20 token, address customer, address to, uint256 amount) private {
+        if (token.trySafeTransferFrom(customer, to, amount)) return;
+        uint256 balance = token.balanceOf(customer);
+        if (balance < amount) revert InsufficientBalance(amount, balance);
+        uint256 allowance = token.allowance(customer, address(this));
+        if (allowance < amount) revert InsufficientAllowance(amount, allowance);
+        token.safeTransferFrom(customer, to, amount);
     }
 
     // ---------------------------------------------------------------- holds
 
     /// @notice Pays a held charge to the payee once its hold is over. Anyone may call.
     function release(bytes32 mandateId, uint32 period) external nonReentrant {
-        _release(mandateId, period);
+        (IERC20 token, address payee, uint256 amount) = _release(mandateId, period);
+        token.safeTransfer(payee, amount);
     }
 
+    /// @notice Several releases in one transaction; all succeed or none does. Consecutive releases to the
+    /// same payee in the same token are paid in one transfer (each still has its own `Released` event).
     function releaseMany(bytes32[] calldata mandateIds, uint32[] calldata periods) external nonReentrant {
         if (mandateIds.length != periods.length) revert LengthMismatch();
+        IERC20 token;
+        address payee;
+        uint256 owed;
         for (uint256 i; i < mandateIds.length; ++i) {
-            _release(mandateIds[i], periods[i]);
+            (IERC20 t, address p, uint256 amount) = _release(mandateIds[i], periods[i]);
+            if (t != token || p != payee) {
+                if (owed != 0) token.safeTransfer(payee, owed);
+                (token, payee, owed) = (t, p, 0);
+            }
+            owed += amount;
         }
+        if (owed != 0) token.safeTransfer(payee, owed);
     }
 
     /// @notice Gives a held charge back to the customer while the hold lasts: the operator, on the
     /// merchant's behalf, or the payee itself.
     function returnCharge(bytes32 mandateId, uint32 period) external nonReentrant {
-        Mandate storage m = _mandates[mandateId];
+        Record storage m = _mandates[mandateId];
         if (msg.sender != m.operator && msg.sender != m.payee) revert NotOperator();
-        bytes32 chargeId = chargeIdOf(mandateId, period);
-        Hold memory h = _holds[chargeId];
-        if (h.amount == 0) revert NoHold(chargeId);
-        if (block.timestamp >= h.releaseAt) revert HoldOver(h.releaseAt);
-        delete _holds[chargeId];
+        uint256 amount = _takeHold(m, mandateId, period, false);
         address customer = customerOf(mandateId);
-        IERC20(m.token).safeTransfer(customer, h.amount);
-        emit Returned(mandateId, chargeId, period, h.amount, customer);
+        IERC20(m.token).safeTransfer(customer, amount);
+        emit Returned(mandateId, chargeIdOf(mandateId, period), period, amount, customer);
     }
 
-    function _release(bytes32 id, uint32 period) private {
-        bytes32 chargeId = chargeIdOf(id, period);
-        Hold memory h = _holds[chargeId];
-        if (h.amount == 0) revert NoHold(chargeId);
-        if (block.timestamp < h.releaseAt) revert HoldNotOver(h.releaseAt);
-        delete _holds[chargeId];
-        Mandate storage m = _mandates[id];
-        address payee = m.payee;
-        IERC20(m.token).safeTransfer(payee, h.amount);
-        emit Released(id, chargeId, period, h.amount, payee);
+    /// @dev Ends a hold for release; the caller pays `amount` of `token` to `payee`.
+    function _release(bytes32 id, uint32 period) private returns (IERC20 token, address payee, uint256 amount) {
+        Record storage m = _mandates[id];
+        amount = _takeHold(m, id, period, true);
+        payee = m.payee;
+        token = IERC20(m.token);
+        emit Released(id, chargeIdOf(id, period), period, amount, payee);
+    }
+
+    /// @dev Ends a charge's hold and returns its amount: the record's open hold when it is this period's,
+    /// else one moved to `_holds`. A release needs the hold over, a return needs it still running.
+    function _takeHold(Record storage m, bytes32 id, uint32 period, bool release) private returns (uint256 amount) {
+        uint64 releaseAt;
+        amount = m.heldAmount;
+        if (amount != 0 && m.heldPeriod == period) {
+            releaseAt = m.heldReleaseAt;
+            m.heldAmount = 0;
+        } else {
+            bytes32 chargeId = chargeIdOf(id, period);
+            Hold memory h = _holds[chargeId];
+            if (h.amount == 0) revert NoHold(chargeId);
+            (amount, releaseAt) = (h.amount, h.releaseAt);
+            delete _holds[chargeId];
+        }
+        if (release) {
+            if (block.timestamp < releaseAt) revert HoldNotOver(releaseAt);
+        } else if (block.timestamp >= releaseAt) {
+            revert HoldOver(releaseAt);
+        }
     }
 
     // ---------------------------------------------------------------- one-time payments
@@ -433,7 +504,20 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     }
 
     function mandate(bytes32 mandateId) external view returns (Mandate memory) {
-        return _mandates[mandateId];
+        Record storage m = _mandates[mandateId];
+        return Mandate({
+            payee: m.payee,
+            anchor: m.anchor,
+            approvalPeriods: m.approvalPeriods,
+            token: m.token,
+            holdSeconds: m.holdSeconds,
+            revoked: m.revoked,
+            operator: m.operator,
+            nonce: m.nonce,
+            cap: m.cap,
+            approvalLeft: m.approvalLeft,
+            chargedPeriodPlusOne: m.chargedPeriodPlusOne
+        });
     }
 
     function approvalLeft(bytes32 mandateId) external view returns (uint256) {
@@ -442,7 +526,7 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
 
     /// @notice The current period of a mandate; reverts before its anchor.
     function currentPeriod(bytes32 mandateId) public view returns (uint32) {
-        Mandate storage m = _mandates[mandateId];
+        Record storage m = _mandates[mandateId];
         if (m.operator == address(0)) revert UnknownMandate(mandateId);
         if (block.timestamp < m.anchor) revert MandateNotStarted(m.anchor);
         return uint32(MonthlyPeriods.periodIndexAt(m.anchor, block.timestamp));
@@ -453,6 +537,8 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     }
 
     function holdOf(bytes32 mandateId, uint32 period) external view returns (uint256 amount, uint64 releaseAt) {
+        Record storage m = _mandates[mandateId];
+        if (m.heldAmount != 0 && m.heldPeriod == period) return (m.heldAmount, m.heldReleaseAt);
         Hold memory h = _holds[chargeIdOf(mandateId, period)];
         return (h.amount, h.releaseAt);
     }

@@ -75,10 +75,13 @@ export const startAnvil = async (options: {
   readonly stateFile?: string;
   /** Mine every N seconds, like a real chain; default: mine on each transaction. */
   readonly blockTime?: number;
+  /** Record every opcode, for `debug_traceTransaction` struct logs (bench/gas-trace.ts). */
+  readonly stepsTracing?: boolean;
   readonly onOutput?: (line: string) => void;
 }): Promise<RunningAnvil> => {
   const args = ["--host", "127.0.0.1", "--port", String(options.port), "--chain-id", String(options.chainId)];
   if (options.blockTime) args.push("--block-time", String(options.blockTime));
+  if (options.stepsTracing) args.push("--steps-tracing");
   if (options.stateFile) {
     usableStateFile(options.stateFile);
     args.push("--state", options.stateFile, "--state-interval", "5", "--preserve-historical-states");

@@ -34,6 +34,7 @@ export type EscrowFunction =
   | "charge"
   | "chargeMany"
   | "release"
+  | "releaseMany"
   | "returnCharge"
   | "authorize"
   | "authorizeWithPermit"

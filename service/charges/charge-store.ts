@@ -59,6 +59,8 @@ const decodeReleasable = decodeRows(
     period: Schema.Number,
     onchain_id: Schema.String,
     mandate_onchain_id: Schema.String,
+    payee_address: Schema.String,
+    token_address: Schema.String,
   }),
 );
 
@@ -175,7 +177,8 @@ const make = Effect.gen(function* () {
     /** Held charges whose hold ended at chain time `now`, on mandates `operator` runs; locked, skipping others'. */
     lockReleasable: (chainId: number, now: number, operator: string, limit: number) =>
       sql`
-        SELECT c.id, c.period, c.onchain_id, m.onchain_id AS mandate_onchain_id
+        SELECT c.id, c.period, c.onchain_id, m.onchain_id AS mandate_onchain_id,
+          lower(m.payee_address) AS payee_address, lower(m.token_address) AS token_address
         FROM billing.charges c JOIN billing.mandates m ON m.id = c.mandate_id
         WHERE c.chain_id = ${chainId} AND c.status = 'succeeded' AND c.release_at > 0
           AND c.release_at <= ${now} AND c.pending_action IS NULL AND lower(m.operator_address) = ${operator}

@@ -49,6 +49,7 @@ const stats = {
   steps: 0,
   successes: 0,
   replayedLogs: 0,
+  stepsWithSeveralHoldsOnOneMandate: 0,
   failures: new Map<string, number>(),
   /** Successful operations by name: shows that every kind of step (payments included) really ran. */
   succeeded: new Map<string, number>(),
@@ -74,7 +75,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await chain?.stop();
   console.log(
-    `escrow model: ${stats.runs} runs, ${stats.steps} steps, ${stats.successes} successful operations, ${stats.replayedLogs} logs replayed through the ledger; succeeded: ${JSON.stringify(Object.fromEntries(stats.succeeded))}; failures: ${JSON.stringify(Object.fromEntries(stats.failures))}`,
+    `escrow model: ${stats.runs} runs, ${stats.steps} steps, ${stats.successes} successful operations, ${stats.replayedLogs} logs replayed through the ledger, ${stats.stepsWithSeveralHoldsOnOneMandate} steps with several holds open on one mandate; succeeded: ${JSON.stringify(Object.fromEntries(stats.succeeded))}; failures: ${JSON.stringify(Object.fromEntries(stats.failures))}`,
   );
 });
 
@@ -151,6 +152,11 @@ const compare = async (model: EscrowModel) => {
       revoked: expected.revoked,
     });
   }
+  // Coverage: steps at which one mandate had several holds open (held charges over an open hold).
+  const openPerMandate = new Map<string, number>();
+  for (const h of model.holds.values())
+    openPerMandate.set(h.mandateId, (openPerMandate.get(h.mandateId) ?? 0) + 1);
+  if ([...openPerMandate.values()].some((n) => n > 1)) stats.stepsWithSeveralHoldsOnOneMandate += 1;
   const onChainHolds = new Map<Address, bigint>();
   for (const charge of model.heldCharges) {
     const [id, period] = charge.split(":") as [Hex, string];
@@ -233,7 +239,8 @@ const authorizeFor = (slot: number | fc.Arbitrary<number>) =>
       slot: typeof slot === "number" ? fc.constant(slot) : slot,
       cap: fc.bigInt({ min: 1n, max: 500_000_000n }),
       approvalPeriods: fc.integer({ min: 1, max: 4 }),
-      holdSeconds: fc.constantFrom(0, 0, 600, 3 * DAY),
+      // 40 days: longer than a period, so a mandate can have several holds open at once.
+      holdSeconds: fc.constantFrom(0, 0, 600, 3 * DAY, 40 * DAY),
       anchorOffset: fc.integer({ min: -40 * DAY, max: 5 * DAY }),
       nonceStep: typeof slot === "number" ? fc.constant(1) : fc.constantFrom(1, 1, 1, 2, 0),
       expired:
@@ -440,6 +447,30 @@ const advanceCmd = fc
     }),
   );
 
+/**
+ * The billing rhythm: the next period begins and the operator charges every mandate slot. With holds
+ * longer than a period (or not yet released) a held charge lands while the mandate's previous hold is
+ * still open, which the contract keeps apart from the new one.
+ */
+const nextPeriodCmd = fc.record({ days: fc.integer({ min: 28, max: 32 }), amount: amountSpec }).map(
+  (p): Cmd => ({
+    check: () => true,
+    toString: () => `nextPeriod(${p.days} days, ${p.amount.percent}%)`,
+    run: async (model) => {
+      model.now += p.days * DAY;
+      chain.clock.advance(p.days * DAY);
+      for (let slot = 0; slot < SLOTS; slot++) {
+        const id = slotIdentity(slot).id();
+        const amount = amountFor(model, slot, p.amount);
+        const outcome = await chain.send(operator, chain.escrow, MandateEscrowAbi, "charge", [id, amount]);
+        expectOutcome(outcome, model.charge(id, amount, operator.address), "charge");
+        if (outcome.ok) model.now += 1;
+        await compare(model);
+      }
+    },
+  }),
+);
+
 /** Mostly a charge the model knows was held (open or ended), sometimes any slot and period. */
 const holdTarget = fc.record({
   known: fc.oneof({ arbitrary: fc.nat(), weight: 4 }, { arbitrary: fc.constant(-1), weight: 1 }),
@@ -460,15 +491,58 @@ const pickHold = (model: EscrowModel, p: { known: number; slot: number; period: 
 const releaseCmd = holdTarget.map(
   (p): Cmd => ({
     check: () => true,
-    toString: () => `release(${p.slot}, ${p.period})`,
+    toString: () => `release(${JSON.stringify({ ...p, caller: p.caller?.address.slice(0, 8) })})`,
     run: async (model) => {
-      const id = slotIdentity(p.slot).id();
+      const [id, period] = pickHold(model, p);
       const outcome = await chain.send(p.caller ?? stranger, chain.escrow, MandateEscrowAbi, "release", [
         id,
-        p.period,
+        period,
       ]);
-      expectOutcome(outcome, model.release(id, p.period), "release");
+      expectOutcome(outcome, model.release(id, period), "release");
       if (outcome.ok) model.now += 1;
+      await compare(model);
+    },
+  }),
+);
+
+const releaseManyCmd = fc.array(holdTarget, { minLength: 1, maxLength: 5 }).map(
+  (targets): Cmd => ({
+    check: () => true,
+    toString: () => `releaseMany(${targets.length})`,
+    run: async (model) => {
+      const picked = targets.map((p) => pickHold(model, p));
+      const outcome = await chain.send(stranger, chain.escrow, MandateEscrowAbi, "releaseMany", [
+        picked.map(([id]) => id),
+        picked.map(([, period]) => period),
+      ]);
+      const { result, next } = model.releaseMany(picked.map(([id, period]) => ({ id, period })));
+      expectOutcome(outcome, result, "releaseMany");
+      if (outcome.ok) {
+        Object.assign(model, next);
+        model.now += 1;
+      }
+      await compare(model);
+    },
+  }),
+);
+
+/** What the service's hold releaser does: every hold that is over, in one `releaseMany` (mixed payees and tokens). */
+const releaseDueCmd = fc.constant(null).map(
+  (): Cmd => ({
+    check: () => true,
+    toString: () => "releaseDue()",
+    run: async (model) => {
+      const due = [...model.holds.values()].filter((h) => h.releaseAt <= model.now);
+      const outcome = await chain.send(stranger, chain.escrow, MandateEscrowAbi, "releaseMany", [
+        due.map((h) => h.mandateId),
+        due.map((h) => h.period),
+      ]);
+      const { result, next } = model.releaseMany(due.map((h) => ({ id: h.mandateId, period: h.period })));
+      expectOutcome(outcome, result, due.length > 0 ? "releaseMany (due)" : "releaseMany (none due)");
+      if (outcome.ok) {
+        Object.assign(model, next);
+        model.now += 1;
+      }
       await compare(model);
     },
   }),
@@ -703,9 +777,12 @@ describe("MandateEscrow against its model", () => {
         chargeCmd,
         chargeCmd,
         batchChargeCmd,
+        nextPeriodCmd,
         advanceCmd,
         advanceCmd,
         releaseCmd,
+        releaseManyCmd,
+        releaseDueCmd,
         returnCmd,
         payCmd,
         payCmd,

@@ -222,6 +222,16 @@ export class EscrowModel {
     return {};
   }
 
+  /** `releaseMany`: all or nothing, like `chargeMany`. */
+  releaseMany(items: ReadonlyArray<{ id: Hex; period: number }>): { result: Result; next: EscrowModel } {
+    const next = this.clone();
+    for (const item of items) {
+      const result = next.release(item.id, item.period);
+      if (result.error) return { result, next: this };
+    }
+    return { result: {}, next };
+  }
+
   returnCharge(id: Hex, period: number, caller: Address): Result {
     const m = this.mandate(id);
     if (!m || (caller !== m.operator && caller !== m.payee)) return { error: "NotOperator" };

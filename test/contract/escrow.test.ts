@@ -200,6 +200,118 @@ describe("MandateEscrow: holds", () => {
       (await chain.send(stranger, chain.escrow, MandateEscrowAbi, "release", [terms.mandateId, 0])).ok,
     ).toBe(true);
   });
+
+  it("keeps a hold longer than a period: the next period's held charge leaves it releasable and returnable", async () => {
+    await fund(chain.usdc, usd("1000"));
+    const terms = termsFor({ holdSeconds: BigInt(45 * DAY), approvalPeriods: 6 });
+    await authorize(terms);
+    const holdOf = (period: number) =>
+      chain.read<[bigint, bigint]>(chain.escrow, MandateEscrowAbi, "holdOf", [terms.mandateId, period]);
+    const release = (period: number) =>
+      chain.send(stranger, chain.escrow, MandateEscrowAbi, "release", [terms.mandateId, period]);
+    const giveBack = (period: number) =>
+      chain.send(operator, chain.escrow, MandateEscrowAbi, "returnCharge", [terms.mandateId, period]);
+    const payeeBefore = await balance(chain.usdc, payee.address);
+    const escrowBefore = await balance(chain.usdc, chain.escrow);
+    const ends: bigint[] = [];
+    for (const [period, amount] of [usd("10"), usd("20"), usd("30")].entries()) {
+      if (period > 0) chain.clock.advance(31 * DAY);
+      ends.push(BigInt(chain.clock.now + 45 * DAY));
+      expect((await charge(terms.mandateId, amount)).ok, `charge of period ${period}`).toBe(true);
+    }
+    // Three holds open at once, each with its own amount and end.
+    expect(await holdOf(0)).toEqual([usd("10"), ends[0]]);
+    expect(await holdOf(1)).toEqual([usd("20"), ends[1]]);
+    expect(await holdOf(2)).toEqual([usd("30"), ends[2]]);
+    expect(await balance(chain.usdc, chain.escrow)).toBe(escrowBefore + usd("60"));
+    // Period 0's hold is over, 1's and 2's are not.
+    expect(await release(1)).toEqual(failure("HoldNotOver"));
+    expect(await giveBack(0)).toEqual(failure("HoldOver"));
+    expect((await release(0)).ok).toBe(true);
+    expect(await release(0)).toEqual(failure("NoHold"));
+    expect((await giveBack(2)).ok).toBe(true);
+    expect(await giveBack(2)).toEqual(failure("NoHold"));
+    expect(await holdOf(2)).toEqual([0n, 0n]);
+    // A held charge after a return: the new hold takes the mandate's record, period 1's stays where it was.
+    chain.clock.advance(31 * DAY);
+    expect((await charge(terms.mandateId, usd("40"))).ok).toBe(true);
+    expect(await holdOf(1)).toEqual([usd("20"), ends[1]]);
+    chain.clock.advance(60 * DAY);
+    expect((await release(3)).ok).toBe(true);
+    expect((await release(1)).ok).toBe(true);
+    expect(await release(1)).toEqual(failure("NoHold"));
+    expect(await balance(chain.usdc, payee.address)).toBe(payeeBefore + usd("70"));
+    expect(await balance(chain.usdc, chain.escrow)).toBe(escrowBefore);
+  });
+
+  it("keeps an open hold when a re-signature turns holds off, and releases it later", async () => {
+    await fund(chain.usdc, usd("1000"));
+    const terms = termsFor({ holdSeconds: BigInt(40 * DAY) });
+    await authorize(terms);
+    expect((await charge(terms.mandateId, usd("15"))).ok).toBe(true);
+    const resigned = { ...terms, holdSeconds: 0n, nonce: 2n, deadline: BigInt(chain.clock.now + 60) };
+    expect((await authorize(resigned)).ok).toBe(true);
+    chain.clock.advance(31 * DAY);
+    const payeeBefore = await balance(chain.usdc, payee.address);
+    expect((await charge(terms.mandateId, usd("5"))).ok).toBe(true);
+    expect(await balance(chain.usdc, payee.address)).toBe(payeeBefore + usd("5"));
+    const [held] = await chain.read<[bigint, bigint]>(chain.escrow, MandateEscrowAbi, "holdOf", [
+      terms.mandateId,
+      0,
+    ]);
+    expect(held).toBe(usd("15"));
+    chain.clock.advance(10 * DAY);
+    expect(
+      (await chain.send(stranger, chain.escrow, MandateEscrowAbi, "release", [terms.mandateId, 0])).ok,
+    ).toBe(true);
+    expect(await balance(chain.usdc, payee.address)).toBe(payeeBefore + usd("20"));
+  });
+
+  it("releases many in one transaction, all or none, paying each payee and token exactly", async () => {
+    const otherPayee = accountAt(5);
+    await fund(chain.usdc, usd("1000"));
+    await chain.send(customer, chain.noReturn, NoReturnTokenAbi, "mint", [customer.address, usd("100")]);
+    await chain.send(customer, chain.noReturn, NoReturnTokenAbi, "approve", [chain.escrow, MAX]);
+    // Runs of the same payee and token, broken by another payee and another token.
+    const plan = [
+      { payee: payee.address, token: chain.usdc, amount: usd("1") },
+      { payee: payee.address, token: chain.usdc, amount: usd("2") },
+      { payee: otherPayee.address, token: chain.usdc, amount: usd("4") },
+      { payee: payee.address, token: chain.noReturn, amount: usd("8") },
+      { payee: payee.address, token: chain.usdc, amount: usd("16") },
+    ];
+    const ids: Hex[] = [];
+    for (const item of plan) {
+      const terms = termsFor({ payee: item.payee, token: item.token, holdSeconds: 100n });
+      expect((await authorize(terms)).ok).toBe(true);
+      expect((await charge(terms.mandateId, item.amount)).ok).toBe(true);
+      ids.push(terms.mandateId);
+    }
+    const releaseMany = (list: Hex[]) =>
+      chain.sendForReceipt(stranger, chain.escrow, MandateEscrowAbi, "releaseMany", [
+        list,
+        list.map(() => 0),
+      ]);
+    const before = {
+      payeeUsdc: await balance(chain.usdc, payee.address),
+      otherUsdc: await balance(chain.usdc, otherPayee.address),
+      payeeNrt: await chain.read<bigint>(chain.noReturn, NoReturnTokenAbi, "balanceOf", [payee.address]),
+    };
+    chain.clock.advance(100);
+    // One of them not held at all: nothing moves.
+    expect(await releaseMany([...ids, mandateIdFor(customer.address, 999_998n)])).toEqual(failure("NoHold"));
+    const released = await releaseMany(ids);
+    if (!released.ok) throw new Error(released.error);
+    expect(
+      released.receipt.logs.filter((l) => l.address.toLowerCase() === chain.escrow.toLowerCase()),
+    ).toHaveLength(5);
+    expect(await balance(chain.usdc, payee.address)).toBe(before.payeeUsdc + usd("19"));
+    expect(await balance(chain.usdc, otherPayee.address)).toBe(before.otherUsdc + usd("4"));
+    expect(await chain.read(chain.noReturn, NoReturnTokenAbi, "balanceOf", [payee.address])).toBe(
+      before.payeeNrt + usd("8"),
+    );
+    expect(await releaseMany(ids.slice(0, 1))).toEqual(failure("NoHold"));
+  });
 });
 
 describe("MandateEscrow: signatures", () => {
@@ -234,6 +346,17 @@ describe("MandateEscrow: signatures", () => {
     expect(await send(other, await chain.signTerms(customer, other))).toEqual(failure("TermsMismatch"));
     const zeroCap = termsFor({ cap: 0n });
     expect(await send(zeroCap, await chain.signTerms(customer, zeroCap))).toEqual(failure("InvalidTerms"));
+    // Stored in 40 and 48 bits: an anchor after the year 36,000 and a hold of 8 million years are refused.
+    const farAnchor = termsFor({ anchor: 2n ** 40n });
+    expect(await send(farAnchor, await chain.signTerms(customer, farAnchor))).toEqual(
+      failure("InvalidTerms"),
+    );
+    const endlessHold = termsFor({ holdSeconds: 2n ** 48n });
+    expect(await send(endlessHold, await chain.signTerms(customer, endlessHold))).toEqual(
+      failure("InvalidTerms"),
+    );
+    const longest = termsFor({ anchor: 2n ** 40n - 1n, holdSeconds: 2n ** 48n - 1n });
+    expect((await send(longest, await chain.signTerms(customer, longest))).ok).toBe(true);
     // A mandate id outside the signer's namespace is someone else's: the signature cannot match.
     const foreign = termsFor({ mandateId: mandateIdFor(stranger.address, 1n) });
     expect(await send(foreign, await chain.signTerms(customer, foreign))).toEqual(

@@ -127,8 +127,8 @@ export const AUTHORIZATION_TYPES = {
 
 export type Authorization = TransferAuthorization;
 
-export const startChain = async () => {
-  const anvil: RunningAnvil = await startAnvil({ port: await freePort(), chainId: 31337 });
+export const startChain = async (options: { readonly stepsTracing?: boolean } = {}) => {
+  const anvil: RunningAnvil = await startAnvil({ port: await freePort(), chainId: 31337, ...options });
   const chain = defineChain({
     id: 31337,
     name: "anvil",

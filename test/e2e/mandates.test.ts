@@ -3,7 +3,9 @@
  * the dunning walk-through with the test helpers, escrow holds (automatic release, merchant return),
  * and a charge that passes simulation but reverts on chain (a race).
  */
+import { decodeFunctionData } from "viem";
 import { describe, expect, it } from "vitest";
+import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { periodStart } from "../../src/ledger/period.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
@@ -14,6 +16,7 @@ import {
   merchantOnTestChain,
   newAddress,
   newMerchantWithKey,
+  query,
 } from "./helpers.ts";
 
 const MONTH = 31 * 86_400;
@@ -247,6 +250,34 @@ describe("charges: the transitions table and the dunning walk-through", () => {
         what: `the charges' statuses (${(await statuses()).join()})`,
       },
     );
+  });
+
+  it("releases several holds that end together in one releaseMany transaction", async () => {
+    const m = await merchant();
+    const charges: string[] = [];
+    for (const customer of ["cus_batch_1", "cus_batch_2", "cus_batch_3"]) {
+      const mandate = await openMandate(m, { customer });
+      await m.call(`/v1/test/mandates/${mandate.id}/fund`, { amount_decimal: "100" });
+      await m.call(`/v1/test/mandates/${mandate.id}/authorize`, {});
+      const charge = await m.call(`/v1/mandates/${mandate.id}/charges`, { amount_decimal: "10" });
+      expect(charge.status, charge.text).toBe(200);
+      charges.push(charge.json.id);
+    }
+    for (const id of charges) await m.waitForCharge(id, "succeeded");
+    await m.advance(3601);
+    const released = [];
+    for (const id of charges) released.push(await m.waitForCharge(id, "released"));
+    const transactions = new Set(released.map((c) => c.ended_onchain.transaction_hash));
+    expect(transactions.size, "the three releases' transactions").toBe(1);
+    expect(new Set(released.map((c) => c.ended_onchain.log_index)).size).toBe(3);
+    // The relayer's record of that transaction: one releaseMany call naming all three charges.
+    const [sent] = await query<{ data: string }>(
+      "SELECT data FROM billing.relayer_transactions WHERE $1 = ANY (hashes)",
+      [[...transactions][0]],
+    );
+    const call = decodeFunctionData({ abi: MandateEscrowAbi, data: sent?.data as `0x${string}` });
+    expect(call.functionName).toBe("releaseMany");
+    expect(((call.args ?? [])[0] as readonly string[]).length).toBeGreaterThanOrEqual(3);
   });
 
   it("returns a held charge during its hold (charge.returned), and refuses once the hold is over", async () => {
