@@ -12,7 +12,7 @@
  * insert (from Postgres's clock), and GC pauses of this process (which hosts the service) are recorded,
  * so the results say where the time goes. Writes bench/results/latency.json (bench/report.ts).
  */
-import { PerformanceObserver } from "node:perf_hooks";
+import { constants, PerformanceObserver } from "node:perf_hooks";
 import { PgClient } from "@effect/sql-pg";
 import { Duration, Effect, Option, Queue, Redacted } from "effect";
 import {
@@ -238,9 +238,17 @@ const measure = async (historyFacts: number) => {
   }
 
   console.log(`measuring ${N} charges ...`);
-  const gcPauses: { at: number; ms: number }[] = [];
+  const gcPauses: { at: number; ms: number; major: boolean }[] = [];
+  const heapMb = Math.round(process.memoryUsage().heapUsed / 2 ** 20);
   const gcObserver = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) gcPauses.push({ at: wall(entry.startTime), ms: entry.duration });
+    for (const entry of list.getEntries())
+      gcPauses.push({
+        at: wall(entry.startTime),
+        ms: entry.duration,
+        major:
+          ((entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? 0) ===
+          constants.NODE_PERFORMANCE_GC_MAJOR,
+      });
   });
   gcObserver.observe({ entryTypes: ["gc"] });
   const charges = await Effect.runPromise(
@@ -352,6 +360,8 @@ const measure = async (historyFacts: number) => {
       ),
     })),
     gc: {
+      heap_used_mb_at_start: heapMb,
+      major: gcPauses.filter((g) => g.major).length,
       pauses: gcPauses.length,
       total_ms: round(gcPauses.reduce((sum, g) => sum + g.ms, 0)),
       ...percentiles(gcPauses.map((g) => g.ms)),
