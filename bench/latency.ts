@@ -330,6 +330,8 @@ const measure = async (historyFacts: number) => {
   const stages = {
     total: charges.map((c) => c.seen - c.mined),
     indexed: charges.map((c) => c.indexed - c.mined),
+    /** What the service adds to Ponder: its row seen -> the event seen. */
+    relay_added: charges.map((c) => c.seen - c.indexed),
     indexed_to_relay_start: charges.map((c) => c.relayStarted - c.indexed),
     relay_start_to_outbox_insert: charges.map((c) => c.inserted - c.relayStarted),
     outbox_insert_to_seen: charges.map((c) => c.seen - c.inserted),
