@@ -119,6 +119,28 @@ const make = Effect.gen(function* () {
     Effect.map(chargeStore.reload(id), (row) => [factEvent(fact, owner, charges.render(row))]);
 
   /**
+   * A charge fact's charge not recorded under its chain id: ours, mined after a period boundary under the
+   * next period's id (recorded now), or one the chain made without us (another operator, a lost record).
+   */
+  const resolveUnrecorded = (fact: MandateFact, owner: FactOwner, mandateId: string, onchainId: string) =>
+    Effect.gen(function* () {
+      const { chain } = owner;
+      const sent = yield* chargeStore.lockSentIn(chain.id, mandateId, fact.tx_hash);
+      if (sent !== undefined) {
+        yield* chargeStore.recordOnchainId(sent, onchainId);
+        return sent;
+      }
+      return yield* chargeStore.insertFromChain({
+        scope: { merchantId: owner.merchantId, livemode: chain.livemode },
+        mandateId,
+        chainId: chain.id,
+        onchainId,
+        amount: fact.amount ?? "0",
+        period: detailNumber(fact, "period"),
+      });
+    });
+
+  /**
    * One fact; the events it raised (a payment fact may raise none), or undefined when it names nothing
    * this merchant has (the relay records it as skipped).
    */
@@ -179,22 +201,10 @@ const make = Effect.gen(function* () {
         }
         case "charge.succeeded": {
           if (mandateId === undefined || fact.charge_id === null || fact.amount === null) return undefined;
-          let chargeId = (yield* chargeStore.lockOnChain(chain.id, [fact.charge_id])).get(fact.charge_id);
           const period = detailNumber(fact, "period");
-          if (chargeId === undefined) {
-            // Our transaction, mined after a period boundary: the chain charged the next period's id.
-            chargeId = yield* chargeStore.lockSentIn(chain.id, mandateId, fact.tx_hash);
-            if (chargeId !== undefined) yield* chargeStore.recordOnchainId(chargeId, fact.charge_id);
-          }
-          if (chargeId === undefined)
-            chargeId = yield* chargeStore.insertFromChain({
-              scope,
-              mandateId,
-              chainId: chain.id,
-              onchainId: fact.charge_id,
-              amount: fact.amount,
-              period,
-            });
+          const chargeId =
+            (yield* chargeStore.lockOnChain(chain.id, [fact.charge_id])).get(fact.charge_id) ??
+            (yield* resolveUnrecorded(fact, owner, mandateId, fact.charge_id));
           yield* chargeStore.recordSucceeded([succeededOf(fact, chargeId)]);
           yield* mandateStore.recordCharged([
             { mandateId, approvalLeft: detailText(fact, "approval_left"), period, chargeId },
@@ -218,9 +228,8 @@ const make = Effect.gen(function* () {
 
   /**
    * Consecutive `charge.succeeded` facts of one merchant, applied together with a few statements instead
-   * of five per fact: the common case, the service's own charges mined under the ids it recorded. When
-   * any charge is not recorded under its chain id (mined after a period boundary, or charged by another
-   * operator), the facts are applied one by one instead, in order.
+   * of five per fact. A charge not recorded under its chain id (mined after a period boundary, or
+   * charged by another operator) is resolved first, on its own, in order; the rest is the same batch.
    */
   const applyChargesSucceeded = (facts: ReadonlyArray<FactRow>, owner: FactOwner) =>
     Effect.gen(function* () {
@@ -232,23 +241,23 @@ const make = Effect.gen(function* () {
           facts.flatMap((f) => (f.mandate_id === null ? [] : [f.mandate_id])),
         )).map((row) => [row.onchain_id, row.id] as const),
       );
-      const ours = facts.filter(
-        (f) => mandateIds.has(f.mandate_id ?? "") && f.charge_id !== null && f.amount !== null,
-      );
+      const ours = facts.flatMap((fact) => {
+        const mandate = mandateIds.get(fact.mandate_id ?? "");
+        return mandate === undefined || fact.charge_id === null || fact.amount === null
+          ? []
+          : [{ fact: fact as MandateFact, mandate, onchainId: fact.charge_id }];
+      });
       const chargeIds = yield* chargeStore.lockOnChain(
         chain.id,
-        ours.map((f) => f.charge_id ?? ""),
+        ours.map((f) => f.onchainId),
       );
-      if (ours.some((f) => !chargeIds.has(f.charge_id ?? ""))) {
-        const events: NewEvent[] = [];
-        for (const fact of facts) events.push(...((yield* apply(fact, owner)) ?? []));
-        return events;
-      }
-      const applied = ours.map((fact) => ({
-        fact,
-        mandate: mandateIds.get(fact.mandate_id ?? "") as string,
-        charge: chargeIds.get(fact.charge_id ?? "") as string,
-      }));
+      const applied: { fact: MandateFact; mandate: string; charge: string }[] = [];
+      for (const { fact, mandate, onchainId } of ours)
+        applied.push({
+          fact,
+          mandate,
+          charge: chargeIds.get(onchainId) ?? (yield* resolveUnrecorded(fact, owner, mandate, onchainId)),
+        });
       yield* chargeStore.recordSucceeded(applied.map(({ fact, charge }) => succeededOf(fact, charge)));
       // A mandate charged twice in the run ends as its last charge left it.
       const latest = new Map(
@@ -267,7 +276,7 @@ const make = Effect.gen(function* () {
       );
       return applied.flatMap(({ fact, charge }) => {
         const row = rows.get(charge);
-        return row ? [factEvent(fact as MandateFact, owner, charges.render(row))] : [];
+        return row ? [factEvent(fact, owner, charges.render(row))] : [];
       });
     });
 

@@ -34,15 +34,17 @@ const make = Effect.gen(function* () {
 
   return {
     /**
-     * The chain's facts after `cursor` up to `confirmedBlock`, in chain order; `cursorStands` says
+     * The chain's facts after `cursor` up to `confirmedBlock` (every one indexed when undefined), in chain order; `cursorStands` says
      * whether the cursor's own fact still has its block hash, read in the same snapshot, so a reorg
      * cannot slip between the check and the read.
      */
-    after: (chainId: number, confirmedBlock: bigint, cursor: FactPosition | undefined) =>
+    after: (chainId: number, confirmedBlock: bigint | undefined, cursor: FactPosition | undefined) =>
       Effect.gen(function* () {
         const where = [
           sql`f.chain_id = ${chainId}`,
-          sql`f.block_number <= ${confirmedBlock.toString()}::numeric`,
+          ...(confirmedBlock === undefined
+            ? []
+            : [sql`f.block_number <= ${confirmedBlock.toString()}::numeric`]),
           ...(cursor
             ? [sql`${position} > ${at({ block: cursor.block, logIndex: cursor.log_index, key: cursor.key })}`]
             : []),

@@ -132,23 +132,26 @@ const applyRead = (chain: ResolvedChain, read: ReadonlyArray<ReadFact>) =>
     return yield* applyOwned(chain, fresh, owners, excluded);
   });
 
-/** One batch of the chain's facts after its cursor; true when there may be more to read at once. */
-const relayChainBatch = (chain: ResolvedChain, confirmedBlock: bigint) =>
+/**
+ * One batch of the chain's facts after its cursor (up to `confirmedBlock`, if given): whether there may
+ * be more to read at once, and whether a payout address's history waits for a backfill batch.
+ */
+const relayChainBatch = (chain: ResolvedChain, confirmedBlock: bigint | undefined) =>
   Effect.gen(function* () {
     const store = yield* RelayStore;
     const reader = yield* FactReader;
-    if (!(yield* lockChain(chain.id))) return false;
-    const anchors = yield* store.loadAnchors(chain.id);
+    if (!(yield* lockChain(chain.id))) return { more: false, backfilling: false };
+    const { anchors, backfilling } = yield* store.loadCursor(chain.id);
     const { cursorStands, read } = yield* reader.after(chain.id, confirmedBlock, anchors.at(-1));
     if (!cursorStands) {
       yield* rewind(chain, anchors);
-      return true;
+      return { more: true, backfilling };
     }
     const last = read[read.length - 1];
-    if (last === undefined) return false;
+    if (last === undefined) return { more: false, backfilling };
     yield* applyRead(chain, read);
     yield* store.saveAnchors(chain.id, advanceAnchors(anchors, positionOf(last)));
-    return read.length >= READ_BATCH;
+    return { more: read.length >= READ_BATCH, backfilling };
   });
 
 /**
@@ -209,27 +212,35 @@ const backfillBatch = (chain: ResolvedChain) =>
     return true;
   });
 
-/** Relays a chain's confirmed facts until it has caught up (or another process holds its lock). */
-const drainChain = (chain: ResolvedChain, confirmedBlock: bigint) =>
+/**
+ * Relays a chain's confirmed facts (up to `confirmedBlock`, if given) until it has caught up (or another
+ * process holds its lock).
+ */
+const drainChain = (chain: ResolvedChain, confirmedBlock: bigint | undefined) =>
   Effect.gen(function* () {
     const sql = yield* PgClient.PgClient;
     for (;;) {
-      const more = yield* sql.withTransaction(relayChainBatch(chain, confirmedBlock));
-      const backfilling = yield* sql.withTransaction(backfillBatch(chain));
-      if (!more && !backfilling) return;
+      const { more, backfilling } = yield* sql.withTransaction(relayChainBatch(chain, confirmedBlock));
+      const backfilled = backfilling ? yield* sql.withTransaction(backfillBatch(chain)) : false;
+      if (!more && !backfilled) return;
       yield* Effect.yieldNow;
     }
   });
 
-/** One pass over every chain, the chains in parallel; fails with the first chain's failure. */
+/**
+ * One pass over every chain, the chains in parallel; fails with the first chain's failure. A chain that
+ * waits for no confirmations relays every fact indexed, so its head is not read (the indexer writes the
+ * head in the transaction of the block's facts).
+ */
 export const relayFacts: Effect.Effect<void, SqlError.SqlError, RelayRequirements> = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
   if (registry.all.length === 0) return;
-  const heads = yield* chainHeads;
+  const heads = registry.all.some((chain) => chain.confirmations > 0) ? yield* chainHeads : undefined;
   const [, failures] = yield* Effect.partition(
     registry.all,
     (chain) => {
-      const head = heads.get(chain.id);
+      if (chain.confirmations === 0) return drainChain(chain, undefined);
+      const head = heads?.get(chain.id);
       return head === undefined ? Effect.void : drainChain(chain, head - BigInt(chain.confirmations));
     },
     { concurrency: "unbounded" },

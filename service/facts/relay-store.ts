@@ -28,6 +28,9 @@ export interface BackfillProgress {
 }
 
 const decodeAnchors = decodeRows(Schema.Struct({ anchors: Schema.Array(FactPosition) }));
+const decodeCursor = decodeRows(
+  Schema.Struct({ anchors: Schema.Array(FactPosition), backfilling: Schema.Boolean }),
+);
 const decodeKeys = decodeRows(Schema.Struct({ fact_key: Schema.String }));
 const decodePayees = decodeRows(Schema.Struct({ payee: Schema.String }));
 const decodeBackfills = decodeRows(
@@ -71,6 +74,20 @@ const make = Effect.gen(function* () {
       sql`SELECT anchors FROM billing.fact_relay_cursors WHERE chain_id = ${chainId}`.pipe(
         Effect.flatMap(decodeAnchors),
         Effect.map((rows) => rows[0]?.anchors ?? []),
+      ),
+    /**
+     * The chain's anchors (as `loadAnchors`) and whether a payout address's history is still to be
+     * relayed, in one statement: a pass with no backfill to do costs no more statements.
+     */
+    loadCursor: (chainId: number) =>
+      sql`SELECT coalesce((SELECT anchors FROM billing.fact_relay_cursors WHERE chain_id = ${chainId}), '[]') AS anchors,
+          EXISTS (SELECT 1 FROM billing.fact_relay_backfills WHERE chain_id = ${chainId} AND done_at IS NULL)
+            AS backfilling`.pipe(
+        Effect.flatMap(decodeCursor),
+        Effect.map((rows) => ({
+          anchors: rows[0]?.anchors ?? [],
+          backfilling: rows[0]?.backfilling === true,
+        })),
       ),
     /** Moves the chain's cursor (its last anchor). */
     saveAnchors: (chainId: number, anchors: ReadonlyArray<FactPosition>) => {
