@@ -15,7 +15,7 @@
  *
  * Profiling: API_CPU_PROFILE=<dir> writes a CPU profile of this (the service's) process for each
  * measured service run (`node:inspector`, only the measured seconds), summarised by
- * bench/api-profile-summary.ts; API_PG_STATS=1 restarts Postgres with pg_stat_statements loaded and
+ * bench/cpu-profile.ts; API_PG_STATS=1 restarts Postgres with pg_stat_statements loaded and
  * records, per run, the statements executed per request and their mean time.
  *
  * Writes bench/results/api.json.

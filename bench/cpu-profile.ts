@@ -1,8 +1,9 @@
 /**
- * Summarises a V8 CPU profile (`.cpuprofile`, e.g. from `API_CPU_PROFILE=<dir> npm run bench:api`):
- * self time by function and by file (or package), the top N of each, as percentages of the sampled time.
+ * Summarises a V8 CPU profile (`.cpuprofile`, e.g. from `API_CPU_PROFILE=<dir> npm run bench:api` or
+ * `WEBHOOK_BENCH_CPU_PROF=<dir> npm run bench:webhooks`, or any `node --cpu-prof` run): self time by
+ * function and by file (or package), the top N of each, in ms and as percentages of the sampled time.
  *
- *   node bench/api-profile-summary.ts <file.cpuprofile> [top=25]
+ *   node bench/cpu-profile.ts <file.cpuprofile> [top=25]
  */
 import { readFileSync } from "node:fs";
 
@@ -23,7 +24,7 @@ interface Profile {
 
 const [file, topArg] = process.argv.slice(2);
 if (file === undefined) {
-  console.error("usage: node bench/api-profile-summary.ts <file.cpuprofile> [top]");
+  console.error("usage: node bench/cpu-profile.ts <file.cpuprofile> [top]");
   process.exit(2);
 }
 const top = Number(topArg ?? 25);
@@ -58,7 +59,9 @@ profile.samples.forEach((id, i) => {
 const print = (title: string, table: Map<string, number>) => {
   console.log(`\n${title} (of ${Math.round(total / 1000)} ms sampled)`);
   for (const [name, micros] of [...table].sort((a, b) => b[1] - a[1]).slice(0, top))
-    console.log(`${((100 * micros) / total).toFixed(1).padStart(5)}%  ${name}`);
+    console.log(
+      `${(micros / 1000).toFixed(0).padStart(8)} ms ${((100 * micros) / total).toFixed(1).padStart(5)}%  ${name}`,
+    );
 };
 print("self time by file or package", selfByFile);
 print("self time by function", selfByFunction);
