@@ -168,7 +168,8 @@ const make = Effect.gen(function* () {
       Effect.gen(function* () {
         const id = yield* newId("relayerTransaction");
         const at = yield* now;
-        yield* sql`INSERT INTO billing.relayer_transactions ${sql.insert({
+        // The row comes back through the relation's columns in the same round trip.
+        const rows = yield* sql`WITH t AS (INSERT INTO billing.relayer_transactions ${sql.insert({
           id,
           chain_id: tx.chainId,
           from_address: tx.from,
@@ -185,8 +186,8 @@ const make = Effect.gen(function* () {
           status: "pending",
           created_at: at,
           last_broadcast_at: at,
-        })}`;
-        const [row] = yield* select([sql`t.id = ${id}`]);
+        })} RETURNING *) SELECT ${TRANSACTIONS.columns} FROM t`.pipe(Effect.flatMap(TRANSACTIONS.decode));
+        const [row] = rows;
         return row ?? (yield* Effect.die(new Error("relayer transaction vanished")));
       }),
 

@@ -6,7 +6,7 @@
  *   submission holds the account's advisory lock only shared, so parallel callers (the billing round's
  *   charge batches) never wait for each other's transactions; the tracker's gap filling takes it
  *   exclusively.
- * - Simulated first: a transaction that would revert fails `eth_estimateGas`, so it is never recorded or
+ * - Simulated first: a transaction that would revert fails `eth_createAccessList`, so it is never recorded or
  *   sent (no gas spent).
  * - Committed before broadcast: the signed bytes are stored first (inside the caller's transaction, when
  *   there is one, and broadcast after it commits), so a lost broadcast is healed by the tracker
@@ -29,7 +29,7 @@ import { DEFAULT_RELAYER_BUDGET_WEI_PER_HOUR, type ResolvedChain } from "./confi
 import { ChainRegistry } from "./registry.ts";
 import { RelayerAccount, RelayerError } from "./relayer-account.ts";
 import { RelayerStore, type TransactionRow } from "./relayer-store.ts";
-import { gasLimitFor, withinBudget } from "./relayer-tracking.ts";
+import { gasLimitForUsed, withinBudget } from "./relayer-tracking.ts";
 
 export { RelayerError } from "./relayer-account.ts";
 
@@ -156,7 +156,10 @@ const make = Effect.gen(function* () {
       if (answered) return answered;
       const client = clients.client(chain);
       const gas = yield* Effect.tryPromise({
-        try: () => client.estimateGas({ account: address, to: tx.to, data: tx.data }),
+        // One execution's gas (eth_createAccessList) rather than eth_estimateGas's search, which ran
+        // the call about six times: 1.8 s for a chargeMany of 200 on anvil against 0.3 s for one run.
+        try: () =>
+          client.createAccessList({ account: address, to: tx.to, data: tx.data }).then((r) => r.gasUsed),
         catch: (error) =>
           new RelayerError({
             reason: "simulation_failed",
@@ -173,7 +176,7 @@ const make = Effect.gen(function* () {
           yield* store.holdSubmission(chainId, from, tx.purpose, tx.action ?? null);
           const again = yield* existing(chainId, tx);
           if (again) return again;
-          const gasLimit = gasLimitFor(gas);
+          const gasLimit = gasLimitForUsed(gas);
           const cost = gasLimit * fees.maxFeePerGas;
           const spent = yield* store.spentSince(chainId, from, yield* since(HOUR_MS));
           if (!withinBudget(spent, cost, relayerBudget(chain)))
