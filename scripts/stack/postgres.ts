@@ -83,6 +83,7 @@ export const startEmbeddedPostgres = async (options: {
       "max_connections=200",
       "-c",
       "unix_socket_directories=",
+      ...(process.env.POSTGRES_FLAGS ?? "").split(" ").filter(Boolean),
     ],
     { detached: true, stdio: ["ignore", "ignore", "pipe"], ...(owner ?? {}) },
   );

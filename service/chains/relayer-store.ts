@@ -2,6 +2,11 @@
  * The one writer of `billing.relayer_transactions`: every transaction the relayer signed, with its
  * purpose (unique per chain), its action (a return, an authorization: at most one attempt live), the
  * bytes and every hash broadcast, and what became of it. Times come from the Clock.
+ *
+ * Nonces come from one Postgres sequence per chain and account (`billing.rnonce_<chain>_<address>`):
+ * `nextval` neither blocks nor rolls back, so concurrent submissions (parallel charge batches) take
+ * nonces without waiting for each other's transactions. A nonce taken by a transaction that rolled back
+ * is a gap; the tracker fills it once no submission holds the account's shared lock.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect";
 import { SqlClient } from "effect/sql";
@@ -57,8 +62,17 @@ export interface NewTransaction {
 const decodeText = decodeRows(Schema.Struct({ value: Schema.NullOr(Schema.String) }));
 const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
 const decodeChains = decodeRows(Schema.Struct({ chain_id: Schema.Number }));
-const _decodeNonces = decodeRows(Schema.Struct({ nonce: Schema.Number }));
+const decodeNonces = decodeRows(Schema.Struct({ nonce: Schema.Number }));
+const decodeNames = decodeRows(Schema.Struct({ name: Schema.String }));
 const decodeActions = decodeRows(Schema.Struct({ count: Schema.Number, oldest: Schema.NullOr(Schema.Date) }));
+
+const accountKey = (chainId: number, from: string) => `relayer:${chainId}:${from}`;
+
+/** The nonce sequence's name; chain id and address are checked, so the name is safe to splice into DDL. */
+const nonceSequence = (chainId: number, from: string) =>
+  Number.isSafeInteger(chainId) && chainId >= 0 && /^0x[0-9a-f]{40}$/.test(from)
+    ? Effect.succeed(`billing.rnonce_${chainId}_${from.slice(2)}`)
+    : Effect.die(new Error(`no nonce sequence for chain ${chainId} and account ${from}`));
 
 const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
@@ -89,9 +103,58 @@ const make = Effect.gen(function* () {
         Effect.flatMap(decodeActions),
         Effect.map((rows) => rows[0] ?? { count: 0, oldest: null }),
       ),
-    /** Serialises nonce decisions of one account on one chain (held until the transaction ends). */
+    /**
+     * Waits until no submission of the account on the chain is in flight, and keeps new ones out until
+     * the transaction ends: every nonce taken is then either recorded or lost to a rollback.
+     */
     lockAccount: (chainId: number, from: string) =>
-      Effect.asVoid(sql`SELECT pg_advisory_xact_lock(hashtext(${`relayer:${chainId}:${from}`}))`),
+      Effect.asVoid(sql`SELECT pg_advisory_xact_lock(hashtext(${accountKey(chainId, from)}))`),
+    /**
+     * Held by a submission until its transaction ends: the account's lock shared (submissions run side by
+     * side; only the tracker's gap filling waits for them), its purpose and action exclusively (the same
+     * purpose submitted twice at once yields one transaction).
+     */
+    holdSubmission: (chainId: number, from: string, purpose: string, action: string | null) =>
+      Effect.asVoid(
+        action === null
+          ? sql`SELECT pg_advisory_xact_lock_shared(hashtext(${accountKey(chainId, from)})),
+              pg_advisory_xact_lock(hashtext(${`relayer-purpose:${chainId}:${purpose}`}))`
+          : sql`SELECT pg_advisory_xact_lock_shared(hashtext(${accountKey(chainId, from)})),
+              pg_advisory_xact_lock(hashtext(${`relayer-purpose:${chainId}:${purpose}`})),
+              pg_advisory_xact_lock(hashtext(${`relayer-action:${chainId}:${action}`}))`,
+      ),
+    /** Creates the account's nonce sequence on the chain if missing, starting past every recorded nonce. */
+    ensureNonceSequence: (chainId: number, from: string) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`SELECT pg_advisory_xact_lock(hashtext(${accountKey(chainId, from)}))`;
+          const [highest] = yield* sql`SELECT coalesce(max(nonce) + 1, 0)::int AS nonce
+            FROM billing.relayer_transactions WHERE chain_id = ${chainId} AND from_address = ${from}`.pipe(
+            Effect.flatMap(decodeNonces),
+          );
+          const name = yield* nonceSequence(chainId, from);
+          yield* sql.unsafe(
+            `CREATE SEQUENCE IF NOT EXISTS ${name} MINVALUE 0 START WITH ${highest?.nonce ?? 0}`,
+          );
+        }),
+      ),
+    /**
+     * The next nonce of the account on the chain, at least `atLeast` (the node's pending count: nonces
+     * below it are used already, by us or by another holder of the key).
+     */
+    takeNonce: (chainId: number, from: string, atLeast: number) =>
+      Effect.gen(function* () {
+        const name = yield* nonceSequence(chainId, from);
+        const [taken] = yield* sql`SELECT nextval(${name}::regclass)::int AS nonce`.pipe(
+          Effect.flatMap(decodeNonces),
+        );
+        const nonce = taken?.nonce ?? 0;
+        if (nonce >= atLeast) return nonce;
+        // Skipped by taking values, never by setval: a concurrent nextval can never be handed out twice.
+        const [skipped] = yield* sql`SELECT max(nextval(${name}::regclass))::int AS nonce
+          FROM generate_series(1, ${atLeast - nonce})`.pipe(Effect.flatMap(decodeNonces));
+        return skipped?.nonce ?? atLeast;
+      }),
     /** Wei spent (or, while pending, at most to be spent) by the account on a chain since `since`. */
     spentSince: (chainId: number, from: string, since: Date) =>
       sql`SELECT coalesce(sum(coalesce(spent_wei,
@@ -101,18 +164,12 @@ const make = Effect.gen(function* () {
         Effect.flatMap(decodeText),
         Effect.map((rows) => BigInt(rows[0]?.value ?? "0")),
       ),
-    /** The highest nonce recorded for the account on the chain. */
-    highestNonce: (chainId: number, from: string) =>
-      sql`SELECT max(nonce)::text AS value FROM billing.relayer_transactions
-        WHERE chain_id = ${chainId} AND from_address = ${from}`.pipe(
-        Effect.flatMap(decodeText),
-        Effect.map((rows) => (rows[0]?.value == null ? undefined : Number(rows[0].value))),
-      ),
     insert: (tx: NewTransaction) =>
       Effect.gen(function* () {
         const id = yield* newId("relayerTransaction");
         const at = yield* now;
-        yield* sql`INSERT INTO billing.relayer_transactions ${sql.insert({
+        // The row comes back through the relation's columns in the same round trip.
+        const rows = yield* sql`WITH t AS (INSERT INTO billing.relayer_transactions ${sql.insert({
           id,
           chain_id: tx.chainId,
           from_address: tx.from,
@@ -129,8 +186,8 @@ const make = Effect.gen(function* () {
           status: "pending",
           created_at: at,
           last_broadcast_at: at,
-        })}`;
-        const [row] = yield* select([sql`t.id = ${id}`]);
+        })} RETURNING *) SELECT ${TRANSACTIONS.columns} FROM t`.pipe(Effect.flatMap(TRANSACTIONS.decode));
+        const [row] = rows;
         return row ?? (yield* Effect.die(new Error("relayer transaction vanished")));
       }),
 
@@ -183,10 +240,17 @@ const make = Effect.gen(function* () {
 
     /** Deletes a chain's transactions (the local stack's crash recovery); returns how many. */
     forgetChain: (chainId: number) =>
-      Effect.map(
-        sql`DELETE FROM billing.relayer_transactions WHERE chain_id = ${chainId} RETURNING id`,
-        (rows) => rows.length,
-      ),
+      Effect.gen(function* () {
+        const removed =
+          yield* sql`DELETE FROM billing.relayer_transactions WHERE chain_id = ${chainId} RETURNING id`;
+        const sequences = yield* sql`SELECT relname AS name FROM pg_class c
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = 'billing' AND c.relkind = 'S' AND starts_with(relname, ${`rnonce_${chainId}_`})`.pipe(
+          Effect.flatMap(decodeNames),
+        );
+        for (const { name } of sequences) yield* sql.unsafe(`DROP SEQUENCE IF EXISTS billing.${name}`);
+        return removed.length;
+      }),
   };
 });
 

@@ -96,8 +96,10 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
 
 /**
  * Fills the nonces below our pending transactions that nothing of ours will fill (the chain lost the
- * blocks that had them) with empty self-transfers, so the queued transactions can be mined. Under the
- * nonce lock, so no submission allocates a nonce meanwhile.
+ * blocks that had them, or a submission's transaction took a nonce and rolled back) with empty
+ * self-transfers, so the queued transactions can be mined. Gaps seen without the lock are checked again
+ * under the account's exclusive lock: it waits for every submission in flight, whose nonce would
+ * otherwise look like a gap until its transaction commits.
  */
 const fillNonceGaps = (chain: ResolvedChain) =>
   Effect.gen(function* () {
@@ -107,16 +109,20 @@ const fillNonceGaps = (chain: ResolvedChain) =>
     const store = yield* RelayerStore;
     const { address, from } = account;
     if (!address || !from) return;
+    const client = clients.client(chain);
+    const gapsNow = Effect.gen(function* () {
+      const pending = yield* store.pendingNonces(chain.id, from);
+      if (pending.length === 0) return [];
+      const pool = yield* account.rpc("nonce", () =>
+        client.getTransactionCount({ address, blockTag: "pending" }),
+      );
+      return nonceGaps(pool, pending);
+    });
+    if ((yield* gapsNow).length === 0) return;
     yield* sql.withTransaction(
       Effect.gen(function* () {
         yield* store.lockAccount(chain.id, from);
-        const pending = yield* store.pendingNonces(chain.id, from);
-        if (pending.length === 0) return;
-        const client = clients.client(chain);
-        const pool = yield* account.rpc("nonce", () =>
-          client.getTransactionCount({ address, blockTag: "pending" }),
-        );
-        const gaps = nonceGaps(pool, pending);
+        const gaps = yield* gapsNow;
         if (gaps.length === 0) return;
         const fees = yield* account.rpc("fees", () => client.estimateFeesPerGas());
         for (const nonce of gaps) {
@@ -130,7 +136,7 @@ const fillNonceGaps = (chain: ResolvedChain) =>
           });
           yield* account.broadcast(chain, signed.raw);
         }
-        yield* Effect.logWarning("filled a nonce gap left by lost blocks").pipe(
+        yield* Effect.logWarning("filled a nonce gap").pipe(
           Effect.annotateLogs({ chain: chain.id, nonces: gaps.join(",") }),
         );
       }),

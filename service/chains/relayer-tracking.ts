@@ -65,6 +65,13 @@ export const nextNonce = (nodePending: number, highestRecorded: number | undefin
 export const gasLimitFor = (estimate: bigint): bigint => (estimate * 12n) / 10n;
 
 /**
+ * Gas limit for the gas one simulated run used: that figure is net of refunds (at most a fifth of it,
+ * EIP-3529) and the run had its access list warm, so the limit keeps 50% of headroom: refund, the 63/64
+ * rule, cold accesses and a little state change before it is mined.
+ */
+export const gasLimitForUsed = (used: bigint): bigint => (used * 3n) / 2n;
+
+/**
  * Fees of a replacement: each at least 12.5% above the old one (nodes require 10%) and no less than
  * the chain asks now; the fee cap never below the tip.
  */

@@ -2,8 +2,11 @@
  * The relayer: the service's account pays every escrow transaction's gas.
  * - Idempotent: a transaction is named by its purpose (unique per chain); submitting the same purpose
  *   twice, from two replicas or after a restart, returns the first transaction.
- * - Nonces: the larger of the node's pending count and our own records, under a per-chain advisory lock.
- * - Simulated first: a transaction that would revert fails `eth_estimateGas`, so it is never recorded or
+ * - Nonces: from the account's nonce sequence (relayer-store.ts), at least the node's pending count. A
+ *   submission holds the account's advisory lock only shared, so parallel callers (the billing round's
+ *   charge batches) never wait for each other's transactions; the tracker's gap filling takes it
+ *   exclusively.
+ * - Simulated first: a transaction that would revert fails `eth_createAccessList`, so it is never recorded or
  *   sent (no gas spent).
  * - Committed before broadcast: the signed bytes are stored first (inside the caller's transaction, when
  *   there is one, and broadcast after it commits), so a lost broadcast is healed by the tracker
@@ -12,10 +15,13 @@
  *   with `action`; a new attempt is sent only when none is pending or mined.
  * - Budget: each chain's relayer spends at most `relayer_budget_wei_per_hour` (gas limit × max fee until
  *   mined, then gas used × price) over any hour; beyond it `submit` refuses with `budget_exhausted`.
+ *   Submissions in flight at the same moment do not see each other's cost, so the budget can be passed
+ *   by at most their number times one transaction's cost.
  */
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import type { Hex } from "viem";
+import { outsideTransaction } from "../db/client.ts";
 import { Unavailable } from "../errors.ts";
 import { recordMetric } from "../metrics/metrics.ts";
 import { ChainClients } from "./chain-clients.ts";
@@ -23,7 +29,7 @@ import { DEFAULT_RELAYER_BUDGET_WEI_PER_HOUR, type ResolvedChain } from "./confi
 import { ChainRegistry } from "./registry.ts";
 import { RelayerAccount, RelayerError } from "./relayer-account.ts";
 import { RelayerStore, type TransactionRow } from "./relayer-store.ts";
-import { gasLimitFor, nextNonce, withinBudget } from "./relayer-tracking.ts";
+import { gasLimitForUsed, withinBudget } from "./relayer-tracking.ts";
 
 export { RelayerError } from "./relayer-account.ts";
 
@@ -86,6 +92,19 @@ const make = Effect.gen(function* () {
   const store = yield* RelayerStore;
   const since = (ms: number) => Effect.map(Clock.currentTimeMillis, (now) => new Date(now - ms));
 
+  // Each chain's nonce sequence exists before the first submission (created outside any caller's
+  // transaction); a chain seen later gets its own on first use.
+  const sequences = new Set<number>();
+  const ensureNonces = (chainId: number, from: string) =>
+    sequences.has(chainId)
+      ? Effect.void
+      : outsideTransaction(store.ensureNonceSequence(chainId, from)).pipe(
+          Effect.provideService(SqlClient.SqlClient, sql),
+          Effect.tap(() => Effect.sync(() => sequences.add(chainId))),
+        );
+  for (const chain of registry.all)
+    if (account.from !== undefined) yield* ensureNonces(chain.id, account.from);
+
   const find = (chainId: number, purpose: string) =>
     Effect.map(store.byPurpose(chainId, purpose), (row) => row && toRelayed(row));
   const findAction = (chainId: number, action: string) =>
@@ -137,7 +156,10 @@ const make = Effect.gen(function* () {
       if (answered) return answered;
       const client = clients.client(chain);
       const gas = yield* Effect.tryPromise({
-        try: () => client.estimateGas({ account: address, to: tx.to, data: tx.data }),
+        // One execution's gas (eth_createAccessList) rather than eth_estimateGas's search, which ran
+        // the call about six times: 1.8 s for a chargeMany of 200 on anvil against 0.3 s for one run.
+        try: () =>
+          client.createAccessList({ account: address, to: tx.to, data: tx.data }).then((r) => r.gasUsed),
         catch: (error) =>
           new RelayerError({
             reason: "simulation_failed",
@@ -145,20 +167,21 @@ const make = Effect.gen(function* () {
           }),
       });
       const fees = yield* account.rpc("fees", () => client.estimateFeesPerGas());
+      const nodePending = yield* account.rpc("nonce", () =>
+        client.getTransactionCount({ address, blockTag: "pending" }),
+      );
+      yield* ensureNonces(chainId, from);
       return yield* sql.withTransaction(
         Effect.gen(function* () {
-          yield* store.lockAccount(chainId, from);
+          yield* store.holdSubmission(chainId, from, tx.purpose, tx.action ?? null);
           const again = yield* existing(chainId, tx);
           if (again) return again;
-          const gasLimit = gasLimitFor(gas);
+          const gasLimit = gasLimitForUsed(gas);
           const cost = gasLimit * fees.maxFeePerGas;
           const spent = yield* store.spentSince(chainId, from, yield* since(HOUR_MS));
           if (!withinBudget(spent, cost, relayerBudget(chain)))
             return yield* refuseOverBudget(chain, tx, spent, cost);
-          const nodePending = yield* account.rpc("nonce", () =>
-            client.getTransactionCount({ address, blockTag: "pending" }),
-          );
-          const nonce = nextNonce(nodePending, yield* store.highestNonce(chainId, from));
+          const nonce = yield* store.takeNonce(chainId, from, nodePending);
           const signed = yield* account.sign(chain, {
             to: tx.to,
             data: tx.data,
