@@ -15,7 +15,7 @@
  *
  * Profiling: API_CPU_PROFILE=<dir> writes a CPU profile of this (the service's) process for each
  * measured service run (`node:inspector`, only the measured seconds), summarised by
- * bench/cpu-profile.ts; API_PG_STATS=1 restarts Postgres with pg_stat_statements loaded and
+ * bench/cpu-profile.ts; API_PG_STATS=1 starts Postgres with pg_stat_statements loaded and
  * records, per run, the statements executed per request and their mean time.
  *
  * Writes bench/results/api.json.
@@ -28,6 +28,7 @@ import { Effect, ManagedRuntime, Redacted } from "effect";
 import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
 import type { BaselineConfig } from "./api-baseline.ts";
 import { benchChain } from "./local-chain-config.ts";
+import { loadPgStatements } from "./pg-statements.ts";
 import { type SummaryRow, writeResults } from "./report.ts";
 
 const MANDATES = Number(process.env.API_MANDATES ?? 500);
@@ -120,6 +121,7 @@ const combine = (results: ReadonlyArray<LoadResult>): LoadResult => {
 };
 
 console.log("starting the stack ...");
+if (PG_STATS) loadPgStatements();
 const scratch = await startScratchStack("api", { chains: [benchChain("api")] });
 const { stack } = scratch;
 stopOnSignal(scratch);
@@ -134,13 +136,7 @@ try {
     run: (sql: PgClient.PgClient) => Effect.Effect<ReadonlyArray<A>, unknown>,
   ) => database.runPromise(Effect.flatMap(Effect.service(PgClient.PgClient), run));
 
-  if (PG_STATS) {
-    await query((sql) => sql`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
-    await stack.restartPostgres();
-    // Let the service's pool and listeners reconnect before anything is measured.
-    await new Promise((resolve) => setTimeout(resolve, 3000));
-    await query((sql) => sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`);
-  }
+  if (PG_STATS) await query((sql) => sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`);
 
   const createBody = (i: number) =>
     JSON.stringify({ cap_decimal: "25.00", period: "month", customer: `cus_bench_${i}` });

@@ -9,7 +9,7 @@
  * - paced: RATE deliveries per second for SECONDS; p50/p99 from outbox insert (the bare loop: from the
  *   moment the request is queued) to receipt.
  * Writes bench/results/webhooks.json (bench/report.ts shape: summary rows beside the bare loop's figures).
- * WEBHOOK_BENCH_PG_STATS=1 restarts the bench's Postgres with pg_stat_statements and prints the
+ * WEBHOOK_BENCH_PG_STATS=1 starts the bench's Postgres with pg_stat_statements and prints the
  * statements that took the most time during the dispatcher's phases, and WEBHOOK_BENCH_CPU_PROF=<file>
  * writes a CPU profile of this process during the dispatcher's phases (for profiling).
  */
@@ -32,6 +32,7 @@ import { WebhookEndpoints } from "../service/webhooks/endpoints.ts";
 import { generateSecretsKey, SecretBox } from "../service/webhooks/secret-box.ts";
 import { AttemptSender } from "../service/webhooks/sender.ts";
 import { signatureHeader } from "../service/webhooks/signature.ts";
+import { loadPgStatements } from "./pg-statements.ts";
 import { writeResults } from "./report.ts";
 
 const EVENTS = Number(process.env.WEBHOOK_BENCH_EVENTS ?? 5000);
@@ -45,19 +46,15 @@ const PG_STATS = process.env.WEBHOOK_BENCH_PG_STATS === "1";
 const dataDir = mkdtempSync(join(tmpdir(), "billing-webhook-bench-"));
 console.log("starting Postgres and the receivers ...");
 const pgOptions = { dataDir: join(dataDir, "pg"), port: await freePort(), database: "bench" };
-let postgres = await startEmbeddedPostgres(pgOptions);
+if (PG_STATS) loadPgStatements();
+const postgres = await startEmbeddedPostgres(pgOptions);
 const withSql = <A>(url: string, f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
   Effect.runPromise(
     Effect.scoped(Effect.flatMap(SqlClient.SqlClient, f)).pipe(
       Effect.provide(databaseLayer(url, 1)),
     ) as Effect.Effect<A>,
   );
-if (PG_STATS) {
-  await withSql(postgres.url, (sql) => sql`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
-  await postgres.stop();
-  postgres = await startEmbeddedPostgres(pgOptions);
-  await withSql(postgres.url, (sql) => sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`);
-}
+if (PG_STATS) await withSql(postgres.url, (sql) => sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`);
 const topStatements = () =>
   withSql(
     postgres.url,

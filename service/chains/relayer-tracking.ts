@@ -61,9 +61,6 @@ export const nonceGaps = (poolNonce: number, pendingNonces: readonly number[]): 
 export const nextNonce = (nodePending: number, highestRecorded: number | undefined): number =>
   Math.max(nodePending, highestRecorded === undefined ? 0 : highestRecorded + 1);
 
-/** Gas limit for an estimate: 20% of headroom (state may change a little before it is mined). */
-export const gasLimitFor = (estimate: bigint): bigint => (estimate * 12n) / 10n;
-
 /**
  * Gas limit for the gas one simulated run used: that figure is net of refunds (at most a fifth of it,
  * EIP-3529) and the run had its access list warm, so the limit keeps 50% of headroom: refund, the 63/64

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { relayerBudgetExhausted } from "../../service/chains/relayer.ts";
 import {
   decideTracking,
-  gasLimitFor,
+  gasLimitForUsed,
   nextNonce,
   nonceGaps,
   replacementFees,
@@ -170,6 +170,6 @@ describe("relayer nonces, gas and fees", () => {
   it("allows a transaction only while what it may cost fits what is left of the hour's budget", () => {
     expect(withinBudget(60n, 40n, 100n)).toBe(true);
     expect(withinBudget(61n, 40n, 100n)).toBe(false);
-    expect(gasLimitFor(100_000n)).toBe(120_000n);
+    expect(gasLimitForUsed(100_000n)).toBe(150_000n);
   });
 });
