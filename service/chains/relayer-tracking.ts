@@ -55,13 +55,6 @@ export const nonceGaps = (poolNonce: number, pendingNonces: readonly number[]): 
 };
 
 /**
- * The nonce of a new transaction: the larger of the node's pending count and one past the highest we
- * recorded (a transaction recorded and not yet broadcast is not in the node's count).
- */
-export const nextNonce = (nodePending: number, highestRecorded: number | undefined): number =>
-  Math.max(nodePending, highestRecorded === undefined ? 0 : highestRecorded + 1);
-
-/**
  * Gas limit for the gas one simulated run used: that figure is net of refunds (at most a fifth of it,
  * EIP-3529) and the run had its access list warm, so the limit keeps 50% of headroom: refund, the 63/64
  * rule, cold accesses and a little state change before it is mined.

@@ -4,7 +4,6 @@ import { relayerBudgetExhausted } from "../../service/chains/relayer.ts";
 import {
   decideTracking,
   gasLimitForUsed,
-  nextNonce,
   nonceGaps,
   replacementFees,
   type TrackingInput,
@@ -139,17 +138,6 @@ describe("refusals in the error shape", () => {
 });
 
 describe("relayer nonces, gas and fees", () => {
-  it("takes the larger of the node's pending count and one past our highest record", () => {
-    fc.assert(
-      fc.property(fc.nat(10_000), fc.option(fc.nat(10_000), { nil: undefined }), (node, recorded) => {
-        const nonce = nextNonce(node, recorded);
-        expect(nonce).toBeGreaterThanOrEqual(node);
-        if (recorded !== undefined) expect(nonce).toBeGreaterThan(recorded);
-        expect(nonce === node || nonce === (recorded ?? -1) + 1).toBe(true);
-      }),
-    );
-  });
-
   it("gives a replacement at least 12.5% more on both fees, never below the chain's price, the cap never below the tip", () => {
     const gwei = fc.bigInt({ min: 1n, max: 10n ** 15n });
     fc.assert(
