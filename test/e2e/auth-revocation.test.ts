@@ -6,39 +6,16 @@
  * real: a key revoked behind the service's back (triggers off, so no NOTIFY) is still accepted from the
  * cache until the next revocation's NOTIFY clears it.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, Redacted } from "effect";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, waitFor } from "../../scripts/stack/wait.ts";
+import { beforeAll, describe, expect, it } from "vitest";
 import { api, cli, expectErrorShape, newMerchantWithKey, stack } from "./helpers.ts";
+import { startSecondService } from "./second-service.ts";
 
-const children: ChildProcess[] = [];
 let secondUrl = "";
 
 beforeAll(async () => {
-  const port = await freePort();
-  const child = spawn(process.execPath, ["service/main.ts"], {
-    env: {
-      ...process.env,
-      DATABASE_URL: stack().databaseUrl,
-      CHAINS_CONFIG: stack().chainsFile,
-      WEBHOOK_SECRETS_KEY: stack().webhookSecretsKey,
-      PONDER_URL: stack().ponderUrl,
-      PORT: String(port),
-      LOG_FORMAT: "json",
-    },
-    stdio: "ignore",
-  });
-  children.push(child);
-  secondUrl = `http://127.0.0.1:${port}`;
-  await waitFor(async () => (await fetch(`${secondUrl}/ready`).catch(() => undefined))?.status === 200, {
-    timeoutMs: 30_000,
-    what: "second service process",
-  });
-});
-afterAll(() => {
-  for (const child of children) child.kill("SIGTERM");
+  secondUrl = await startSecondService();
 });
 
 const keyIdOf = async (merchantId: string) =>

@@ -3,39 +3,17 @@
  * every subscription is invoiced exactly once per period and its mandate charged exactly once per
  * period, and the invoices' sums equal what the chain charged.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { afterAll, describe, expect, it } from "vitest";
-import { freePort, waitFor } from "../../scripts/stack/wait.ts";
-import { api, newAddress, newMerchantWithKey, query, stack } from "./helpers.ts";
+import { describe, expect, it } from "vitest";
+import { waitFor } from "../../scripts/stack/wait.ts";
+import { api, newAddress, newMerchantWithKey, query } from "./helpers.ts";
+import { startSecondService } from "./second-service.ts";
 
 const MONTH = 31 * 86_400;
 const SUBSCRIPTIONS = 8;
 
-const children: ChildProcess[] = [];
-afterAll(() => {
-  for (const child of children) child.kill("SIGTERM");
-});
-
 describe("billing with two processes", () => {
   it("invoices and charges each subscription once per period", async () => {
-    const port = await freePort();
-    const child = spawn(process.execPath, ["service/main.ts"], {
-      env: {
-        ...process.env,
-        DATABASE_URL: stack().databaseUrl,
-        CHAINS_CONFIG: stack().chainsFile,
-        WEBHOOK_SECRETS_KEY: stack().webhookSecretsKey,
-        PONDER_URL: stack().ponderUrl,
-        PORT: String(port),
-        LOG_FORMAT: "json",
-      },
-      stdio: "ignore",
-    });
-    children.push(child);
-    await waitFor(
-      async () => (await fetch(`http://127.0.0.1:${port}/ready`).catch(() => undefined))?.status === 200,
-      { timeoutMs: 30_000, what: "second service process" },
-    );
+    await startSecondService();
 
     const { key } = await newMerchantWithKey("test");
     const call = (path: string, body?: unknown) => api(path, body === undefined ? { key } : { key, body });
