@@ -339,7 +339,10 @@ const measure = async (historyFacts: number) => {
     relay_start_to_outbox_insert: charges.map((c) => c.inserted - c.relayStarted),
     outbox_insert_to_seen: charges.map((c) => c.seen - c.inserted),
   };
-  const slowest = [...charges].sort((a, b) => b.seen - b.mined - (a.seen - a.mined)).slice(0, 5);
+  const slowest = charges
+    .map((c, index) => ({ ...c, index }))
+    .sort((a, b) => b.seen - b.mined - (a.seen - a.mined))
+    .slice(0, 5);
   const round = (ms: number) => Math.round(ms * 10) / 10;
   return {
     history_facts: historyFacts,
@@ -356,6 +359,8 @@ const measure = async (historyFacts: number) => {
     indexed: percentiles(stages.indexed),
     stages: Object.fromEntries(Object.entries(stages).map(([name, values]) => [name, percentiles(values)])),
     slowest: slowest.map((c) => ({
+      /** Its place in the run (0: the first charge). */
+      charge: c.index,
       total: round(c.seen - c.mined),
       indexed: round(c.indexed - c.mined),
       relay_started: round(c.relayStarted - c.mined),
