@@ -274,6 +274,10 @@ const measure = async (historyFacts: number) => {
           if ((row?.n ?? 0) >= mandates.length) break;
           yield* Effect.sleep("100 millis");
         }
+        // And Ponder's JSON-RPC limiter has drained: it allows ~20 requests a second averaged over the
+        // last 10 s, which indexing the authorizations (sent back to back) used up, so without a pause one
+        // of the first charges (the 5th, in one run) waited ~0.5 s for the next second's budget.
+        yield* Effect.sleep("3 seconds");
         yield* Queue.clear(wake);
         const measured: Charge[] = [];
         for (const mandateId of mandates) {
