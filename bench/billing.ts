@@ -27,6 +27,7 @@ import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.
 import type { PageTypedData } from "../test/contract/harness.ts";
 import { startSigners } from "./billing-signer.ts";
 import { benchChain } from "./local-chain-config.ts";
+import { cpuBetween, processCpuSeconds } from "./process-cpu.ts";
 import { type SummaryRow, writeResults } from "./report.ts";
 
 const N = Number(process.env.BILLING_SUBSCRIPTIONS ?? 10_000);
@@ -251,6 +252,7 @@ try {
       (sql) => sql<{ at: Date }>`SELECT clock_timestamp() AS at`,
     ),
   );
+  const cpuBefore = processCpuSeconds();
   await anvil("evm_setBlockGasLimit", [`0x${BLOCK_GAS_LIMIT.toString(16)}`]);
   await anvil("evm_setIntervalMining", [BLOCK_SECONDS]);
   const boundaryAt = start?.at ?? new Date();
@@ -282,6 +284,7 @@ try {
   await waitPaid(1, "boundary");
   sampling = false;
   await sampler;
+  const cpuSeconds = cpuBetween(cpuBefore, processCpuSeconds());
   const logs = parseEventLogs({
     abi: MandateEscrowAbi,
     eventName: "Charged",
@@ -402,6 +405,7 @@ try {
     block_gas_limit: Number(BLOCK_GAS_LIMIT),
     block_gas_peak: Math.max(0, ...blocks.map((b) => b.gas_used)),
     block_charges_peak: Math.max(0, ...blocks.map((b) => b.charges)),
+    measured_phase_cpu_seconds: cpuSeconds,
     timeline_seconds: timeline,
     setup_seconds: {
       open: created,
