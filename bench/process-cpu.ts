@@ -32,7 +32,16 @@ const readStat = (pid: string): Stat | undefined => {
   }
 };
 
-/** CPU seconds by process name; this process is `self` (the bench and, in it, the service). */
+/** Ponder runs in a Node process whose main thread names itself `MainThread`. */
+const isPonder = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("ponder");
+  } catch {
+    return false;
+  }
+};
+
+/** CPU seconds by process name ("ponder" for Ponder's); this process is `self` (the bench and, in it, the service). */
 export const processCpuSeconds = (): Record<string, number> => {
   const stats = readdirSync("/proc")
     .filter((entry) => /^\d+$/.test(entry))
@@ -43,7 +52,7 @@ export const processCpuSeconds = (): Record<string, number> => {
   const visit = (pid: number, self: boolean) => {
     const stat = stats.find((s) => s.pid === pid);
     if (stat) {
-      const name = self ? "self" : stat.name;
+      const name = self ? "self" : isPonder(pid) ? "ponder" : stat.name;
       totals[name] = (totals[name] ?? 0) + stat.ticks / TICKS_PER_SECOND;
     }
     for (const child of children.get(pid) ?? []) visit(child.pid, false);
