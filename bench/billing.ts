@@ -148,7 +148,9 @@ try {
         console.error(JSON.stringify(stuck));
         throw new Error(`${what}: only ${paid} of ${N} invoices paid after ${seconds(since)} s`);
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // The phase's end is read from the database afterwards, so polling less often only delays
+      // noticing it; each poll counts the period's invoices, which the service's work competes with.
+      await new Promise((resolve) => setTimeout(resolve, 500));
     }
   };
 
