@@ -9,6 +9,7 @@ import { ApiKeys } from "./auth/api-keys.ts";
 import { ConsoleSessions } from "./auth/console-sessions.ts";
 import { CredentialRevocations } from "./auth/credential-cache.ts";
 import { ChainClients } from "./chains/chain-clients.ts";
+import { ChainHeads } from "./chains/chain-heads.ts";
 import { ChainWatch, indexerWatchdog } from "./chains/indexer-watchdog.ts";
 import { MerchantChains } from "./chains/merchant-chains.ts";
 import { ChainRegistry } from "./chains/registry.ts";
@@ -85,8 +86,9 @@ export const loggingLayer = (config: Pick<ServiceConfig, "logFormat" | "logLevel
 export const infrastructureLayer = (config: ServiceConfig) => {
   const base = Layer.mergeAll(
     databaseLayer(config.databaseUrl, config.databasePoolSize),
-    ChainRegistry.fromFile(config.chainsFile),
-    ChainClients.layer,
+    ChainHeads.layer().pipe(
+      Layer.provideMerge(Layer.mergeAll(ChainRegistry.fromFile(config.chainsFile), ChainClients.layer)),
+    ),
     PublicUrl.layer(config.publicUrl ?? `http://${config.host}:${config.port}`),
     SecretBox.layer(config.webhooks.secretsKey),
     Metrics.layer,
