@@ -80,6 +80,8 @@ export const loggingLayer = (config: Pick<ServiceConfig, "logFormat" | "logLevel
   Layer.mergeAll(
     Logger.layer([config.logFormat === "json" ? Logger.consoleJson : Logger.consoleLogFmt]),
     Layer.succeed(References.MinimumLogLevel, config.logLevel),
+    // No tracer exports spans, so none are built (@effect/sql-pg made one per statement, per request).
+    Layer.succeed(References.TracerEnabled, false),
   );
 
 /** Postgres, the chains and the process's configuration, with the schema migrated before anything uses it. */
