@@ -118,7 +118,10 @@ export class ChainHeads extends Context.Service<
               (subscribed) =>
                 Effect.promise(async () => {
                   await subscribed.unsubscribe().catch(() => undefined);
-                  (await client.transport.getRpcClient()).close();
+                  await client.transport.getRpcClient().then(
+                    (socket) => socket.close(),
+                    () => undefined,
+                  );
                 }),
             );
             return yield* Deferred.await(broken);
