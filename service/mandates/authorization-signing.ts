@@ -10,6 +10,7 @@ import { SqlClient, type SqlError } from "effect/sql";
 import { encodeFunctionData, erc20Abi, getAddress, type Hex, isAddress, parseSignature } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -74,6 +75,7 @@ const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
   const registry = yield* ChainRegistry;
   const clients = yield* ChainClients;
+  const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const store = yield* MandateStore;
   const tokens = yield* TokenReads;
@@ -145,7 +147,7 @@ const make = Effect.gen(function* () {
       yield* checkSigner(mandate, customer, options.resign ?? false);
       const nonce = (yield* onchainNonce(chain, onchainMandateId(customer, BigInt(mandate.salt)))) + 1n;
       const deadline =
-        (yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable))) + SIGNATURE_WINDOW_SECONDS;
+        (yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable))) + SIGNATURE_WINDOW_SECONDS;
       const message = expectedTerms(mandate, chain, customer, nonce, deadline);
       const token = mandate.token_address as Hex;
       const value = BigInt(mandate.cap) * BigInt(mandate.approval_periods);
@@ -241,7 +243,7 @@ const make = Effect.gen(function* () {
           "These are not the mandate's terms. Reload the page and sign again.",
           "terms",
         );
-      if (deadline < (yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable))))
+      if (deadline < (yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable))))
         return yield* refuse(
           "terms_expired",
           "The signature's deadline has passed. Sign the new terms.",

@@ -11,6 +11,7 @@ import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
 import { inject } from "vitest";
 import { ChainClients, ChainUnavailable, EscrowRevert } from "../../service/chains/chain-clients.ts";
+import { ChainHeads } from "../../service/chains/chain-heads.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { ChainRegistry } from "../../service/chains/registry.ts";
 import { type RelayedTransaction, Relayer, type RelayerSubmission } from "../../service/chains/relayer.ts";
@@ -158,8 +159,10 @@ export const freshDatabase = async (prefix: string): Promise<string> => {
 export const domainTestLayer = (databaseUrl: string, state: FakeChain) => {
   const base = Layer.mergeAll(
     databaseLayer(databaseUrl, 5),
-    ChainRegistry.fromChains([CHAIN]),
-    fakeChainClients(state),
+    // The fake chain's time moves without blocks: every request reads it, as from a chain not watched.
+    ChainHeads.layer({ pollEveryMillis: 60_000, maxAgeMillis: 0 }).pipe(
+      Layer.provideMerge(Layer.mergeAll(ChainRegistry.fromChains([CHAIN]), fakeChainClients(state))),
+    ),
     PublicUrl.layer("http://127.0.0.1:4242"),
     SecretBox.layer(Redacted.make(generateSecretsKey())),
     Metrics.layer,
