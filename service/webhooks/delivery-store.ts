@@ -58,8 +58,9 @@ export type DeliveryRow = typeof DeliveryRow.Type;
 const DELIVERIES = relation({
   from: "billing.webhook_deliveries d JOIN billing.webhook_endpoints w ON w.id = d.endpoint_id",
   alias: "d",
+  // While a lease runs, the next try is no sooner than its end.
   columns: `d.id, d.endpoint_id, d.event_id, d.event_type, d.trigger, d.status, d.attempt_count,
-    d.next_attempt_at, d.created_at, w.livemode`,
+    GREATEST(d.next_attempt_at, d.leased_until) AS next_attempt_at, d.created_at, w.livemode`,
   row: DeliveryRow,
 });
 
@@ -149,22 +150,24 @@ const make = Effect.gen(function* () {
     });
 
   /**
-   * Leases up to `limit` due deliveries, at most `perEndpoint - busy[endpoint]` per endpoint, skipping
+   * Leases up to `limit` due deliveries (pending, due, and not leased already), at most `perEndpoint - busy[endpoint]` per endpoint, skipping
    * rows another process is claiming right now. Each endpoint with due deliveries gets its share before
    * the overall limit cuts, so a backlog at one endpoint does not starve the others.
    */
   const claimDue = (input: ClaimRequest) => {
     const now = new Date(input.now);
+    const unleased = sql`(leased_until IS NULL OR leased_until <= ${now})`;
     const busy = JSON.stringify(Object.fromEntries(input.busy));
     return sql`
       WITH RECURSIVE due AS (
         -- The endpoints with due deliveries, by a skip scan of the due index: one probe per endpoint
         -- rather than a read of every due row.
         (SELECT endpoint_id FROM billing.webhook_deliveries
-         WHERE status = 'pending' AND next_attempt_at <= ${now} ORDER BY endpoint_id LIMIT 1)
+         WHERE status = 'pending' AND next_attempt_at <= ${now} AND ${unleased} ORDER BY endpoint_id LIMIT 1)
         UNION ALL
         SELECT (SELECT d.endpoint_id FROM billing.webhook_deliveries d
-                WHERE d.status = 'pending' AND d.next_attempt_at <= ${now} AND d.endpoint_id > due.endpoint_id
+                WHERE d.status = 'pending' AND d.next_attempt_at <= ${now} AND ${unleased}
+                  AND d.endpoint_id > due.endpoint_id
                 ORDER BY d.endpoint_id LIMIT 1)
         FROM due WHERE due.endpoint_id IS NOT NULL
       ), busy AS (
@@ -179,14 +182,15 @@ const make = Effect.gen(function* () {
       ), picked AS (
         SELECT p.id FROM eligible e CROSS JOIN LATERAL (
           SELECT d.id FROM billing.webhook_deliveries d
-          WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${now}
+          WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${now} AND ${unleased}
           ORDER BY d.next_attempt_at
           LIMIT e.room
           FOR UPDATE SKIP LOCKED
         ) p
         LIMIT ${input.limit}
       ), claimed AS (
-        UPDATE billing.webhook_deliveries d SET next_attempt_at = ${new Date(input.now + input.leaseMs)}
+        -- Only the lease changes: a column outside every index, so a HOT update (migration 0016).
+        UPDATE billing.webhook_deliveries d SET leased_until = ${new Date(input.now + input.leaseMs)}
         FROM picked WHERE d.id = picked.id
         RETURNING d.id, d.endpoint_id, d.event_id, d.attempt_count
       ), relaxed AS MATERIALIZED (
@@ -241,6 +245,8 @@ const make = Effect.gen(function* () {
                                  THEN v.next_attempt_at ELSE d.next_attempt_at END,
           last_attempt_at = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
                                  THEN v.attempted_at ELSE d.last_attempt_at END,
+          leased_until = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
+                              THEN NULL ELSE d.leased_until END,
           attempt_count = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
                                THEN v.number ELSE d.attempt_count END
       FROM input v
@@ -254,12 +260,12 @@ const make = Effect.gen(function* () {
     recordOutcomes,
     /** Looked at again at `at` without counting an attempt (the deployment could not send it). */
     defer: (id: string, at: number) =>
-      Effect.asVoid(sql`UPDATE billing.webhook_deliveries SET next_attempt_at = ${new Date(at)}
-        WHERE id = ${id} AND status = 'pending'`),
+      Effect.asVoid(sql`UPDATE billing.webhook_deliveries SET next_attempt_at = ${new Date(at)},
+        leased_until = NULL WHERE id = ${id} AND status = 'pending'`),
     /** Nothing more is sent to a deleted endpoint. */
     failPendingOf: (endpointId: string) =>
-      Effect.asVoid(sql`UPDATE billing.webhook_deliveries SET status = 'failed', next_attempt_at = NULL
-        WHERE endpoint_id = ${endpointId} AND status = 'pending'`),
+      Effect.asVoid(sql`UPDATE billing.webhook_deliveries
+        SET status = 'failed', next_attempt_at = NULL, leased_until = NULL WHERE endpoint_id = ${endpointId} AND status = 'pending'`),
     /** The endpoint's deliveries, newest first, filtered by status and event. */
     pageForEndpoint: (
       endpointId: string,
