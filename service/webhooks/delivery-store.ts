@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { PgClient } from "@effect/sql-pg";
 import { Array as Arr, Clock, Context, Effect, Layer, Schema } from "effect";
-import { type PageRequest, pageRows, relation } from "../db/query.ts";
+import { nullableArray, type PageRequest, pageRows, relation } from "../db/query.ts";
 import { decodeRows } from "../db/rows.ts";
 import { EventObject } from "../events/events.ts";
 import type { FannedEvent } from "../events/outbox.ts";
@@ -211,25 +211,38 @@ const make = Effect.gen(function* () {
    */
   const recordOutcomes = (outcomes: ReadonlyArray<RecordedOutcome>, random: () => number) => {
     if (outcomes.length === 0) return Effect.void;
-    const rows = outcomes.map((o) => {
-      const next = nextState(o.number, o.outcome.ok, o.attemptedAt, random());
-      return {
-        id: o.deliveryId,
-        number: o.number,
-        attempted_at: new Date(o.attemptedAt).toISOString(),
-        status_code: o.outcome.statusCode,
-        duration_ms: o.outcome.durationMs,
-        error: o.outcome.error,
-        response_body: o.outcome.responseBody,
-        status: next.status,
-        next_attempt_at: next.nextAttemptAt === null ? null : new Date(next.nextAttemptAt).toISOString(),
-      };
-    });
+    const next = outcomes.map((o) => nextState(o.number, o.outcome.ok, o.attemptedAt, random()));
+    const ids = outcomes.map((o) => o.deliveryId);
+    // One array per column, unnested together (nullable ones may be all null: see nullableArray).
+    const numbers = outcomes.map((o) => o.number);
+    const attemptedAt = outcomes.map((o) => new Date(o.attemptedAt));
+    const statusCodes = nullableArray(
+      sql,
+      outcomes.map((o) => o.outcome.statusCode),
+      "int",
+    );
+    const durations = outcomes.map((o) => o.outcome.durationMs);
+    const errors = nullableArray(
+      sql,
+      outcomes.map((o) => o.outcome.error),
+      "text",
+    );
+    const bodies = nullableArray(
+      sql,
+      outcomes.map((o) => o.outcome.responseBody),
+      "text",
+    );
+    const statuses = next.map((state) => state.status);
+    const nextAttemptAt = nullableArray(
+      sql,
+      next.map((state) => (state.nextAttemptAt === null ? null : new Date(state.nextAttemptAt))),
+      "timestamptz",
+    );
     return Effect.asVoid(sql`
       WITH input AS (
-        SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(
-          id text, number int, attempted_at timestamptz, status_code int, duration_ms int, error text,
-          response_body text, status text, next_attempt_at timestamptz)
+        SELECT * FROM unnest(${ids}::text[], ${numbers}::int[], ${attemptedAt}::timestamptz[], ${statusCodes},
+                             ${durations}::int[], ${errors}, ${bodies}, ${statuses}::text[], ${nextAttemptAt})
+          AS v(id, number, attempted_at, status_code, duration_ms, error, response_body, status, next_attempt_at)
       ), attempts AS (
         INSERT INTO billing.webhook_attempts
           (delivery_id, number, attempted_at, status_code, duration_ms, error, response_body)
@@ -238,7 +251,7 @@ const make = Effect.gen(function* () {
       )
       -- Guarded per column rather than in WHERE, and the ids given as an array too, so that the rows are
       -- found by their primary key whatever the planner believes about the table (a join on the
-      -- recordset alone was planned as a sequential scan of every delivery).
+      -- input alone was planned as a sequential scan of every delivery).
       UPDATE billing.webhook_deliveries d
       SET status = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1 THEN v.status ELSE d.status END,
           next_attempt_at = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
@@ -250,7 +263,7 @@ const make = Effect.gen(function* () {
           attempt_count = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
                                THEN v.number ELSE d.attempt_count END
       FROM input v
-      WHERE d.id = ANY (${rows.map((row) => row.id)}::text[]) AND d.id = v.id`);
+      WHERE d.id = ANY (${ids}::text[]) AND d.id = v.id`);
   };
 
   return {
@@ -265,7 +278,8 @@ const make = Effect.gen(function* () {
     /** Nothing more is sent to a deleted endpoint. */
     failPendingOf: (endpointId: string) =>
       Effect.asVoid(sql`UPDATE billing.webhook_deliveries
-        SET status = 'failed', next_attempt_at = NULL, leased_until = NULL WHERE endpoint_id = ${endpointId} AND status = 'pending'`),
+        SET status = 'failed', next_attempt_at = NULL, leased_until = NULL
+        WHERE endpoint_id = ${endpointId} AND status = 'pending'`),
     /** The endpoint's deliveries, newest first, filtered by status and event. */
     pageForEndpoint: (
       endpointId: string,
