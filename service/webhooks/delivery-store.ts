@@ -150,9 +150,10 @@ const make = Effect.gen(function* () {
     });
 
   /**
-   * Leases up to `limit` due deliveries (pending, due, and not leased already), at most `perEndpoint - busy[endpoint]` per endpoint, skipping
-   * rows another process is claiming right now. Each endpoint with due deliveries gets its share before
-   * the overall limit cuts, so a backlog at one endpoint does not starve the others.
+   * Leases up to `limit` due deliveries (pending, due, and not leased already), at most
+   * `perEndpoint - busy[endpoint]` per endpoint, skipping rows another process is claiming right now.
+   * Each endpoint with due deliveries gets its share before the overall limit cuts, so a backlog at one
+   * endpoint does not starve the others.
    */
   const claimDue = (input: ClaimRequest) => {
     const now = new Date(input.now);
