@@ -258,6 +258,9 @@ const make = Effect.gen(function* () {
             primaryType: "Terms",
             message: expected,
             signature: input.signature as Hex,
+            // An EOA's signature is recovered locally; only a signature that recovers to another
+            // address (an ERC-1271 or ERC-6492 wallet's) costs the validator's eth_call.
+            mode: "eoa",
           }),
         )
         .pipe(Effect.mapError(unavailable));
