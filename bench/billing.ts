@@ -7,9 +7,10 @@
  * holding test USDC) signs terms and permit through the hosted page's JSON API, and the service's relayer
  * sends the authorisations. The bench's own signing (keys, mints, EIP-712 signatures) runs in worker
  * threads (billing-signer.ts), so the main thread, which runs the service, does only the service's work.
- * anvil mines a block a second with a large gas limit while this runs, like a real chain: one block per
- * transaction would measure Ponder's RPC rate limit (about 20 requests a second), not billing. Once every
- * first invoice is paid, the chain's clock moves one month and the measured phase starts: from the
+ * anvil mines a block a second with a large gas limit during the set-up: one block per transaction would
+ * measure Ponder's RPC rate limit (about 20 requests a second), not billing. Once every first invoice is
+ * paid, the chain switches to Base mainnet's blocks (BLOCK_SECONDS, BLOCK_GAS_LIMIT), the chain's clock
+ * moves one month and the measured phase starts: from the
  * database's clock just before the move to the last `invoice.paid` event's insert time (the bench's
  * polling only notices the end; it is not counted). N = BILLING_SUBSCRIPTIONS (default 10,000). Writes
  * bench/results/billing.json (billing-<N>.json for another N, compared per subscription with the
@@ -26,6 +27,7 @@ import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.
 import type { PageTypedData } from "../test/contract/harness.ts";
 import { startSigners } from "./billing-signer.ts";
 import { benchChain } from "./local-chain-config.ts";
+import { cpuBetween, processCpuSeconds } from "./process-cpu.ts";
 import { type SummaryRow, writeResults } from "./report.ts";
 
 const N = Number(process.env.BILLING_SUBSCRIPTIONS ?? 10_000);
@@ -35,6 +37,13 @@ const SIGNERS = Number(process.env.BILLING_SIGNERS ?? 2);
 const TARGET_PER_SECOND = 1_000;
 const TARGET_SETUP_SECONDS = 60;
 const MONTH = 31 * 86_400;
+/**
+ * The chain the measured phase models: Base mainnet, a block every 2 s with a 140,000,000 gas limit
+ * (docs.base.org, "Block Building", 2025). The set-up's faucet and authorisations run on blocks a
+ * second apart with 1,000,000,000 gas, so that minting 10,000 wallets is not what the set-up measures.
+ */
+const BLOCK_SECONDS = Number(process.env.BILLING_BLOCK_SECONDS ?? 2);
+const BLOCK_GAS_LIMIT = BigInt(process.env.BILLING_BLOCK_GAS_LIMIT ?? 140_000_000);
 const PHASE_TIMEOUT_MS = Number(process.env.BILLING_PHASE_TIMEOUT_S ?? 1_800) * 1000;
 
 const seconds = (since: number) => Math.round((performance.now() - since) / 10) / 100;
@@ -117,7 +126,7 @@ try {
           FROM billing.invoices WHERE period = ${period} AND status = ${status}`,
       ),
     );
-  const waitPaid = async (period: number, what: string) => {
+  const waitPaid = async (period: number, what: string, pollMs: number) => {
     const since = performance.now();
     for (;;) {
       const [row] = await invoices(period, "paid");
@@ -139,7 +148,7 @@ try {
         console.error(JSON.stringify(stuck));
         throw new Error(`${what}: only ${paid} of ${N} invoices paid after ${seconds(since)} s`);
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
     }
   };
 
@@ -220,7 +229,7 @@ try {
   });
   const authorised = seconds(authStarted);
   console.log(`${N} authorisations submitted in ${authorised} s`);
-  await waitPaid(0, "first invoices");
+  await waitPaid(0, "first invoices", 100);
   const firstPaid = seconds(authStarted);
   console.log(`${N} first invoices paid ${firstPaid} s after the first signature`);
 
@@ -243,9 +252,43 @@ try {
       (sql) => sql<{ at: Date }>`SELECT clock_timestamp() AS at`,
     ),
   );
+  const cpuBefore = processCpuSeconds();
+  await anvil("evm_setBlockGasLimit", [`0x${BLOCK_GAS_LIMIT.toString(16)}`]);
+  await anvil("evm_setIntervalMining", [BLOCK_SECONDS]);
   const boundaryAt = start?.at ?? new Date();
+  // With BILLING_STAGES=1: progress of each stage every 100 ms (database clock), printed at the end.
+  const stages: Record<string, number>[] = [];
+  // Its counts scan the phase's rows ten times a second (at 10,000 due, the phase's costliest
+  // statement), so it runs only when asked.
+  let sampling = process.env.BILLING_STAGES === "1";
+  const sampler = (async () => {
+    while (sampling) {
+      const [row] = await database.runPromise(
+        Effect.flatMap(
+          Effect.service(PgClient.PgClient),
+          (sql) => sql<Record<string, number>>`SELECT
+            round(extract(epoch FROM clock_timestamp() - ${boundaryAt})::numeric, 2)::float8 AS t,
+            (SELECT count(*)::int FROM billing.invoices WHERE period = 1) AS invoiced,
+            (SELECT count(*)::int FROM billing.relayer_transactions WHERE created_at > ${boundaryAt}) AS signed,
+            (SELECT count(*)::int FROM onchain.charge WHERE period = 1) AS indexed,
+            (SELECT max(block_number)::int FROM onchain.chain_head) AS indexed_head,
+            (SELECT count(*)::int FROM billing.events
+              WHERE type = 'charge.succeeded' AND inserted_at > ${boundaryAt}) AS succeeded,
+            (SELECT count(*)::int FROM billing.events
+              WHERE type = 'invoice.paid' AND inserted_at > ${boundaryAt}) AS paid`,
+        ),
+      );
+      if (row) stages.push({ ...row, mined_head: Number(await client.getBlockNumber({ cacheTime: 0 })) });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  })();
   await api("/v1/test/clock/advance", { seconds: MONTH });
-  await waitPaid(1, "boundary");
+  // The phase's end is read from the database afterwards, so polling less often only delays noticing
+  // it; each poll counts the period's invoices, which the service's work competes with.
+  await waitPaid(1, "boundary", 500);
+  sampling = false;
+  await sampler;
+  const cpuSeconds = cpuBetween(cpuBefore, processCpuSeconds());
   const logs = parseEventLogs({
     abi: MandateEscrowAbi,
     eventName: "Charged",
@@ -254,6 +297,30 @@ try {
   const transactions = [...new Set(logs.map((log) => log.transactionHash))];
   const receipts = await Promise.all(transactions.map((hash) => client.getTransactionReceipt({ hash })));
   const gas = receipts.reduce((sum, receipt) => sum + receipt.gasUsed, 0n);
+  // Per block of the measured phase: gas used against the limit, charges and chargeMany transactions.
+  const lastBlock = await client.getBlockNumber({ cacheTime: 0 });
+  const blocks = [];
+  for (let number = fromBlock; number <= lastBlock; number++) {
+    const block = await client.getBlock({ blockNumber: number });
+    const inBlock = receipts.filter((receipt) => receipt.blockNumber === number);
+    blocks.push({
+      block: Number(number),
+      gas_used: Number(block.gasUsed),
+      gas_limit: Number(block.gasLimit),
+      transactions: block.transactions.length,
+      charge_transactions: inBlock.length,
+      charges: logs.filter((log) => log.blockNumber === number).length,
+    });
+  }
+  const signedAt = await database.runPromise(
+    Effect.flatMap(
+      Effect.service(PgClient.PgClient),
+      (sql) => sql<Record<string, number>>`SELECT
+          round(extract(epoch FROM created_at - ${boundaryAt})::numeric, 2)::float8 AS t, block_number::int AS block
+        FROM billing.relayer_transactions WHERE created_at > ${boundaryAt} ORDER BY created_at`,
+    ),
+  );
+  console.log(JSON.stringify({ blocks, signed_at: signedAt, stages }));
   /** Seconds after the boundary by which the first and last of each step happened (database clock). */
   const [timeline] = await database.runPromise(
     Effect.flatMap(
@@ -330,7 +397,7 @@ try {
   }
   const details = {
     what: "N subscriptions due at one period boundary: from moving the chain's clock past it to the last invoice.paid (invoice written, chargeMany simulated and mined, indexed, settled); both ends from the database's clock",
-    conditions: `Ponder 0.17.7 over WebSocket, confirmations 0, anvil mining a block a second, bench signing in ${SIGNERS} worker threads, ${CONCURRENCY} customers at once`,
+    conditions: `Ponder 0.17.7 over WebSocket, confirmations 0; set-up on anvil mining a block a second (1,000,000,000 gas); measured phase on anvil modelling Base mainnet: a block every ${BLOCK_SECONDS} s, ${BLOCK_GAS_LIMIT.toLocaleString("en-US")} gas each; bench signing in ${SIGNERS} worker threads, ${CONCURRENCY} customers at once`,
     subscriptions: N,
     elapsed_seconds: Math.round(elapsed * 100) / 100,
     subscriptions_per_second: perSecond,
@@ -338,6 +405,11 @@ try {
     charge_transactions: transactions.length,
     charges_per_transaction: Math.round((logs.length / Math.max(1, transactions.length)) * 10) / 10,
     gas_per_subscription: logs.length === 0 ? null : Number(gas / BigInt(logs.length)),
+    block_seconds: BLOCK_SECONDS,
+    block_gas_limit: Number(BLOCK_GAS_LIMIT),
+    block_gas_peak: Math.max(0, ...blocks.map((b) => b.gas_used)),
+    block_charges_peak: Math.max(0, ...blocks.map((b) => b.charges)),
+    measured_phase_cpu_seconds: cpuSeconds,
     timeline_seconds: timeline,
     setup_seconds: {
       open: created,

@@ -9,7 +9,7 @@ import { type Hex, keccak256, parseUnits, toHex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
 import { TestUSDCAbi } from "../abis/TestUSDC.ts";
-import { accountAt, mandateIdFor, startChain } from "../test/contract/harness.ts";
+import { accountAt, mandateTerms, startChain } from "../test/contract/harness.ts";
 
 interface Step {
   readonly op: string;
@@ -18,7 +18,7 @@ interface Step {
   readonly depth: number;
 }
 
-const DAY = 86_400;
+const _DAY = 86_400;
 const usd = (n: string) => parseUnits(n, 6);
 const MAX = 2n ** 256n - 1n;
 const CALLS = new Set(["CALL", "STATICCALL", "DELEGATECALL", "CALLCODE"]);
@@ -67,18 +67,12 @@ const authorized = async (holdSeconds: bigint) => {
   await chain.testClient.setBalance({ address: customer.address, value: 10n ** 18n });
   await chain.send(customer, chain.usdc, TestUSDCAbi, "mint", [customer.address, usd("100000")]);
   await chain.send(customer, chain.usdc, TestUSDCAbi, "approve", [chain.escrow, MAX]);
-  const terms = {
-    mandateId: mandateIdFor(customer.address, salt++),
-    payee: payee.address,
-    token: chain.usdc,
-    cap: usd("100"),
-    anchor: BigInt(chain.clock.now),
-    approvalPeriods: 12,
-    operator: operator.address,
-    holdSeconds,
-    nonce: 1n,
-    deadline: BigInt(chain.clock.now + DAY),
-  };
+  const terms = mandateTerms(
+    chain,
+    { customer: customer.address, payee: payee.address, operator: operator.address },
+    salt++,
+    { holdSeconds },
+  );
   const outcome = await chain.sendForReceipt(operator, chain.escrow, MandateEscrowAbi, "authorize", [
     terms,
     await chain.signTerms(customer, terms),

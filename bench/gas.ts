@@ -13,7 +13,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
 import { TestUSDCAbi } from "../abis/TestUSDC.ts";
 import { type DepositTerms, depositAddress } from "../service/payments/deposit-address.ts";
-import { accountAt, mandateIdFor, startChain, type Terms } from "../test/contract/harness.ts";
+import { accountAt, mandateTerms, startChain, type Terms } from "../test/contract/harness.ts";
 import { type SummaryRow, writeResults } from "./report.ts";
 
 const DAY = 86_400;
@@ -33,18 +33,10 @@ const newCustomer = async () => {
   return account;
 };
 
-const newTerms = (customer: `0x${string}`, holdSeconds: bigint): Terms => ({
-  mandateId: mandateIdFor(customer, saltCounter++),
-  payee: payee.address,
-  token: chain.usdc,
-  cap: usd("100"),
-  anchor: BigInt(chain.clock.now),
-  approvalPeriods: 12,
-  operator: operator.address,
-  holdSeconds,
-  nonce: 1n,
-  deadline: BigInt(chain.clock.now + DAY),
-});
+const newTerms = (customer: `0x${string}`, holdSeconds: bigint): Terms =>
+  mandateTerms(chain, { customer, payee: payee.address, operator: operator.address }, saltCounter++, {
+    holdSeconds,
+  });
 
 const gasOf = (outcome: Awaited<ReturnType<typeof chain.send>>, what: string): number => {
   if (!outcome.ok) throw new Error(`${what} failed: ${outcome.error}`);

@@ -17,6 +17,8 @@ import { webhookFanOut } from "../service/webhooks/fan-out.ts";
 const [databaseUrl = "", merchantId = "", mode = "burst", ...args] = process.argv.slice(2);
 const TICK_MS = 50;
 let sequence = Date.now() * 1000;
+// Each event's commit as the inserter saw it acknowledged, for WEBHOOK_BENCH_STAGES (bench/webhook-stages.ts).
+const commits: Array<[string, number]> = [];
 
 const insertBatch = (count: number) =>
   Effect.gen(function* () {
@@ -36,6 +38,8 @@ const insertBatch = (count: number) =>
       });
     }
     yield* sql.withTransaction((yield* Outbox).insert(events));
+    const committedAt = performance.timeOrigin + performance.now();
+    for (const event of events) commits.push([event.id, committedAt]);
   });
 
 const program = Effect.gen(function* () {
@@ -75,6 +79,7 @@ await new Promise<void>((resolve) => {
   process.send?.({ type: "ready" });
 });
 const result = await runtime.runPromise(program);
-process.send?.({ type: "done", ...result });
+// Exit only once the message is out: a large one (the commit times) is written in several parts.
+await new Promise<void>((resolve) => process.send?.({ type: "done", ...result, commits }, () => resolve()));
 await runtime.dispose();
 process.exit(0);

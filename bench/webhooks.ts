@@ -12,6 +12,8 @@
  * WEBHOOK_BENCH_PG_STATS=1 starts the bench's Postgres with pg_stat_statements and prints the
  * statements that took the most time during the dispatcher's phases, and WEBHOOK_BENCH_CPU_PROF=<file>
  * writes a CPU profile of this process during the dispatcher's phases (for profiling).
+ * WEBHOOK_BENCH_STAGES=1 times each stage of every paced delivery (insert, wake-up, claim, queue, send,
+ * record; bench/webhook-stages.ts) and prints their percentiles, GC pauses and event-loop delay.
  */
 import { type ChildProcess, fork } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -34,6 +36,7 @@ import { AttemptSender } from "../service/webhooks/sender.ts";
 import { signatureHeader } from "../service/webhooks/signature.ts";
 import { loadPgStatements } from "./pg-statements.ts";
 import { writeResults } from "./report.ts";
+import { makeStageRecorder } from "./webhook-stages.ts";
 
 const EVENTS = Number(process.env.WEBHOOK_BENCH_EVENTS ?? 5000);
 const RECEIVERS = Number(process.env.WEBHOOK_BENCH_RECEIVERS ?? 4);
@@ -42,6 +45,7 @@ const SECONDS = Number(process.env.WEBHOOK_BENCH_SECONDS ?? 10);
 const PER_ENDPOINT = 16;
 const TICK_MS = 10;
 const PG_STATS = process.env.WEBHOOK_BENCH_PG_STATS === "1";
+const stages = process.env.WEBHOOK_BENCH_STAGES === "1" ? makeStageRecorder() : undefined;
 
 const dataDir = mkdtempSync(join(tmpdir(), "billing-webhook-bench-"));
 console.log("starting Postgres and the receivers ...");
@@ -65,7 +69,19 @@ const topStatements = () =>
       FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 12`,
   );
 
-const child: ChildProcess = fork("bench/webhook-receivers.ts", [String(RECEIVERS)], { stdio: "inherit" });
+/** Row versions written to the deliveries table (HOT ones add no index entry), since the stats reset. */
+const tableWrites = () =>
+  withSql(
+    postgres.url,
+    (sql) => sql`SELECT relname, n_tup_ins::int AS inserted, n_tup_upd::int AS updated,
+        n_tup_hot_upd::int AS hot_updated FROM pg_stat_user_tables
+      WHERE relname IN ('webhook_deliveries', 'webhook_attempts') ORDER BY relname`,
+  );
+const child: ChildProcess = fork(
+  "bench/webhook-receivers.ts",
+  [String(RECEIVERS), ...(stages ? ["stages"] : [])],
+  { stdio: "inherit" },
+);
 const ask = <T>(type: string): Promise<T> =>
   new Promise((resolve) => {
     const listener = (message: { type: string }) => {
@@ -183,10 +199,12 @@ const secretsKey = Redacted.make(generateSecretsKey());
 const base = Layer.mergeAll(
   databaseLayer(postgres.url, 20),
   SecretBox.layer(secretsKey),
-  AttemptSender.layer({ timeoutMs: 10_000, connectionsPerOrigin: PER_ENDPOINT }),
+  stages
+    ? stages.wrapSender(AttemptSender.layer({ timeoutMs: 10_000, connectionsPerOrigin: PER_ENDPOINT }))
+    : AttemptSender.layer({ timeoutMs: 10_000, connectionsPerOrigin: PER_ENDPOINT }),
 );
 const domain = WebhookEndpoints.layer({ allowPrivateInTest: true }).pipe(
-  Layer.provideMerge(DeliveryStore.layer),
+  Layer.provideMerge(stages ? stages.storeLayer : DeliveryStore.layer),
   Layer.provideMerge(base),
   Layer.provideMerge(Layer.effectDiscard(runMigrations).pipe(Layer.provide(base))),
 );
@@ -211,9 +229,14 @@ await runtime.runPromise(
     for (const url of urls) yield* endpoints.create(caller, { url, events: ["charge.succeeded"] });
   }),
 );
+interface InserterResult {
+  readonly events: number;
+  readonly offered_per_second: number;
+  readonly commits: ReadonlyArray<readonly [string, number]>;
+}
 /** Forks the inserter and waits until it is connected; `run()` starts it and resolves when it is done. */
 const startInserter = (args: string[]) =>
-  new Promise<{ run: () => Promise<{ events: number; offered_per_second: number }> }>((ready, reject) => {
+  new Promise<{ run: () => Promise<InserterResult> }>((ready, reject) => {
     const inserter = fork("bench/webhook-inserter.ts", [postgres.url, merchantId, ...args], {
       stdio: "inherit",
     });
@@ -222,9 +245,7 @@ const startInserter = (args: string[]) =>
       ready({
         run: () =>
           new Promise((resolve) => {
-            inserter.once("message", (message) =>
-              resolve(message as { events: number; offered_per_second: number }),
-            );
+            inserter.once("message", (message) => resolve(message as InserterResult));
             inserter.send({ type: "go" });
           }),
       }),
@@ -264,10 +285,20 @@ const dispatcherBurst = async () => {
 };
 const dispatcherPaced = async (already: number) => {
   const inserter = await startInserter(["paced", String(RATE), String(SECONDS), String(RECEIVERS)]);
-  const { events, offered_per_second } = await inserter.run();
+  stages?.start();
+  const { events, offered_per_second, commits } = await inserter.run();
   const total = events * RECEIVERS;
   await waitForCount(total);
   const recorded = await allRecorded(already + total);
+  if (stages) {
+    const { receipts } = await ask<{ receipts: Array<{ key: string; sentAt: number; receivedAt: number }> }>(
+      "receipts",
+    );
+    const timing = stages.report(receipts, new Map(commits));
+    console.log("paced phase, per delivery:");
+    console.table(timing.table);
+    console.log(JSON.stringify({ ...timing, table: undefined }, null, 1));
+  }
   return {
     offered_per_second,
     deliveries: total,
@@ -285,7 +316,7 @@ const cpuMs = (since: NodeJS.CpuUsage) => {
 console.log(`bare loop: ${EVENTS} × ${RECEIVERS} burst, then ${RATE}/s for ${SECONDS} s ...`);
 const bare = { burst: await bareBurst(), paced: await barePaced() };
 console.log(`dispatcher: ${EVENTS} × ${RECEIVERS} burst, then ${RATE}/s for ${SECONDS} s ...`);
-if (PG_STATS) await withSql(postgres.url, (sql) => sql`SELECT pg_stat_statements_reset()`);
+if (PG_STATS) await withSql(postgres.url, (sql) => sql`SELECT pg_stat_statements_reset(), pg_stat_reset()`);
 const profiler = process.env.WEBHOOK_BENCH_CPU_PROF ? new Session() : undefined;
 if (profiler) {
   profiler.connect();
@@ -294,9 +325,11 @@ if (profiler) {
 }
 const burst = await dispatcherBurst();
 if (PG_STATS) console.table(await topStatements());
-if (PG_STATS) await withSql(postgres.url, (sql) => sql`SELECT pg_stat_statements_reset()`);
+if (PG_STATS) console.table(await tableWrites());
+if (PG_STATS) await withSql(postgres.url, (sql) => sql`SELECT pg_stat_statements_reset(), pg_stat_reset()`);
 const dispatcher = { burst, paced: await dispatcherPaced(burst.deliveries) };
 if (PG_STATS) console.table(await topStatements());
+if (PG_STATS) console.table(await tableWrites());
 if (profiler) {
   const { profile } = await profiler.post("Profiler.stop");
   writeFileSync(process.env.WEBHOOK_BENCH_CPU_PROF ?? "", JSON.stringify(profile));

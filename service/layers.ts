@@ -9,6 +9,7 @@ import { ApiKeys } from "./auth/api-keys.ts";
 import { ConsoleSessions } from "./auth/console-sessions.ts";
 import { CredentialRevocations } from "./auth/credential-cache.ts";
 import { ChainClients } from "./chains/chain-clients.ts";
+import { ChainHeads } from "./chains/chain-heads.ts";
 import { ChainWatch, indexerWatchdog } from "./chains/indexer-watchdog.ts";
 import { MerchantChains } from "./chains/merchant-chains.ts";
 import { ChainRegistry } from "./chains/registry.ts";
@@ -79,14 +80,17 @@ export const loggingLayer = (config: Pick<ServiceConfig, "logFormat" | "logLevel
   Layer.mergeAll(
     Logger.layer([config.logFormat === "json" ? Logger.consoleJson : Logger.consoleLogFmt]),
     Layer.succeed(References.MinimumLogLevel, config.logLevel),
+    // No tracer exports spans, so none are built (@effect/sql-pg made one per statement, per request).
+    Layer.succeed(References.TracerEnabled, false),
   );
 
 /** Postgres, the chains and the process's configuration, with the schema migrated before anything uses it. */
 export const infrastructureLayer = (config: ServiceConfig) => {
   const base = Layer.mergeAll(
     databaseLayer(config.databaseUrl, config.databasePoolSize),
-    ChainRegistry.fromFile(config.chainsFile),
-    ChainClients.layer,
+    ChainHeads.layer().pipe(
+      Layer.provideMerge(Layer.mergeAll(ChainRegistry.fromFile(config.chainsFile), ChainClients.layer)),
+    ),
     PublicUrl.layer(config.publicUrl ?? `http://${config.host}:${config.port}`),
     SecretBox.layer(config.webhooks.secretsKey),
     Metrics.layer,

@@ -66,6 +66,17 @@ export class ChainClients extends Context.Service<
       functionName: EscrowFunction,
       args: readonly unknown[],
     ) => Effect.Effect<void, EscrowRevert | ChainUnavailable>;
+    /**
+     * Gas an escrow call from `from` uses on the pending state (one `eth_createAccessList` run), so a
+     * caller that sends it needs no second run; fails when it would revert or the node could not say
+     * (the caller then learns why from `simulateOutcome`).
+     */
+    readonly measureEscrow: (
+      chain: ResolvedChain,
+      from: Hex,
+      functionName: EscrowFunction,
+      args: readonly unknown[],
+    ) => Effect.Effect<bigint, ChainUnavailable>;
     /** The same simulation with a revert as its result: undefined when the call would succeed. */
     readonly simulateOutcome: (
       chain: ResolvedChain,
@@ -132,6 +143,22 @@ export class ChainClients extends Context.Service<
             : Effect.fail(new EscrowRevert({ errorName: name, message: firstLine(error) }));
         }),
       );
+    const measureEscrow = (
+      chain: ResolvedChain,
+      from: Hex,
+      functionName: EscrowFunction,
+      args: readonly unknown[],
+    ) =>
+      rpc(chain, `gas of ${functionName}`, () =>
+        client(chain)
+          .createAccessList({
+            account: from,
+            to: chain.escrow.address,
+            data: escrowCallData(functionName, args),
+            blockTag: "pending",
+          })
+          .then((result) => result.gasUsed),
+      );
     const simulateOutcome = (
       chain: ResolvedChain,
       from: Hex,
@@ -142,7 +169,7 @@ export class ChainClients extends Context.Service<
         Effect.as(undefined),
         Effect.catchTag("EscrowRevert", (revert: EscrowRevert) => Effect.succeed(revert)),
       );
-    return { client, latestTime, latestBlock, simulateEscrow, simulateOutcome, rpc };
+    return { client, latestTime, latestBlock, simulateEscrow, measureEscrow, simulateOutcome, rpc };
   });
 }
 

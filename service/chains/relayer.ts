@@ -7,7 +7,7 @@
  *   charge batches) never wait for each other's transactions; the tracker's gap filling takes it
  *   exclusively.
  * - Simulated first: a transaction that would revert fails `eth_createAccessList`, so it is never recorded or
- *   sent (no gas spent).
+ *   sent (no gas spent). A caller that just ran the same call that way passes the gas it used instead.
  * - Committed before broadcast: the signed bytes are stored first (inside the caller's transaction, when
  *   there is one, and broadcast after it commits), so a lost broadcast is healed by the tracker
  *   (relayer-tracker.ts), which re-sends the same bytes or replaces them with higher fees.
@@ -56,6 +56,11 @@ export interface RelayerSubmission {
    * another purpose of the same action returns that attempt instead of sending a second one.
    */
   readonly action?: string;
+  /**
+   * Gas the caller's own run of exactly this call used (`ChainClients.measureEscrow`), so the relayer
+   * does not run it again; without it the relayer measures.
+   */
+  readonly gasUsed?: bigint;
 }
 
 export interface RelayedTransaction {
@@ -155,17 +160,19 @@ const make = Effect.gen(function* () {
       const answered = yield* existing(chainId, tx);
       if (answered) return answered;
       const client = clients.client(chain);
-      const gas = yield* Effect.tryPromise({
-        // One execution's gas (eth_createAccessList) rather than eth_estimateGas's search, which ran
-        // the call about six times: 1.8 s for a chargeMany of 200 on anvil against 0.3 s for one run.
-        try: () =>
-          client.createAccessList({ account: address, to: tx.to, data: tx.data }).then((r) => r.gasUsed),
-        catch: (error) =>
-          new RelayerError({
-            reason: "simulation_failed",
-            message: String(error).split("\n")[0] ?? "reverted",
-          }),
-      });
+      const gas =
+        tx.gasUsed ??
+        (yield* Effect.tryPromise({
+          // One execution's gas (eth_createAccessList) rather than eth_estimateGas's search, which ran
+          // the call about six times: 1.8 s for a chargeMany of 200 on anvil against 0.3 s for one run.
+          try: () =>
+            client.createAccessList({ account: address, to: tx.to, data: tx.data }).then((r) => r.gasUsed),
+          catch: (error) =>
+            new RelayerError({
+              reason: "simulation_failed",
+              message: String(error).split("\n")[0] ?? "reverted",
+            }),
+        }));
       const fees = yield* account.rpc("fees", () => client.estimateFeesPerGas());
       const nodePending = yield* account.rpc("nonce", () =>
         client.getTransactionCount({ address, blockTag: "pending" }),

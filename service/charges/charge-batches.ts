@@ -6,7 +6,7 @@
  * situation, with an event). The escrow's batch is all-or-nothing, so a batch that would revert is
  * split in halves until the charges that fail stand alone (find-failures.ts).
  */
-import { Array as Arr, Context, Effect, Layer, Result } from "effect";
+import { Array as Arr, Context, Effect, Layer, Option, Result } from "effect";
 import type { SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import { periodIndexAt, periodStart } from "../../src/ledger/period.ts";
@@ -149,10 +149,25 @@ const make = Effect.gen(function* () {
           .pipe(Effect.mapError(unavailable)),
     );
 
+  /** The call that charges `batch`: `charge` for one, `chargeMany` for more. */
+  const chargeCall = (batch: ReadonlyArray<Checked>) => {
+    const [only] = batch;
+    return batch.length === 1 && only !== undefined
+      ? { functionName: "charge" as const, args: [only.onchainId, only.amount] }
+      : { functionName: "chargeMany" as const, args: chargeManyArgs(batch) };
+  };
+
   /** Records one chain's checked charges and sends those that would succeed in one transaction. */
   const sendChain = (chain: ResolvedChain, batch: ReadonlyArray<Checked>) =>
     Effect.gen(function* () {
-      const failures = yield* simulate(chain, batch);
+      // Usually the whole batch succeeds: one run of it gives the relayer its gas too. Otherwise the
+      // simulations find which charges fail, and the relayer measures what is left.
+      const whole = chargeCall(batch);
+      const operator = batch[0]?.mandate.operator_address as Hex;
+      const measured = yield* clients
+        .measureEscrow(chain, operator, whole.functionName, whole.args)
+        .pipe(Effect.option);
+      const failures = Option.isSome(measured) ? batch.map(() => undefined) : yield* simulate(chain, batch);
       const outcomes: ChargeOutcome[] = [];
       const sending: { checked: Checked; id: string }[] = [];
       for (const [i, checked] of batch.entries()) {
@@ -188,6 +203,7 @@ const make = Effect.gen(function* () {
       }
       if (!Arr.isReadonlyArrayNonEmpty(sending)) return outcomes;
       const single = sending[0];
+      const call = chargeCall(sending.map((s) => s.checked));
       const purpose =
         sending.length === 1
           ? chargePurpose(
@@ -215,11 +231,9 @@ const make = Effect.gen(function* () {
       yield* relayer
         .submit(chain.id, {
           to: chain.escrow.address,
-          data:
-            sending.length === 1
-              ? escrowCallData("charge", [single.checked.onchainId, single.checked.amount])
-              : escrowCallData("chargeMany", chargeManyArgs(sending.map((s) => s.checked))),
+          data: escrowCallData(call.functionName, call.args),
           purpose,
+          ...(Option.isSome(measured) ? { gasUsed: measured.value } : {}),
         })
         .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
       return outcomes;

@@ -7,6 +7,7 @@ import { Context, Effect, Layer, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { unavailable } from "../chains/unavailable.ts";
@@ -64,6 +65,7 @@ export class Charges extends Context.Service<
     Effect.gen(function* () {
       const registry = yield* ChainRegistry;
       const clients = yield* ChainClients;
+      const heads = yield* ChainHeads;
       const relayer = yield* Relayer;
       const batches = yield* ChargeBatches;
       const store = yield* ChargeStore;
@@ -103,7 +105,7 @@ export class Charges extends Context.Service<
             );
           if (charge.pending_action !== null)
             return yield* refuse(`A ${charge.pending_action} of this charge is already under way.`);
-          const now = yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable));
+          const now = yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable));
           if (now >= charge.release_at)
             return yield* refuse("The hold has ended; the money is being released to you.");
           const mandate = yield* mandates.load(scope, charge.mandate_id);

@@ -10,32 +10,34 @@ import { Effect, Queue, type Scope } from "effect";
 
 export const RELISTEN_AFTER = "1 second";
 
-/** A queue holding at most one pending wake-up for `channel`, kept alive for the enclosing scope. */
+/** A queue holding at most one pending wake-up for any of `channels`, kept alive for the enclosing scope. */
 export const wakeUps = (
-  channel: string,
+  ...channels: ReadonlyArray<string>
 ): Effect.Effect<Queue.Dequeue<void>, never, PgClient.PgClient | Scope.Scope> =>
   Effect.gen(function* () {
     const pg = yield* PgClient.PgClient;
     const wake = yield* Queue.sliding<void>(1);
-    const listening = Effect.scoped(
-      Effect.gen(function* () {
-        const notifications = yield* pg.listen(channel);
-        yield* Queue.offer(wake, undefined);
-        return yield* Queue.take(notifications).pipe(
-          Effect.andThen(Queue.offer(wake, undefined)),
-          Effect.forever,
-        );
-      }),
-    );
-    yield* Effect.forkScoped(
-      listening.pipe(
-        Effect.catchCause((cause) =>
-          Effect.logWarning(`listening on ${channel} failed; listening again`, cause).pipe(
-            Effect.andThen(Effect.sleep(RELISTEN_AFTER)),
+    for (const channel of channels) {
+      const listening = Effect.scoped(
+        Effect.gen(function* () {
+          const notifications = yield* pg.listen(channel);
+          yield* Queue.offer(wake, undefined);
+          return yield* Queue.take(notifications).pipe(
+            Effect.andThen(Queue.offer(wake, undefined)),
+            Effect.forever,
+          );
+        }),
+      );
+      yield* Effect.forkScoped(
+        listening.pipe(
+          Effect.catchCause((cause) =>
+            Effect.logWarning(`listening on ${channel} failed; listening again`, cause).pipe(
+              Effect.andThen(Effect.sleep(RELISTEN_AFTER)),
+            ),
           ),
+          Effect.forever,
         ),
-        Effect.forever,
-      ),
-    );
+      );
+    }
     return wake;
   });

@@ -13,6 +13,19 @@ export type Fragment = Statement.Fragment;
 /** SQL text written by us, once (a column list, a join): never anything a caller sent. */
 export const fixed = (text: string): Fragment => Statement.fragment([Statement.literal(text)]);
 
+/**
+ * A column of values for `unnest`, cast to its type. The driver cannot infer the type of an array whose
+ * every element is null (and refuses it), so such a column is written as an `array_fill` of nulls.
+ */
+export const nullableArray = (
+  sql: SqlClient.SqlClient,
+  values: ReadonlyArray<string | number | Date | null>,
+  type: "text" | "int" | "timestamptz",
+): Fragment =>
+  values.some((value) => value !== null)
+    ? sql`${values}::${fixed(type)}[]`
+    : sql`array_fill(NULL::${fixed(type)}, ARRAY[${values.length}::int])`;
+
 export interface Relation<A> {
   /** `FROM` target: a table with its alias, or a join. */
   readonly from: Fragment;

@@ -68,8 +68,10 @@ const make = Effect.gen(function* () {
   const insert = (events: ReadonlyArray<NewEvent>) =>
     Effect.gen(function* () {
       if (!Arr.isReadonlyArrayNonEmpty(events)) return [] as string[];
+      // The notification goes out with the insert (a statement fewer per batch); Postgres delivers it at
+      // commit, and only when a row was inserted.
       const inserted = yield* sql`
-        INSERT INTO billing.events ${sql.insert(
+        WITH inserted AS (INSERT INTO billing.events ${sql.insert(
           Arr.map(events, (event) => ({
             id: event.id,
             merchant_id: event.merchantId,
@@ -84,10 +86,11 @@ const make = Effect.gen(function* () {
             log_index: event.onchain?.logIndex ?? null,
           })),
         )}
-        ON CONFLICT DO NOTHING
-        RETURNING id`.pipe(Effect.flatMap(decodeIds));
+          ON CONFLICT DO NOTHING
+          RETURNING id),
+        notified AS (SELECT pg_notify(${EVENTS_CHANNEL}, count(*)::text) FROM inserted HAVING count(*) > 0)
+        SELECT id FROM inserted WHERE (SELECT count(*) FROM notified) >= 0`.pipe(Effect.flatMap(decodeIds));
       if (inserted.length === 0) return [] as string[];
-      yield* sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${String(inserted.length)})`;
       const ids = new Set(inserted.map((row) => row.id));
       yield* fanOut.deliver(events.filter((event) => ids.has(event.id)));
       return [...ids];

@@ -3,13 +3,15 @@
  * the handler's own writes and holds the first response (status and exact body text):
  * - a concurrent duplicate blocks on the uncommitted insert, then replays the committed response;
  * - the same key with another method, path or body is refused with 409 `idempotency_key_reused`;
- * - a handler error the caller caused (4xx) is stored and replayed, its writes rolled back;
+ * - a handler error the caller caused (4xx) is stored and replayed, its writes rolled back (the attempt's
+ *   transaction rolls back and the reply is stored after it; a duplicate that arrives in between runs
+ *   the handler itself, and whichever reply is stored first is the one every later duplicate gets);
  * - a failure on our side (5xx, including a 503 for an unreachable chain) stores nothing and fails the
  *   request as such, so retrying with the same key is safe.
  * Records are kept for IDEMPOTENCY_RETENTION_HOURS (default 24) and then deleted by a worker.
  */
 import { createHash } from "node:crypto";
-import { Context, Duration, Effect, Layer, Schema } from "effect";
+import { Context, Data, Duration, Effect, Layer, Schema } from "effect";
 import { SqlClient, SqlError } from "effect/sql";
 import { decodeRows } from "../db/rows.ts";
 import { IdempotencyError } from "../errors.ts";
@@ -68,6 +70,9 @@ export interface Reply {
   readonly bodyText: string;
 }
 
+/** A reply the caller caused: its attempt's writes are rolled back, the reply is stored. */
+class Refused extends Data.TaggedError("IdempotencyRefused")<{ readonly reply: Reply }> {}
+
 export class Idempotency extends Context.Service<
   Idempotency,
   {
@@ -96,43 +101,44 @@ export class Idempotency extends Context.Service<
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient;
 
+        /** The record someone else stored under the key: its reply, or a 409 when its request differs. */
+        const replayExisting = (apiKeyId: string, key: string, fingerprint: Buffer) =>
+          Effect.gen(function* () {
+            const [existing] = yield* sql`
+              SELECT request_sha256, status, response_body FROM billing.idempotency_keys
+              WHERE api_key_id = ${apiKeyId} AND key = ${key}`.pipe(Effect.flatMap(decodeExisting));
+            if (existing === undefined) return yield* Effect.die(new Error("idempotency record vanished"));
+            if (!Buffer.from(existing.request_sha256).equals(fingerprint))
+              return yield* new IdempotencyError({
+                status: 409,
+                code: "idempotency_key_reused",
+                message:
+                  "This Idempotency-Key was already used with a different request (method, path or body). Use a new key for a new request.",
+              });
+            return { status: existing.status, bodyText: existing.response_body, replayed: true };
+          });
+
         const run = <E, R>(
           apiKeyId: string,
           request: IdempotentRequest,
           handler: Effect.Effect<Reply, E, R>,
           storable: (failure: E) => Reply | undefined,
-        ) =>
-          sql.withTransaction(
+        ) => {
+          const fingerprint = requestFingerprint(request);
+          const record = (status: number, bodyText: string) => sql`
+            INSERT INTO billing.idempotency_keys
+              (api_key_id, key, request_sha256, method, path, status, response_body)
+            VALUES (${apiKeyId}, ${request.key}, ${fingerprint}, ${request.method}, ${request.path}, ${status}, ${bodyText})
+            ON CONFLICT (api_key_id, key) DO NOTHING
+            RETURNING 1 AS inserted`;
+          const attempt = sql.withTransaction(
             Effect.gen(function* () {
-              const fingerprint = requestFingerprint(request);
-              const inserted = yield* sql`
-                INSERT INTO billing.idempotency_keys
-                  (api_key_id, key, request_sha256, method, path, status, response_body)
-                VALUES (${apiKeyId}, ${request.key}, ${fingerprint}, ${request.method}, ${request.path}, 0, '')
-                ON CONFLICT (api_key_id, key) DO NOTHING
-                RETURNING 1 AS inserted`;
-              if (inserted.length === 0) {
-                const [existing] = yield* sql`
-                  SELECT request_sha256, status, response_body FROM billing.idempotency_keys
-                  WHERE api_key_id = ${apiKeyId} AND key = ${request.key}`.pipe(
-                  Effect.flatMap(decodeExisting),
-                );
-                if (existing === undefined)
-                  return yield* Effect.die(new Error("idempotency record vanished"));
-                if (!Buffer.from(existing.request_sha256).equals(fingerprint))
-                  return yield* new IdempotencyError({
-                    status: 409,
-                    code: "idempotency_key_reused",
-                    message:
-                      "This Idempotency-Key was already used with a different request (method, path or body). Use a new key for a new request.",
-                  });
-                return { status: existing.status, bodyText: existing.response_body, replayed: true };
-              }
-              // The handler runs in a savepoint: a caller's error rolls back its writes but is still stored.
-              const outcome = yield* sql.withTransaction(handler).pipe(
-                Effect.catch((failure: E | SqlError.SqlError) => {
-                  const reply = failure instanceof SqlError.SqlError ? undefined : storable(failure as E);
-                  return reply ? Effect.succeed(reply) : Effect.fail(failure);
+              const inserted = yield* record(0, "");
+              if (inserted.length === 0) return yield* replayExisting(apiKeyId, request.key, fingerprint);
+              const outcome = yield* handler.pipe(
+                Effect.catch((failure: E): Effect.Effect<never, E | Refused> => {
+                  const reply = failure instanceof SqlError.SqlError ? undefined : storable(failure);
+                  return reply ? Effect.fail(new Refused({ reply })) : Effect.fail(failure);
                 }),
               );
               yield* sql`UPDATE billing.idempotency_keys SET status = ${outcome.status}, response_body = ${outcome.bodyText}
@@ -140,6 +146,21 @@ export class Idempotency extends Context.Service<
               return { ...outcome, replayed: false };
             }),
           );
+          // A refusal rolls the whole attempt back (no savepoint round trips on the way to a success),
+          // then stores its reply on its own. A duplicate that took the key meanwhile ran the handler
+          // itself; its stored reply is the one replayed.
+          return attempt.pipe(
+            Effect.catch((failure) =>
+              failure instanceof Refused
+                ? Effect.flatMap(record(failure.reply.status, failure.reply.bodyText), (inserted) =>
+                    inserted.length === 0
+                      ? replayExisting(apiKeyId, request.key, fingerprint)
+                      : Effect.succeed({ ...failure.reply, replayed: false }),
+                  )
+                : Effect.fail(failure),
+            ),
+          );
+        };
 
         const purgeExpired = sql`
           DELETE FROM billing.idempotency_keys

@@ -10,6 +10,7 @@ import { SqlClient, type SqlError } from "effect/sql";
 import { encodeFunctionData, erc20Abi, getAddress, type Hex, isAddress, parseSignature } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { ChainClients, type ChainUnavailable, escrowCallData } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -80,6 +81,7 @@ const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
   const registry = yield* ChainRegistry;
   const clients = yield* ChainClients;
+  const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const store = yield* MandateStore;
   const tokens = yield* TokenReads;
@@ -166,7 +168,7 @@ const make = Effect.gen(function* () {
       const [onchain, latest, state] = yield* Effect.all(
         [
           onchainNonce(chain, onchainMandateId(customer, BigInt(mandate.salt))),
-          clients.latestTime(chain).pipe(Effect.mapError(unavailable)),
+          heads.latestTime(chain).pipe(Effect.mapError(unavailable)),
           tokenState.pipe(Effect.mapError(unavailable)),
         ],
         { concurrency: "unbounded" },
@@ -258,10 +260,7 @@ const make = Effect.gen(function* () {
           "terms",
         );
       const [now, onchain] = yield* Effect.all(
-        [
-          clients.latestTime(chain).pipe(Effect.mapError(unavailable)),
-          onchainNonce(chain, expected.mandateId),
-        ],
+        [heads.latestTime(chain).pipe(Effect.mapError(unavailable)), onchainNonce(chain, expected.mandateId)],
         { concurrency: "unbounded" },
       );
       if (deadline < now)

@@ -8,7 +8,7 @@ import { Context, Effect, Layer, Result, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import { chooseChain, chooseToken, requireRecurringOpen } from "../chains/chain-choice.ts";
-import { ChainClients } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import type { TokenObject } from "../chains/objects.ts";
@@ -103,13 +103,13 @@ export class Mandates extends Context.Service<
   static readonly layer: Layer.Layer<
     Mandates,
     never,
-    MandateStore | ChainRegistry | MerchantChains | ChainClients | Relayer | PublicUrl
+    MandateStore | ChainRegistry | MerchantChains | ChainHeads | Relayer | PublicUrl
   > = Layer.effect(
     Mandates,
     Effect.gen(function* () {
       const registry = yield* ChainRegistry;
       const merchantChains = yield* MerchantChains;
-      const clients = yield* ChainClients;
+      const heads = yield* ChainHeads;
       const relayer = yield* Relayer;
       const { url: publicUrl } = yield* PublicUrl;
       const store = yield* MandateStore;
@@ -122,7 +122,7 @@ export class Mandates extends Context.Service<
           const operator = relayer.address;
           if (!operator) return yield* relayerUnavailable("open mandates");
           // Period 0 starts now, as the chain tells time (a test clock moves it).
-          const anchor = yield* clients.latestTime(terms.chain).pipe(Effect.mapError(unavailable));
+          const anchor = yield* heads.latestTime(terms.chain).pipe(Effect.mapError(unavailable));
           return yield* store.insert({
             scope,
             chainId: terms.chain.id,

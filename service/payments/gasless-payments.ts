@@ -25,6 +25,7 @@ import {
   verifyTypedData,
 } from "viem";
 import { ChainClients, ChainUnavailable } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -149,6 +150,7 @@ const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
   const registry = yield* ChainRegistry;
   const clients = yield* ChainClients;
+  const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const store = yield* PaymentStore;
   const sessions = yield* PaySessions;
@@ -257,7 +259,7 @@ const make = Effect.gen(function* () {
           "gasless_unsupported",
           "This payment's token has no transfer by authorization (EIP-3009); send it with a transfer from your wallet.",
         );
-      const now = yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable));
+      const now = yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable));
       yield* checkPayable(payment, now);
       const problemWith = (row: PaymentRow) => {
         const decimals = tokenOf(chain, token)?.decimals ?? 0;

@@ -19,6 +19,7 @@ import {
 } from "viem";
 import { PAYMENT_STATUSES } from "../../src/ledger/payment-machine.ts";
 import { ChainClients } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -136,6 +137,7 @@ export const chainOfPayment = (registry: ChainRegistry["Service"], payment: Paym
 const make = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
   const clients = yield* ChainClients;
+  const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const store = yield* PaymentStore;
   const merchants = yield* Merchants;
@@ -227,7 +229,7 @@ const make = Effect.gen(function* () {
       const [now, gasless, transfers, sent] = yield* Effect.all(
         [
           // A chain that does not answer for a moment: our clock stands in for its time.
-          clients
+          heads
             .latestTime(chain)
             .pipe(Effect.catch(() => Effect.map(Clock.currentTimeMillis, (ms) => Math.floor(ms / 1000)))),
           gaslessDomain(chain, payment.token_address as Hex),

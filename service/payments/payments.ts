@@ -11,6 +11,7 @@ import { getAddress, type Hex, isAddress } from "viem";
 import { PAYMENT_STATUSES } from "../../src/ledger/payment-machine.ts";
 import { chooseChain, chooseToken, requirePaymentsOpen } from "../chains/chain-choice.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -115,6 +116,7 @@ export class Payments extends Context.Service<
       const registry = yield* ChainRegistry;
       const merchantChains = yield* MerchantChains;
       const clients = yield* ChainClients;
+      const heads = yield* ChainHeads;
       const relayer = yield* Relayer;
       const store = yield* PaymentStore;
       const renderer = yield* PaymentRender;
@@ -132,7 +134,7 @@ export class Payments extends Context.Service<
           const operator = relayer.address;
           if (!operator) return yield* relayerUnavailable("take payments");
           // Expiry counts in chain time, as the chain tells it (a test clock moves it).
-          const head = yield* clients.latestBlock(chain).pipe(Effect.mapError(unavailable));
+          const head = yield* heads.latestBlock(chain).pipe(Effect.mapError(unavailable));
           const now = head.timestamp;
           const terms = {
             paymentId: `0x${randomBytes(32).toString("hex")}` as Hex,
@@ -205,7 +207,7 @@ export class Payments extends Context.Service<
             return yield* notReturnable(
               `A ${row.pending_action} of this payment's funds is already under way.`,
             );
-          const now = yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable));
+          const now = yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable));
           if (row.release_at !== null && now >= row.release_at)
             return yield* notReturnable("The hold has ended; the funds are being released to you.");
           const payer = yield* payerOf(row.id);

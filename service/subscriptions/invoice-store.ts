@@ -42,6 +42,8 @@ export interface NewInvoice {
   readonly periodStart: number;
   readonly periodEnd: number;
   readonly totals: InvoiceTotals;
+  /** Its first charge attempt is made in the transaction that writes it (counted as `markAttempted` would). */
+  readonly attempted: boolean;
 }
 
 /** An open invoice with what charging it needs. */
@@ -192,6 +194,7 @@ const make = Effect.gen(function* () {
               subtotal: invoice.totals.subtotal.toString(),
               discount: invoice.totals.discount.toString(),
               total: invoice.totals.total.toString(),
+              attempt_count: invoice.attempted ? 1 : 0,
             })),
           )} ON CONFLICT (subscription_id, period) DO NOTHING RETURNING id`.pipe(
             Effect.flatMap(decodeIds),

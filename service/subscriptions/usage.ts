@@ -7,7 +7,7 @@
 import { Context, Effect, Layer, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import { periodIndexAt } from "../../src/ledger/period.ts";
-import { ChainClients } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import { tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { unavailable } from "../chains/unavailable.ts";
@@ -80,7 +80,7 @@ export class Usage extends Context.Service<
     Usage,
     Effect.gen(function* () {
       const registry = yield* ChainRegistry;
-      const clients = yield* ChainClients;
+      const heads = yield* ChainHeads;
       const subscriptions = yield* Subscriptions;
       const subscriptionStore = yield* SubscriptionStore;
       const prices = yield* Prices;
@@ -106,7 +106,7 @@ export class Usage extends Context.Service<
             );
           const chain = registry.byId(row.chain_id);
           if (!chain) return yield* Effect.die(new Error(`subscription ${row.id} is on an unknown chain`));
-          const now = yield* clients.latestTime(chain).pipe(Effect.mapError(unavailable));
+          const now = yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable));
           const period = periodIndexAt(row.anchor, now) ?? 0;
           const { totals } = yield* drafts.draft({
             chain,

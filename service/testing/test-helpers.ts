@@ -10,6 +10,7 @@ import { encodeFunctionData, type Hex, parseAbi } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { chooseChain } from "../chains/chain-choice.ts";
 import { ChainClients } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import { tokenOf } from "../chains/config.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
@@ -85,6 +86,7 @@ export class TestHelpers extends Context.Service<
       const sql = yield* SqlClient.SqlClient;
       const registry = yield* ChainRegistry;
       const clients = yield* ChainClients;
+      const heads = yield* ChainHeads;
       const relayer = yield* Relayer;
       const mandates = yield* Mandates;
       const store = yield* MandateStore;
@@ -238,16 +240,20 @@ export class TestHelpers extends Context.Service<
               param: "chain",
             });
           const client = clients.client(chain);
-          const now = yield* clients
+          yield* clients
             .rpc(chain, "advance", async () => {
               await client.request({
                 method: "evm_increaseTime",
                 params: [`0x${input.seconds.toString(16)}`],
               } as never);
               await client.request({ method: "evm_mine", params: [] } as never);
-              return Number((await client.getBlock({ blockTag: "latest" })).timestamp);
             })
             .pipe(Effect.mapError((e) => unavailable(e.message)));
+          // This process's requests see the new time at once, not after the head's subscription.
+          const now = yield* heads.refresh(chain).pipe(
+            Effect.map((head) => head.timestamp),
+            Effect.mapError((e) => unavailable(e.message)),
+          );
           return { object: "test_clock" as const, chain: chain.id, advanced_by: input.seconds, now };
         });
 

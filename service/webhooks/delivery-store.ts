@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { PgClient } from "@effect/sql-pg";
 import { Array as Arr, Clock, Context, Effect, Layer, Schema } from "effect";
-import { type PageRequest, pageRows, relation } from "../db/query.ts";
+import { nullableArray, type PageRequest, pageRows, relation } from "../db/query.ts";
 import { decodeRows } from "../db/rows.ts";
 import { EventObject } from "../events/events.ts";
 import type { FannedEvent } from "../events/outbox.ts";
@@ -58,8 +58,9 @@ export type DeliveryRow = typeof DeliveryRow.Type;
 const DELIVERIES = relation({
   from: "billing.webhook_deliveries d JOIN billing.webhook_endpoints w ON w.id = d.endpoint_id",
   alias: "d",
+  // While a lease runs, the next try is no sooner than its end.
   columns: `d.id, d.endpoint_id, d.event_id, d.event_type, d.trigger, d.status, d.attempt_count,
-    d.next_attempt_at, d.created_at, w.livemode`,
+    GREATEST(d.next_attempt_at, d.leased_until) AS next_attempt_at, d.created_at, w.livemode`,
   row: DeliveryRow,
 });
 
@@ -149,22 +150,25 @@ const make = Effect.gen(function* () {
     });
 
   /**
-   * Leases up to `limit` due deliveries, at most `perEndpoint - busy[endpoint]` per endpoint, skipping
-   * rows another process is claiming right now. Each endpoint with due deliveries gets its share before
-   * the overall limit cuts, so a backlog at one endpoint does not starve the others.
+   * Leases up to `limit` due deliveries (pending, due, and not leased already), at most
+   * `perEndpoint - busy[endpoint]` per endpoint, skipping rows another process is claiming right now.
+   * Each endpoint with due deliveries gets its share before the overall limit cuts, so a backlog at one
+   * endpoint does not starve the others.
    */
   const claimDue = (input: ClaimRequest) => {
     const now = new Date(input.now);
+    const unleased = sql`(leased_until IS NULL OR leased_until <= ${now})`;
     const busy = JSON.stringify(Object.fromEntries(input.busy));
     return sql`
       WITH RECURSIVE due AS (
         -- The endpoints with due deliveries, by a skip scan of the due index: one probe per endpoint
         -- rather than a read of every due row.
         (SELECT endpoint_id FROM billing.webhook_deliveries
-         WHERE status = 'pending' AND next_attempt_at <= ${now} ORDER BY endpoint_id LIMIT 1)
+         WHERE status = 'pending' AND next_attempt_at <= ${now} AND ${unleased} ORDER BY endpoint_id LIMIT 1)
         UNION ALL
         SELECT (SELECT d.endpoint_id FROM billing.webhook_deliveries d
-                WHERE d.status = 'pending' AND d.next_attempt_at <= ${now} AND d.endpoint_id > due.endpoint_id
+                WHERE d.status = 'pending' AND d.next_attempt_at <= ${now} AND ${unleased}
+                  AND d.endpoint_id > due.endpoint_id
                 ORDER BY d.endpoint_id LIMIT 1)
         FROM due WHERE due.endpoint_id IS NOT NULL
       ), busy AS (
@@ -179,14 +183,15 @@ const make = Effect.gen(function* () {
       ), picked AS (
         SELECT p.id FROM eligible e CROSS JOIN LATERAL (
           SELECT d.id FROM billing.webhook_deliveries d
-          WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${now}
+          WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${now} AND ${unleased}
           ORDER BY d.next_attempt_at
           LIMIT e.room
           FOR UPDATE SKIP LOCKED
         ) p
         LIMIT ${input.limit}
       ), claimed AS (
-        UPDATE billing.webhook_deliveries d SET next_attempt_at = ${new Date(input.now + input.leaseMs)}
+        -- Only the lease changes: a column outside every index, so a HOT update (migration 0016).
+        UPDATE billing.webhook_deliveries d SET leased_until = ${new Date(input.now + input.leaseMs)}
         FROM picked WHERE d.id = picked.id
         RETURNING d.id, d.endpoint_id, d.event_id, d.attempt_count
       ), relaxed AS MATERIALIZED (
@@ -207,25 +212,38 @@ const make = Effect.gen(function* () {
    */
   const recordOutcomes = (outcomes: ReadonlyArray<RecordedOutcome>, random: () => number) => {
     if (outcomes.length === 0) return Effect.void;
-    const rows = outcomes.map((o) => {
-      const next = nextState(o.number, o.outcome.ok, o.attemptedAt, random());
-      return {
-        id: o.deliveryId,
-        number: o.number,
-        attempted_at: new Date(o.attemptedAt).toISOString(),
-        status_code: o.outcome.statusCode,
-        duration_ms: o.outcome.durationMs,
-        error: o.outcome.error,
-        response_body: o.outcome.responseBody,
-        status: next.status,
-        next_attempt_at: next.nextAttemptAt === null ? null : new Date(next.nextAttemptAt).toISOString(),
-      };
-    });
+    const next = outcomes.map((o) => nextState(o.number, o.outcome.ok, o.attemptedAt, random()));
+    const ids = outcomes.map((o) => o.deliveryId);
+    // One array per column, unnested together (nullable ones may be all null: see nullableArray).
+    const numbers = outcomes.map((o) => o.number);
+    const attemptedAt = outcomes.map((o) => new Date(o.attemptedAt));
+    const statusCodes = nullableArray(
+      sql,
+      outcomes.map((o) => o.outcome.statusCode),
+      "int",
+    );
+    const durations = outcomes.map((o) => o.outcome.durationMs);
+    const errors = nullableArray(
+      sql,
+      outcomes.map((o) => o.outcome.error),
+      "text",
+    );
+    const bodies = nullableArray(
+      sql,
+      outcomes.map((o) => o.outcome.responseBody),
+      "text",
+    );
+    const statuses = next.map((state) => state.status);
+    const nextAttemptAt = nullableArray(
+      sql,
+      next.map((state) => (state.nextAttemptAt === null ? null : new Date(state.nextAttemptAt))),
+      "timestamptz",
+    );
     return Effect.asVoid(sql`
       WITH input AS (
-        SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(
-          id text, number int, attempted_at timestamptz, status_code int, duration_ms int, error text,
-          response_body text, status text, next_attempt_at timestamptz)
+        SELECT * FROM unnest(${ids}::text[], ${numbers}::int[], ${attemptedAt}::timestamptz[], ${statusCodes},
+                             ${durations}::int[], ${errors}, ${bodies}, ${statuses}::text[], ${nextAttemptAt})
+          AS v(id, number, attempted_at, status_code, duration_ms, error, response_body, status, next_attempt_at)
       ), attempts AS (
         INSERT INTO billing.webhook_attempts
           (delivery_id, number, attempted_at, status_code, duration_ms, error, response_body)
@@ -234,17 +252,19 @@ const make = Effect.gen(function* () {
       )
       -- Guarded per column rather than in WHERE, and the ids given as an array too, so that the rows are
       -- found by their primary key whatever the planner believes about the table (a join on the
-      -- recordset alone was planned as a sequential scan of every delivery).
+      -- input alone was planned as a sequential scan of every delivery).
       UPDATE billing.webhook_deliveries d
       SET status = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1 THEN v.status ELSE d.status END,
           next_attempt_at = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
                                  THEN v.next_attempt_at ELSE d.next_attempt_at END,
           last_attempt_at = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
                                  THEN v.attempted_at ELSE d.last_attempt_at END,
+          leased_until = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
+                              THEN NULL ELSE d.leased_until END,
           attempt_count = CASE WHEN d.status = 'pending' AND d.attempt_count = v.number - 1
                                THEN v.number ELSE d.attempt_count END
       FROM input v
-      WHERE d.id = ANY (${rows.map((row) => row.id)}::text[]) AND d.id = v.id`);
+      WHERE d.id = ANY (${ids}::text[]) AND d.id = v.id`);
   };
 
   return {
@@ -254,11 +274,12 @@ const make = Effect.gen(function* () {
     recordOutcomes,
     /** Looked at again at `at` without counting an attempt (the deployment could not send it). */
     defer: (id: string, at: number) =>
-      Effect.asVoid(sql`UPDATE billing.webhook_deliveries SET next_attempt_at = ${new Date(at)}
-        WHERE id = ${id} AND status = 'pending'`),
+      Effect.asVoid(sql`UPDATE billing.webhook_deliveries SET next_attempt_at = ${new Date(at)},
+        leased_until = NULL WHERE id = ${id} AND status = 'pending'`),
     /** Nothing more is sent to a deleted endpoint. */
     failPendingOf: (endpointId: string) =>
-      Effect.asVoid(sql`UPDATE billing.webhook_deliveries SET status = 'failed', next_attempt_at = NULL
+      Effect.asVoid(sql`UPDATE billing.webhook_deliveries
+        SET status = 'failed', next_attempt_at = NULL, leased_until = NULL
         WHERE endpoint_id = ${endpointId} AND status = 'pending'`),
     /** The endpoint's deliveries, newest first, filtered by status and event. */
     pageForEndpoint: (

@@ -1,6 +1,6 @@
 /**
  * The dispatcher: sends due deliveries and records every attempt. Claims are leases, not open
- * transactions: a claim moves the delivery's next_attempt_at past the attempt's time limit, so a process
+ * transactions: a claim sets the delivery's lease (leased_until) past the attempt's time limit, so a process
  * that dies mid-send leaves deliveries that fall due again and are re-sent by whichever process is alive
  * (at least once; receivers deduplicate on the event id). Outcomes are written in batches, one statement
  * per batch (attempt rows and delivery states together).

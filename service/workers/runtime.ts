@@ -21,7 +21,7 @@ export class Workers extends Context.Service<
 
 const runWorker = <R>(worker: Worker<R>, succeeded: Effect.Effect<void>) =>
   Effect.gen(function* () {
-    const wake = worker.wakeOn ? yield* wakeUps(worker.wakeOn) : undefined;
+    const wake = worker.wakeOn === undefined ? undefined : yield* wakeUps(...[worker.wakeOn].flat());
     const pause = wake
       ? Queue.take(wake).pipe(
           // One pass serves every notification that arrived meanwhile.

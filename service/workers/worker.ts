@@ -12,8 +12,8 @@ export interface Worker<R> {
   readonly pass: Effect.Effect<void, SqlError.SqlError, R>;
   /** Longest wait between passes. */
   readonly interval: Duration.Input;
-  /** A Postgres notification channel that starts the next pass at once. */
-  readonly wakeOn?: string;
+  /** Postgres notification channels, any of which starts the next pass at once. */
+  readonly wakeOn?: string | ReadonlyArray<string>;
 }
 
 /** Room for a slow pass (a billing boundary, a slow RPC) on top of the intervals. */

@@ -4,7 +4,15 @@ import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { NoReturnTokenAbi } from "../../abis/NoReturnToken.ts";
 import { ReentrantTokenAbi } from "../../abis/ReentrantToken.ts";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
-import { type Address, accountAt, type Chain, mandateIdFor, startChain, type Terms } from "./harness.ts";
+import {
+  type Address,
+  accountAt,
+  type Chain,
+  mandateIdFor,
+  mandateTerms,
+  startChain,
+  type Terms,
+} from "./harness.ts";
 
 const operator = accountAt(1);
 const payee = accountAt(2);
@@ -24,19 +32,18 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-const termsFor = (overrides: Partial<Terms> = {}): Terms => ({
-  mandateId: mandateIdFor(customer.address, salt++),
-  payee: payee.address,
-  token: chain.usdc,
-  cap: usd("50"),
-  anchor: BigInt(chain.clock.now),
-  approvalPeriods: 3,
-  operator: operator.address,
-  holdSeconds: 0n,
-  nonce: 1n,
-  deadline: BigInt(chain.clock.now + 3600),
-  ...overrides,
-});
+const termsFor = (overrides: Partial<Terms> = {}): Terms =>
+  mandateTerms(
+    chain,
+    { customer: customer.address, payee: payee.address, operator: operator.address },
+    salt++,
+    {
+      cap: usd("50"),
+      approvalPeriods: 3,
+      deadline: BigInt(chain.clock.now + 3600),
+      ...overrides,
+    },
+  );
 
 const authorize = async (terms: Terms, signer = customer) =>
   chain.send(operator, chain.escrow, MandateEscrowAbi, "authorize", [

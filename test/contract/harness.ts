@@ -106,6 +106,29 @@ export const signPageTerms = async (
 export const mandateIdFor = (customer: Address, salt: bigint): Hex =>
   `0x${customer.slice(2).toLowerCase()}${salt.toString(16).padStart(24, "0")}`;
 
+/**
+ * A fresh mandate's terms on `chain`, starting now: 100 USDC a period for 12 periods, no hold, signable for a
+ * day; `overrides` change any field.
+ */
+export const mandateTerms = (
+  chain: Chain,
+  parties: { readonly customer: Address; readonly payee: Address; readonly operator: Address },
+  salt: bigint,
+  overrides: Partial<Terms> = {},
+): Terms => ({
+  mandateId: mandateIdFor(parties.customer, salt),
+  payee: parties.payee,
+  token: chain.usdc,
+  cap: 100_000_000n,
+  anchor: BigInt(chain.clock.now),
+  approvalPeriods: 12,
+  operator: parties.operator,
+  holdSeconds: 0n,
+  nonce: 1n,
+  deadline: BigInt(chain.clock.now + 86_400),
+  ...overrides,
+});
+
 export type Outcome =
   | { readonly ok: true; readonly gasUsed: bigint }
   | { readonly ok: false; readonly error: string };

@@ -23,7 +23,7 @@ import { Prices } from "../../service/subscriptions/prices.ts";
 import { SubscriptionStore } from "../../service/subscriptions/subscription-store.ts";
 import { Subscriptions } from "../../service/subscriptions/subscriptions.ts";
 import { periodStart } from "../../src/ledger/period.ts";
-import { CHAIN, domainTestLayer, fakeChain, freshDatabase } from "./harness.ts";
+import { CHAIN, domainTestLayer, fakeChain, freshDatabase, GAS_PER_CHARGE } from "./harness.ts";
 
 const DAY = 86_400;
 const START = Date.UTC(2031, 2, 10, 12) / 1000;
@@ -195,6 +195,7 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
       const [broke] = subs.slice(5, 6);
       chain.failing.set(broke?.onchainId.toLowerCase() ?? "", "InsufficientBalance");
       chain.simulations.length = 0;
+      chain.measurements.length = 0;
       const sent = chain.sent.length;
 
       yield* bill;
@@ -205,12 +206,39 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
         const inBatch = batches[0]?.data.includes(sub.onchainId.slice(2).toLowerCase());
         expect(inBatch, sub.id).toBe(sub !== broke);
       }
-      // One whole simulation, then halves down to the failing charge: 1 + 2·log2(8) at most.
+      // The whole batch's measurement fails; one whole simulation, then halves down to the failing
+      // charge: 1 + 2·log2(8) at most. The relayer measures the rest itself.
+      expect(chain.measurements).toEqual([{ functionName: "chargeMany", charges: 8 }]);
       expect(chain.simulations.length).toBeLessThanOrEqual(7);
+      expect(batches[0]?.gasUsed).toBeUndefined();
       const invoices = yield* InvoiceStore;
       const [failed] = (yield* invoices.page(scope, { subscription: broke?.id ?? "" }, {})).data;
       expect(failed?.first_failed_at).toBe(chain.time);
       chain.failing.clear();
+    }),
+  );
+
+  it.effect("runs a boundary's batch that succeeds once: its measured gas goes to the relayer", () =>
+    Effect.gen(function* () {
+      const scope = yield* merchant;
+      const price = yield* (yield* Prices).create(scope, {
+        product_name: "Seat",
+        amount_decimal: "4",
+        chain: CHAIN.id,
+      });
+      const subs = [];
+      for (let i = 0; i < 5; i++) subs.push(yield* signedSubscription(scope, price.id));
+      chain.simulations.length = 0;
+      chain.measurements.length = 0;
+      const sent = chain.sent.length;
+
+      yield* bill;
+      const batches = chain.sent.slice(sent);
+      expect(batches).toHaveLength(1);
+      for (const sub of subs) expect(batches[0]?.data).toContain(sub.onchainId.slice(2).toLowerCase());
+      expect(chain.measurements).toEqual([{ functionName: "chargeMany", charges: 5 }]);
+      expect(chain.simulations).toEqual([]);
+      expect(batches[0]?.gasUsed).toBe(GAS_PER_CHARGE * 5n);
     }),
   );
 });

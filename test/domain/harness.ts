@@ -11,6 +11,7 @@ import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
 import { inject } from "vitest";
 import { ChainClients, ChainUnavailable, EscrowRevert } from "../../service/chains/chain-clients.ts";
+import { ChainHeads } from "../../service/chains/chain-heads.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { ChainRegistry } from "../../service/chains/registry.ts";
 import { type RelayedTransaction, Relayer, type RelayerSubmission } from "../../service/chains/relayer.ts";
@@ -45,6 +46,8 @@ export interface FakeChain {
   readonly failing: Map<string, string>;
   /** Every simulation asked: the function and how many charges it carried. */
   readonly simulations: { readonly functionName: string; readonly charges: number }[];
+  /** Every gas measurement asked (a run that also tells whether the call succeeds). */
+  readonly measurements: { readonly functionName: string; readonly charges: number }[];
   /** Every transaction the relayer was asked to send. */
   readonly sent: RelayerSubmission[];
 }
@@ -53,6 +56,7 @@ export const fakeChain = (time: number): FakeChain => ({
   time,
   failing: new Map(),
   simulations: [],
+  measurements: [],
   sent: [],
 });
 
@@ -67,19 +71,32 @@ const fakeChainClients = (state: FakeChain) =>
       Effect.flatMap(outcome(state, functionName, args), (revert) =>
         revert ? Effect.fail(revert) : Effect.void,
       ),
+    measureEscrow: (chain, _from, functionName, args) =>
+      Effect.suspend(() => {
+        const ids = chargedIds(functionName, args);
+        state.measurements.push({ functionName, charges: ids.length });
+        return ids.some((id) => state.failing.has(id.toLowerCase()))
+          ? Effect.fail(new ChainUnavailable({ chainId: chain.id, message: "execution reverted" }))
+          : Effect.succeed(GAS_PER_CHARGE * BigInt(ids.length));
+      }),
     simulateOutcome: (_chain, _from, functionName, args) => outcome(state, functionName, args),
     rpc: (chain, what) =>
       Effect.fail(new ChainUnavailable({ chainId: chain.id, message: `fake chain: no ${what}` })),
   });
 
+/** What the fake chain's measurement says a charge uses. */
+export const GAS_PER_CHARGE = 30_000n;
+
+const chargedIds = (functionName: string, args: readonly unknown[]): readonly Hex[] =>
+  functionName === "chargeMany"
+    ? (args[0] as readonly Hex[])
+    : functionName === "charge"
+      ? [args[0] as Hex]
+      : [];
+
 const outcome = (state: FakeChain, functionName: string, args: readonly unknown[]) =>
   Effect.sync(() => {
-    const ids =
-      functionName === "chargeMany"
-        ? (args[0] as readonly Hex[])
-        : functionName === "charge"
-          ? [args[0] as Hex]
-          : [];
+    const ids = chargedIds(functionName, args);
     state.simulations.push({ functionName, charges: ids.length });
     const failing = ids.map((id) => state.failing.get(id.toLowerCase())).find((name) => name !== undefined);
     return failing === undefined ? undefined : new EscrowRevert({ errorName: failing, message: failing });
@@ -142,8 +159,10 @@ export const freshDatabase = async (prefix: string): Promise<string> => {
 export const domainTestLayer = (databaseUrl: string, state: FakeChain) => {
   const base = Layer.mergeAll(
     databaseLayer(databaseUrl, 5),
-    ChainRegistry.fromChains([CHAIN]),
-    fakeChainClients(state),
+    // The fake chain's time moves without blocks: every request reads it, as from a chain not watched.
+    ChainHeads.layer({ pollEveryMillis: 60_000, maxAgeMillis: 0 }).pipe(
+      Layer.provideMerge(Layer.mergeAll(ChainRegistry.fromChains([CHAIN]), fakeChainClients(state))),
+    ),
     PublicUrl.layer("http://127.0.0.1:4242"),
     SecretBox.layer(Redacted.make(generateSecretsKey())),
     Metrics.layer,

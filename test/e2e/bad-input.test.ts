@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { anyValue, assertCreatedOrNothingChanged, bodiesAround, FUZZ_RUNS } from "./fuzzed-bodies.ts";
-import { api, expectErrorShape, newAddress, newMerchantWithKey, query } from "./helpers.ts";
+import { api, expectErrorShape, merchantOnTestChain, query } from "./helpers.ts";
 
 let key: string;
 let merchantId: string;
@@ -27,12 +27,9 @@ const counts = async () =>
   )[0];
 
 beforeAll(async () => {
-  ({ key, merchantId } = await newMerchantWithKey("test"));
-  await api("/v1/merchant/chains", { key, body: { chain: 31337, payout_address: newAddress() } });
+  ({ key, merchantId } = await merchantOnTestChain());
   mandateId = (await api("/v1/mandates", { key, body: valid })).json.id;
-  const other = await newMerchantWithKey("test");
-  otherKey = other.key;
-  await api("/v1/merchant/chains", { key: otherKey, body: { chain: 31337, payout_address: newAddress() } });
+  otherKey = (await merchantOnTestChain()).key;
   otherMandateId = (await api("/v1/mandates", { key: otherKey, body: valid })).json.id;
 });
 

@@ -1,4 +1,9 @@
+import { Effect, Layer, Schedule } from "effect";
 import { describe, expect, it } from "vitest";
+import { ChainClients } from "../../service/chains/chain-clients.ts";
+import { ChainHeads } from "../../service/chains/chain-heads.ts";
+import { ChainRegistry } from "../../service/chains/registry.ts";
+import { chainDriver } from "./chain-driver.ts";
 import { DEV_API_KEY } from "./constants.ts";
 import { api, expectErrorShape, newAddress, newMerchantWithKey, query, stack } from "./helpers.ts";
 
@@ -132,5 +137,39 @@ describe("/v1/merchant/chains", () => {
     }
     const rows = await query("SELECT 1 FROM billing.merchant_chains WHERE merchant_id = $1", [merchantId]);
     expect(rows).toEqual([]);
+  });
+});
+
+describe("chain heads (service/chains/chain-heads.ts) on the stack's anvil", () => {
+  it("a new block reaches the cache through the node's newHeads subscription, without a poll", async () => {
+    const chain = chainDriver(31337);
+    expect(chain.resolved.rpc.ws).toMatch(/^ws:/);
+    const hour = 3_600_000;
+    // Polled once at start and trusted for an hour: only the subscription can bring a newer head.
+    const heads = ChainHeads.layer({ pollEveryMillis: hour, maxAgeMillis: hour }).pipe(
+      Layer.provide(Layer.mergeAll(ChainRegistry.fromChains([chain.resolved]), ChainClients.layer)),
+    );
+    const program = Effect.gen(function* () {
+      const cache = yield* ChainHeads;
+      yield* cache.latestBlock(chain.resolved);
+      // The subscription opens in the background: mine until one of its heads arrives.
+      for (let attempt = 0; attempt < 25; attempt++) {
+        yield* Effect.promise(() => chain.mine());
+        const mined = yield* Effect.promise(() => chain.client.getBlock({ blockTag: "latest" }));
+        const seen = yield* cache.latestBlock(chain.resolved).pipe(
+          Effect.repeat({
+            schedule: Schedule.spaced("20 millis"),
+            until: (head) => head.number >= mined.number,
+          }),
+          Effect.timeoutOption("400 millis"),
+        );
+        if (seen._tag === "Some") return { seen: seen.value, mined };
+      }
+      return yield* Effect.die("no head arrived through the subscription");
+    });
+    const { seen, mined } = await Effect.runPromise(Effect.provide(program, heads));
+    expect(seen.number >= mined.number).toBe(true);
+    const block = await chain.client.getBlock({ blockNumber: seen.number });
+    expect(seen.timestamp).toBe(Number(block.timestamp));
   });
 });

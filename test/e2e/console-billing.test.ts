@@ -8,19 +8,14 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { consoleBrowser, heading, nav, signIn, status } from "./console-driver.ts";
-import { api, newAddress, newMerchantWithKey, stack } from "./helpers.ts";
+import { api, merchantOnTestChain, stack } from "./helpers.ts";
 
 const { openConsole, shot, button, expectNoProblems } = consoleBrowser();
 
-let merchant: { merchantId: string; key: string };
+let merchant: Awaited<ReturnType<typeof merchantOnTestChain>>;
 
 beforeAll(async () => {
-  merchant = await newMerchantWithKey("test");
-  const configured = await api("/v1/merchant/chains", {
-    key: merchant.key,
-    body: { chain: 31337, payout_address: newAddress() },
-  });
-  expect(configured.status, configured.text).toBe(200);
+  merchant = await merchantOnTestChain();
 });
 
 describe("merchant console billing pages (Chromium)", () => {

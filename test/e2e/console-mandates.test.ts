@@ -9,19 +9,14 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { consoleBrowser, heading, nav, signIn, status } from "./console-driver.ts";
-import { api, cli, newAddress, newMerchantWithKey, stack } from "./helpers.ts";
+import { cli, merchantOnTestChain, stack } from "./helpers.ts";
 
 const { openConsole, shot, button, expectNoProblems } = consoleBrowser();
 
-let merchant: { merchantId: string; key: string };
+let merchant: Awaited<ReturnType<typeof merchantOnTestChain>>;
 
 beforeAll(async () => {
-  merchant = await newMerchantWithKey("test");
-  const configured = await api("/v1/merchant/chains", {
-    key: merchant.key,
-    body: { chain: 31337, payout_address: newAddress() },
-  });
-  expect(configured.status, configured.text).toBe(200);
+  merchant = await merchantOnTestChain();
 });
 
 describe("console Mandates page and test helpers (Chromium)", () => {

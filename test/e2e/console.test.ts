@@ -11,24 +11,17 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { consoleBrowser, heading, nav, signIn, status } from "./console-driver.ts";
-import { api, cli, newAddress, newMerchantWithKey, stack } from "./helpers.ts";
+import { api, cli, merchantOnTestChain, newMerchantWithKey, stack } from "./helpers.ts";
 import { startReceiver } from "./receiver.ts";
 
 const { openConsole, shot, button, expectNoProblems } = consoleBrowser();
 
 let receiver: Awaited<ReturnType<typeof startReceiver>>;
-let merchant: { merchantId: string; key: string };
-let payoutAddress: string;
+let merchant: Awaited<ReturnType<typeof merchantOnTestChain>>;
 
 beforeAll(async () => {
   receiver = await startReceiver();
-  merchant = await newMerchantWithKey("test");
-  payoutAddress = newAddress();
-  const configured = await api("/v1/merchant/chains", {
-    key: merchant.key,
-    body: { chain: 31337, payout_address: payoutAddress },
-  });
-  expect(configured.status, configured.text).toBe(200);
+  merchant = await merchantOnTestChain();
 });
 
 afterAll(async () => {
@@ -112,7 +105,7 @@ describe("merchant console at /console (Chromium)", () => {
 
     // Overview: chain 31337 with its flags, the payout address, recent events.
     await page.locator('tr[data-chain="31337"]').waitFor();
-    await page.getByText(payoutAddress).waitFor();
+    await page.getByText(merchant.payoutAddress).waitFor();
     await page.getByRole("heading", { name: "Recent events" }).waitFor();
     await shot(page, "overview");
     await page.setViewportSize({ width: 390, height: 800 });

@@ -109,10 +109,11 @@ export interface EventOf {
 
 /** A merchant of its own with chain 31337 configured, so events and lists are the calling test's alone. */
 export const merchantOnTestChain = async () => {
-  const { key } = await newMerchantWithKey("test");
+  const { merchantId, key } = await newMerchantWithKey("test");
+  const payoutAddress = newAddress();
   const configured = await api("/v1/merchant/chains", {
     key,
-    body: { chain: 31337, payout_address: newAddress() },
+    body: { chain: 31337, payout_address: payoutAddress },
   });
   if (configured.status !== 200) throw new Error(`chain 31337 not configured: ${configured.text}`);
   const call = (path: string, body?: unknown) => api(path, body === undefined ? { key } : { key, body });
@@ -135,5 +136,5 @@ export const merchantOnTestChain = async () => {
     return found;
   };
   const advance = (seconds: number) => call("/v1/test/clock/advance", { seconds });
-  return { key, call, events, waitForEvents, advance };
+  return { merchantId, key, payoutAddress, call, events, waitForEvents, advance };
 };

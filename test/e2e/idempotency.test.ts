@@ -85,4 +85,22 @@ describe("Idempotency-Key", () => {
     expect(responses.filter((r) => r.headers.get("idempotent-replayed") === null)).toHaveLength(1);
     expect(await configRows(merchantId)).toBe(1);
   });
+
+  it("turns 50 concurrent identical refused POSTs into one stored 4xx, 50 identical responses, no effect", async () => {
+    // A refusal rolls its attempt back before its reply is stored: a duplicate arriving in between runs
+    // the handler itself, but only one reply is ever stored and every other response replays it.
+    const { merchantId, key } = await newMerchantWithKey();
+    const bad = { chain: 31337, payout_address: bodyFor().payout_address, tokens: ["DAI"] };
+    const idempotencyKey = randomUUID();
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, () => api("/v1/merchant/chains", { key, body: bad, idempotencyKey })),
+    );
+    expect(responses.map((r) => r.status)).toEqual(Array(50).fill(400));
+    expect(new Set(responses.map((r) => r.text)).size).toBe(1);
+    expect(responses.filter((r) => r.headers.get("idempotent-replayed") === null)).toHaveLength(1);
+    expect(await configRows(merchantId)).toBe(0);
+    const later = await api("/v1/merchant/chains", { key, body: bad, idempotencyKey });
+    expect(later.text).toBe(responses[0]?.text);
+    expect(later.headers.get("idempotent-replayed")).toBe("true");
+  });
 });

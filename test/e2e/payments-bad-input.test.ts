@@ -5,7 +5,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { anyValue, assertCreatedOrNothingChanged, bodiesAround } from "./fuzzed-bodies.ts";
-import { api, expectErrorShape, newAddress, newMerchantWithKey, query } from "./helpers.ts";
+import { api, expectErrorShape, merchantOnTestChain, newMerchantWithKey, query } from "./helpers.ts";
 
 let key: string;
 let merchantId: string;
@@ -26,11 +26,9 @@ const counts = async () =>
   )[0];
 
 beforeAll(async () => {
-  ({ key, merchantId } = await newMerchantWithKey("test"));
-  await api("/v1/merchant/chains", { key, body: { chain: 31337, payout_address: newAddress() } });
+  ({ key, merchantId } = await merchantOnTestChain());
   paymentId = (await api("/v1/payments", { key, body: valid })).json.id;
-  const other = await newMerchantWithKey("test");
-  await api("/v1/merchant/chains", { key: other.key, body: { chain: 31337, payout_address: newAddress() } });
+  const other = await merchantOnTestChain();
   otherPaymentId = (await api("/v1/payments", { key: other.key, body: valid })).json.id;
 });
 

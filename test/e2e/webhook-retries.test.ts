@@ -2,8 +2,8 @@
  * The retry schedule end to end under a controlled clock: the dispatcher's own pass (claim, send, record)
  * against a real Postgres and a real receiver, with "now" moved by the test. A receiver that never
  * answers 2xx gets exactly twelve attempts over about two days, then the delivery is `failed`; one that
- * recovers is retried until it succeeds. Runs on a database of its own so the stack's dispatcher does
- * not take part.
+ * recovers is retried until it succeeds; a claimed delivery is not claimed again until its lease has
+ * run out. Runs on a database of its own so the stack's dispatcher does not take part.
  */
 import type { PgClient } from "@effect/sql-pg";
 import { Clock, Effect, Layer, Redacted } from "effect";
@@ -176,5 +176,27 @@ describe("webhook retry schedule (controlled clock)", () => {
     const final = await run(deliveryState(id));
     expect(final).toMatchObject({ status: "succeeded", attempt_count: 4, next_attempt_at: null });
     expect(final.attempts.map((a) => a.status_code)).toEqual([502, 502, 502, 204]);
+  });
+
+  it("claims a delivery once while its lease runs and again once it has run out (a lost lease is re-sent)", async () => {
+    now = START + 180 * 86_400_000;
+    const leaseMs = 30_000;
+    const id = await run(oneDelivery("http://127.0.0.1:9/hooks"));
+    const claims = () =>
+      run(
+        Effect.flatMap(DeliveryStore, (store) =>
+          store.claimDue({ now, limit: 50, perEndpoint: 16, leaseMs, busy: new Map() }),
+        ),
+      ).then((rows) => rows.filter((row) => row.id === id).length);
+    expect(await claims()).toBe(1);
+    expect(await claims()).toBe(0);
+    now += leaseMs - 1;
+    expect(await claims()).toBe(0);
+    // While leased, the next try shown is no sooner than the lease's end.
+    const [shown] = await run(Effect.flatMap(DeliveryStore, (store) => store.byIds([id])));
+    expect(shown?.next_attempt_at?.getTime()).toBe(now + 1);
+    now += 1;
+    expect(await claims()).toBe(1);
+    expect(await run(deliveryState(id))).toMatchObject({ status: "pending", attempt_count: 0 });
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Step 4 of a billing round: period boundaries. A batch of due subscriptions is locked, each invoiced
  * for the period the chain is in (one multi-row insert; a period already invoiced keeps its invoice),
- * advanced with the chain times of its next advance warnings, and the invoices are charged together.
+ * advanced with the chain times of its next advance warnings, and the invoices are charged together
+ * (each written with its first attempt counted, as it is made in the same transaction).
  * A subscription whose mandate was revoked, or that was to end at this period's start, ends instead.
  */
 import { Array as Arr, Effect } from "effect";
@@ -14,8 +15,8 @@ import type { SubscriptionRow } from "../subscription-object.ts";
 import { SubscriptionStore } from "../subscription-store.ts";
 import { Subscriptions } from "../subscriptions.ts";
 import { atRiskCheckAt, discountWarningAt } from "../warnings.ts";
-import { chargeInvoices, markPaid } from "./collection.ts";
-import { BATCH, type BillingRound, inTransactions } from "./round.ts";
+import { chargeCounted, markPaid } from "./collection.ts";
+import { type BillingRound, DUE_PER_ROUND, inTransactions } from "./round.ts";
 
 interface Draft {
   readonly row: SubscriptionRow;
@@ -62,6 +63,7 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
         periodStart: periodStart(row.anchor, period),
         periodEnd: periodStart(row.anchor, period + 1),
         totals,
+        attempted: totals.total > 0n,
       })),
     );
     yield* store.advance(
@@ -102,12 +104,12 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
 export const billBoundaries = (round: BillingRound) =>
   Effect.gen(function* () {
     const store = yield* SubscriptionStore;
-    const ids = yield* store.due(round.chain.id, round.now, BATCH);
+    const ids = yield* store.due(round.chain.id, round.now, DUE_PER_ROUND);
     yield* inTransactions(ids, (group) =>
       Effect.gen(function* () {
         const rows = yield* store.lock(group, { kind: "billing_due", now: round.now });
-        yield* chargeInvoices(round, yield* billPeriods(round, rows));
+        yield* chargeCounted(round, yield* billPeriods(round, rows));
       }),
     );
-    return ids.length === BATCH;
+    return ids.length === DUE_PER_ROUND;
   });

@@ -9,6 +9,7 @@ import { Effect, Option } from "effect";
 import { ChainClients } from "../../chains/chain-clients.ts";
 import type { ResolvedChain } from "../../chains/config.ts";
 import { ChainRegistry } from "../../chains/registry.ts";
+import { ONCHAIN_SCHEMA } from "../../db/client.ts";
 import { EVENTS_CHANNEL } from "../../events/outbox.ts";
 import type { Worker } from "../../workers/worker.ts";
 import { activateAuthorized } from "./activate-authorized.ts";
@@ -51,6 +52,7 @@ export const subscriptionBilling: Worker<Effect.Services<typeof billingPass>> = 
   name: "subscription-billing",
   pass: billingPass,
   interval: "1 second",
-  // Chain facts (a charge succeeding) arrive as events; settle their invoices at once.
-  wakeOn: EVENTS_CHANNEL,
+  // Chain facts (a charge succeeding) arrive as events; settle their invoices at once. Each indexed
+  // block may carry the chain's time past a period boundary: bill it then, not up to an interval later.
+  wakeOn: [EVENTS_CHANNEL, `${ONCHAIN_SCHEMA}_live_query`],
 };

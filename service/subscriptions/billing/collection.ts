@@ -70,14 +70,21 @@ export const recordFailure = (round: BillingRound, invoiceId: string, code: stri
       );
   });
 
-/** Charges open invoices together; links each to its charge, and records the failures. */
+/** Charges open invoices together, counting the attempt; links each to its charge, and records the failures. */
 export const chargeInvoices = (round: BillingRound, toCharge: ReadonlyArray<InvoiceToCharge>) =>
+  Effect.gen(function* () {
+    if (toCharge.length === 0) return;
+    yield* (yield* InvoiceStore).markAttempted(toCharge.map((invoice) => invoice.id));
+    yield* chargeCounted(round, toCharge);
+  });
+
+/** `chargeInvoices` for invoices whose attempt is already counted (written with it). */
+export const chargeCounted = (round: BillingRound, toCharge: ReadonlyArray<InvoiceToCharge>) =>
   Effect.gen(function* () {
     if (toCharge.length === 0) return;
     const invoices = yield* InvoiceStore;
     const batches = yield* ChargeBatches;
     const charges = yield* ChargeStore;
-    yield* invoices.markAttempted(toCharge.map((invoice) => invoice.id));
     const outcomes = yield* batches.send(
       toCharge.map((invoice) => ({
         scope: { merchantId: invoice.merchantId, livemode: invoice.livemode },

@@ -14,6 +14,12 @@ export const CHUNK = 200;
 export const PARALLEL = 4;
 /** Rows one step takes per round. */
 export const BATCH = CHUNK * PARALLEL;
+/**
+ * Due subscriptions a round's boundary step takes: several batches, so that PARALLEL transactions stay
+ * busy through a boundary instead of waiting, every BATCH, for the slowest of them and the round's
+ * other steps.
+ */
+export const DUE_PER_ROUND = BATCH * 5;
 
 export interface BillingRound {
   readonly chain: ResolvedChain;

@@ -7,12 +7,26 @@ import {
   type components,
   createBillingClient,
   type ApiError as ErrorBody,
+  type operations,
 } from "../../../../client/index.ts";
 import { ApiError } from "../../hosted-page/client/http.ts";
 
 export { ApiError };
 
 export type Schemas = components["schemas"];
+
+type Query<Op extends keyof operations> = NonNullable<operations[Op]["parameters"]["query"]>;
+
+/** The values a list operation's `status` filter takes, as the OpenAPI document types them. */
+export type StatusFilter<Op extends keyof operations> = "status" extends keyof Query<Op>
+  ? NonNullable<Query<Op>["status" & keyof Query<Op>]>
+  : never;
+
+/** Every value of `T`, checked by tsc: a list missing one, or naming an unknown one, does not compile. */
+export const everyValue =
+  <T extends string>() =>
+  <const L extends readonly T[]>(list: L & (Exclude<T, L[number]> extends never ? unknown : never)): L =>
+    list;
 
 export interface Session {
   readonly livemode: boolean;

@@ -3,6 +3,7 @@ import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
 import type { operations } from "../../../../client/index.ts";
 import { type Schemas, unwrap } from "./api.ts";
+import { useBusy } from "./busy.ts";
 import { EventItems } from "./event-items.ts";
 import { dateTime } from "./format.ts";
 import type { PageProps } from "./page-props.ts";
@@ -44,7 +45,7 @@ const EventList = ({ client, fail }: PageProps) => {
 const EventDetail = ({ client, announce, fail, eventId }: PageProps & { readonly eventId: string }) => {
   const [event, setEvent] = useState<Schemas["Event"] | null>(null);
   const [replayed, setReplayed] = useState<readonly Schemas["WebhookDelivery"][]>([]);
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useBusy(fail);
 
   useEffect(() => {
     unwrap(client.GET("/v1/events/{id}", { params: { path: { id: eventId } } }))
@@ -53,8 +54,7 @@ const EventDetail = ({ client, announce, fail, eventId }: PageProps & { readonly
   }, [client, fail, eventId]);
 
   const replay = async () => {
-    setBusy(true);
-    try {
+    await run(async () => {
       const sent = await unwrap(
         client.POST("/v1/events/{id}/replay", { params: { path: { id: eventId } }, body: {} }),
       );
@@ -64,11 +64,7 @@ const EventDetail = ({ client, announce, fail, eventId }: PageProps & { readonly
           ? "No endpoint to replay this event to."
           : `Replayed: ${sent.data.length} new deliver${sent.data.length === 1 ? "y" : "ies"}.`,
       );
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return html`<p><a href=${hrefOf({ page: "events", eventId: null })}>← All events</a></p>

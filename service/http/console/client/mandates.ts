@@ -5,8 +5,8 @@
  */
 import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
-import type { operations } from "../../../../client/index.ts";
-import { type Schemas, unwrap } from "./api.ts";
+import { everyValue, type Schemas, type StatusFilter, unwrap } from "./api.ts";
+import { useBusy } from "./busy.ts";
 import { dateTime } from "./format.ts";
 import type { PageProps } from "./page-props.ts";
 import { usePolling } from "./polling.ts";
@@ -17,9 +17,9 @@ const POLL_MS = 3000;
 
 type Mandate = Schemas["Mandate"];
 type Charge = Schemas["Charge"];
-type MandateStatus = NonNullable<NonNullable<operations["listMandates"]["parameters"]["query"]>["status"]>;
+type MandateStatus = StatusFilter<"listMandates">;
 
-const STATUSES: readonly MandateStatus[] = ["pending", "active", "requires_authorization", "revoked"];
+const STATUSES = everyValue<MandateStatus>()(["pending", "active", "requires_authorization", "revoked"]);
 
 const inputValue = (e: Event) => (e.currentTarget as HTMLInputElement).value;
 
@@ -32,12 +32,11 @@ const CreateMandate = ({
   const [cap, setCap] = useState("");
   const [customer, setCustomer] = useState("");
   const [reference, setReference] = useState("");
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useBusy(fail);
 
   const submit = async (event: Event) => {
     event.preventDefault();
-    setBusy(true);
-    try {
+    await run(async () => {
       const created = await unwrap(
         client.POST("/v1/mandates", {
           body: {
@@ -53,11 +52,7 @@ const CreateMandate = ({
       setReference("");
       announce(`Mandate ${created.id} created: send the customer to its authorization URL.`);
       onCreated();
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return html`<section class="card" aria-labelledby="create-mandate-title">
@@ -203,11 +198,10 @@ const ChargeForm = ({
   onCharged,
 }: PageProps & { readonly mandate: Mandate; readonly onCharged: () => void }) => {
   const [amount, setAmount] = useState("");
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useBusy(fail);
   const submit = async (event: Event) => {
     event.preventDefault();
-    setBusy(true);
-    try {
+    await run(async () => {
       const charge = await unwrap(
         client.POST("/v1/mandates/{id}/charges", {
           params: { path: { id: mandate.id } },
@@ -221,11 +215,7 @@ const ChargeForm = ({
         }.`,
       );
       onCharged();
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
   return html`<form onSubmit=${submit}>
     <label for="charge-amount">Amount (${mandate.token}, at most ${mandate.cap_decimal})</label>

@@ -4,8 +4,8 @@
  */
 import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
-import type { operations } from "../../../../client/index.ts";
-import { type Schemas, unwrap } from "./api.ts";
+import { everyValue, type Schemas, type StatusFilter, unwrap } from "./api.ts";
+import { useBusy } from "./busy.ts";
 import { dateTime } from "./format.ts";
 import type { PageProps } from "./page-props.ts";
 import { usePolling } from "./polling.ts";
@@ -14,9 +14,9 @@ import { hrefOf } from "./router.ts";
 const POLL_MS = 3000;
 
 type Payment = Schemas["Payment"];
-type PaymentStatus = NonNullable<NonNullable<operations["listPayments"]["parameters"]["query"]>["status"]>;
+type PaymentStatus = StatusFilter<"listPayments">;
 
-const STATUSES: readonly PaymentStatus[] = [
+const STATUSES = everyValue<PaymentStatus>()([
   "requires_payment",
   "processing",
   "paid",
@@ -24,7 +24,7 @@ const STATUSES: readonly PaymentStatus[] = [
   "expired",
   "canceled",
   "reversed",
-];
+]);
 
 const inputValue = (event: Event): string => (event.currentTarget as HTMLInputElement).value;
 
@@ -50,12 +50,11 @@ const CreatePayment = ({ client, announce, fail }: PageProps) => {
   const [reference, setReference] = useState("");
   const [description, setDescription] = useState("");
   const [expiresIn, setExpiresIn] = useState("3600");
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useBusy(fail);
 
   const submit = async (event: Event) => {
     event.preventDefault();
-    setBusy(true);
-    try {
+    await run(async () => {
       const created = await unwrap(
         client.POST("/v1/payments", {
           body: {
@@ -68,11 +67,7 @@ const CreatePayment = ({ client, announce, fail }: PageProps) => {
       );
       announce(`Payment ${created.id} created.`);
       window.location.hash = hrefOf({ page: "payments", paymentId: created.id });
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return html`<section class="card" aria-labelledby="create-payment-title">
@@ -164,7 +159,7 @@ const Transfers = ({ payment }: { readonly payment: Payment }) =>
 
 const PaymentDetail = ({ client, announce, fail, paymentId }: PageProps & { readonly paymentId: string }) => {
   const [payment, setPayment] = useState<Payment | null>(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useBusy(fail);
 
   const read = () =>
     unwrap(client.GET("/v1/payments/{id}", { params: { path: { id: paymentId } } })).then(setPayment);
@@ -172,18 +167,13 @@ const PaymentDetail = ({ client, announce, fail, paymentId }: PageProps & { read
 
   const cancel = async () => {
     if (!window.confirm(`Cancel the payment ${paymentId}?`)) return;
-    setBusy(true);
-    try {
+    await run(async () => {
       const canceled = await unwrap(
         client.POST("/v1/payments/{id}/cancel", { params: { path: { id: paymentId } }, body: {} }),
       );
       setPayment(canceled);
       announce(`Payment ${paymentId} canceled.`);
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return html`<p><a href=${hrefOf({ page: "payments", paymentId: null })}>← All payments</a></p>

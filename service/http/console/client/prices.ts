@@ -2,6 +2,7 @@
 import { html } from "htm/preact";
 import { useCallback, useEffect, useState } from "preact/hooks";
 import { type Schemas, unwrap } from "./api.ts";
+import { useBusy } from "./busy.ts";
 import { dateTime } from "./format.ts";
 import type { PageProps } from "./page-props.ts";
 
@@ -23,12 +24,11 @@ const CreatePrice = ({
   const [token, setToken] = useState("");
   const [unitAmount, setUnitAmount] = useState("");
   const [unit, setUnit] = useState("");
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useBusy(fail);
 
   const submit = async (event: Event) => {
     event.preventDefault();
-    setBusy(true);
-    try {
+    await run(async () => {
       const metered = unitAmount.trim() !== "" || unit.trim() !== "";
       const created = await unwrap(
         client.POST("/v1/prices", {
@@ -46,11 +46,7 @@ const CreatePrice = ({
       setUnit("");
       announce(`Price ${created.id} created.`);
       onCreated();
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return html`<section class="card" aria-labelledby="create-price-title">
@@ -87,12 +83,11 @@ const CreateCoupon = ({
   const [value, setValue] = useState("");
   const [token, setToken] = useState("");
   const [months, setMonths] = useState("1");
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useBusy(fail);
 
   const submit = async (event: Event) => {
     event.preventDefault();
-    setBusy(true);
-    try {
+    await run(async () => {
       const off =
         kind === "percent"
           ? { percent_off: Number(value) }
@@ -106,11 +101,7 @@ const CreateCoupon = ({
       setValue("");
       announce(`Coupon ${created.id} created.`);
       onCreated();
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return html`<section class="card" aria-labelledby="create-coupon-title">
@@ -150,7 +141,7 @@ export const Prices = (props: PageProps) => {
   const { client, announce, fail } = props;
   const [prices, setPrices] = useState<readonly Price[] | null>(null);
   const [coupons, setCoupons] = useState<readonly Coupon[] | null>(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useBusy(fail);
 
   const readPrices = useCallback(
     () =>
@@ -172,8 +163,7 @@ export const Prices = (props: PageProps) => {
   }, [readPrices, readCoupons]);
 
   const toggle = async (price: Price) => {
-    setBusy(true);
-    try {
+    await run(async () => {
       await unwrap(
         client.POST("/v1/prices/{id}", {
           params: { path: { id: price.id } },
@@ -182,11 +172,7 @@ export const Prices = (props: PageProps) => {
       );
       announce(`Price ${price.id} ${price.active ? "deactivated" : "reactivated"}.`);
       await readPrices();
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return html`<h1>Prices and coupons</h1>

@@ -4,18 +4,16 @@
  */
 import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
-import type { operations } from "../../../../client/index.ts";
-import { type Schemas, unwrap } from "./api.ts";
+import { everyValue, type Schemas, type StatusFilter, unwrap } from "./api.ts";
+import { useBusy } from "./busy.ts";
 import { dateTime } from "./format.ts";
 import type { PageProps } from "./page-props.ts";
 import { hrefOf } from "./router.ts";
 
 type Subscription = Schemas["Subscription"];
-type SubscriptionStatus = NonNullable<
-  NonNullable<operations["listSubscriptions"]["parameters"]["query"]>["status"]
->;
+type SubscriptionStatus = StatusFilter<"listSubscriptions">;
 
-const STATUSES: readonly SubscriptionStatus[] = ["incomplete", "active", "past_due", "canceled"];
+const STATUSES = everyValue<SubscriptionStatus>()(["incomplete", "active", "past_due", "canceled"]);
 
 const SubscriptionList = ({ client, fail }: PageProps) => {
   const [status, setStatus] = useState("");
@@ -94,7 +92,7 @@ const SubscriptionDetail = ({
 }: PageProps & { readonly subscriptionId: string }) => {
   const [subscription, setSubscription] = useState<Subscription | null>(null);
   const [invoices, setInvoices] = useState<readonly Schemas["Invoice"][] | null>(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useBusy(fail);
 
   useEffect(() => {
     unwrap(client.GET("/v1/subscriptions/{id}", { params: { path: { id: subscriptionId } } }))
@@ -110,8 +108,7 @@ const SubscriptionDetail = ({
       ? `Cancel ${subscriptionId} at the end of the period last invoiced?`
       : `Cancel ${subscriptionId} now? Its open invoices are voided.`;
     if (!window.confirm(question)) return;
-    setBusy(true);
-    try {
+    await run(async () => {
       const canceled = await unwrap(
         client.POST("/v1/subscriptions/{id}/cancel", {
           params: { path: { id: subscriptionId } },
@@ -122,11 +119,7 @@ const SubscriptionDetail = ({
       announce(
         atPeriodEnd ? `${subscriptionId} will end at the period's end.` : `${subscriptionId} canceled.`,
       );
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return html`<p><a href=${hrefOf({ page: "subscriptions", subscriptionId: null })}>← All subscriptions</a></p>

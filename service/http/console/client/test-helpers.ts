@@ -5,6 +5,7 @@
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
 import { type Schemas, unwrap } from "./api.ts";
+import { useBusy } from "./busy.ts";
 import { dateTime } from "./format.ts";
 import type { PageProps } from "./page-props.ts";
 
@@ -19,20 +20,14 @@ export const TestHelpers = ({
 }: PageProps & { readonly mandate: Schemas["Mandate"]; readonly onDone: () => void }) => {
   const [amount, setAmount] = useState("100");
   const [days, setDays] = useState("31");
-  const [busy, setBusy] = useState(false);
+  const { busy, run: runBusy } = useBusy(fail);
   const path = { params: { path: { id: mandate.id } } };
 
-  const run = async (action: () => Promise<string>) => {
-    setBusy(true);
-    try {
+  const run = (action: () => Promise<string>) =>
+    runBusy(async () => {
       announce(await action());
       onDone();
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
-  };
+    });
 
   const fund = (event: Event) => {
     event.preventDefault();

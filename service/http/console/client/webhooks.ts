@@ -6,6 +6,7 @@
 import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
 import { type Schemas, unwrap } from "./api.ts";
+import { useBusy } from "./busy.ts";
 import { dateTime } from "./format.ts";
 import type { PageProps } from "./page-props.ts";
 import { usePolling } from "./polling.ts";
@@ -42,7 +43,7 @@ const CreateEndpoint = ({
   const [types, setTypes] = useState<readonly Schemas["EventType"][]>([]);
   const [url, setUrl] = useState("");
   const [chosen, setChosen] = useState<ReadonlySet<string>>(new Set());
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useBusy(fail);
 
   useEffect(() => {
     unwrap(client.GET("/v1/event_types"))
@@ -64,8 +65,7 @@ const CreateEndpoint = ({
       fail(new Error("Choose at least one event type."));
       return;
     }
-    setBusy(true);
-    try {
+    await run(async () => {
       const created = await unwrap(
         client.POST("/v1/webhook_endpoints", { body: { url: url.trim(), events: [...chosen] } }),
       );
@@ -73,11 +73,7 @@ const CreateEndpoint = ({
       setChosen(new Set());
       announce(`Endpoint ${created.id} created.`);
       onCreated(created);
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return html`<section class="card" aria-labelledby="create-title">
@@ -189,7 +185,7 @@ export const Webhooks = (props: PageProps) => {
   const [endpoints, setEndpoints] = useState<readonly Endpoint[] | null>(null);
   const [deliveries, setDeliveries] = useState<Readonly<Record<string, readonly Delivery[]>>>({});
   const [secret, setSecret] = useState<{ readonly endpoint: string; readonly value: string } | null>(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useBusy(fail);
 
   const read = async () => {
     const list = await unwrap(client.GET("/v1/webhook_endpoints", { params: { query: { limit: 100 } } }));
@@ -209,9 +205,8 @@ export const Webhooks = (props: PageProps) => {
 
   const act = async (action: "test" | "rotate" | "toggle" | "delete", endpoint: Endpoint) => {
     if (action === "delete" && !window.confirm(`Delete the endpoint ${endpoint.url}?`)) return;
-    setBusy(true);
     const path = { params: { path: { id: endpoint.id } } };
-    try {
+    await run(async () => {
       if (action === "test") {
         const sent = await unwrap(client.POST("/v1/webhook_endpoints/{id}/test", { ...path, body: {} }));
         announce(`Test event sent: delivery ${sent.id} is ${sent.status}.`);
@@ -230,11 +225,7 @@ export const Webhooks = (props: PageProps) => {
         announce(`Endpoint ${endpoint.id} deleted.`);
       }
       await read();
-    } catch (error) {
-      fail(error);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return html`<h1>Webhooks</h1>

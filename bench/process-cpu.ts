@@ -1,0 +1,71 @@
+/**
+ * CPU seconds used so far by this process and every process it started (Postgres, anvil, Ponder),
+ * grouped by name, from /proc (Linux). Two readings apart give each process's share of a phase, which
+ * other work on the machine moves far less than wall time.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+
+const TICKS_PER_SECOND = 100;
+
+interface Stat {
+  readonly pid: number;
+  readonly ppid: number;
+  readonly name: string;
+  readonly ticks: number;
+}
+
+const readStat = (pid: string): Stat | undefined => {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The name is in parentheses and may hold spaces; the fields after it are space-separated.
+    const close = text.lastIndexOf(")");
+    const name = text.slice(text.indexOf("(") + 1, close);
+    const fields = text.slice(close + 2).split(" ");
+    return {
+      pid: Number(pid),
+      ppid: Number(fields[1]),
+      name,
+      ticks: Number(fields[11]) + Number(fields[12]),
+    };
+  } catch {
+    return undefined; // the process ended meanwhile
+  }
+};
+
+/** Ponder runs in a Node process whose main thread names itself `MainThread`. */
+const isPonder = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("ponder");
+  } catch {
+    return false;
+  }
+};
+
+/** CPU seconds by process name ("ponder" for Ponder's); this process is `self` (the bench and, in it, the service). */
+export const processCpuSeconds = (): Record<string, number> => {
+  const stats = readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .flatMap((pid) => readStat(pid) ?? []);
+  const children = new Map<number, Stat[]>();
+  for (const stat of stats) children.set(stat.ppid, [...(children.get(stat.ppid) ?? []), stat]);
+  const totals: Record<string, number> = {};
+  const visit = (pid: number, self: boolean) => {
+    const stat = stats.find((s) => s.pid === pid);
+    if (stat) {
+      const name = self ? "self" : isPonder(pid) ? "ponder" : stat.name;
+      totals[name] = (totals[name] ?? 0) + stat.ticks / TICKS_PER_SECOND;
+    }
+    for (const child of children.get(pid) ?? []) visit(child.pid, false);
+  };
+  visit(process.pid, true);
+  return totals;
+};
+
+/** What each name used between two readings, in seconds (two decimals). */
+export const cpuBetween = (before: Record<string, number>, after: Record<string, number>) =>
+  Object.fromEntries(
+    Object.entries(after).map(([name, seconds]) => [
+      name,
+      Math.round((seconds - (before[name] ?? 0)) * 100) / 100,
+    ]),
+  );

@@ -1,0 +1,162 @@
+/**
+ * The chain-head cache (service/chains/chain-heads.ts) on the Effect TestClock, over a chain whose RPC
+ * the test answers: a head is used while it is younger than `maxAgeMillis` and no longer, the poll keeps
+ * a quiet chain's head young, an unreachable chain fails the caller once its head is too old, and a head
+ * the node reports is taken even when lower (a reorg to a shorter chain, a restarted dev chain).
+ */
+import { describe, expect, it } from "@effect/vitest";
+import { type Context, Duration, Effect, Layer } from "effect";
+import { TestClock } from "effect/testing";
+import { ChainClients, ChainUnavailable } from "../../service/chains/chain-clients.ts";
+import { ChainHeads, type ChainHeadsOptions } from "../../service/chains/chain-heads.ts";
+import type { ResolvedChain } from "../../service/chains/config.ts";
+import { ChainRegistry } from "../../service/chains/registry.ts";
+
+const CHAIN: ResolvedChain = {
+  id: 31337,
+  name: "Test chain",
+  livemode: false,
+  rpc: { http: ["http://127.0.0.1:9"] },
+  escrow: { address: "0x00000000000000000000000000000000000e5c20", start_block: 0 },
+  tokens: [],
+  subscriptions_available: true,
+  payments_available: true,
+  escrow_available: false,
+  hold_seconds: 0,
+  confirmations: 0,
+};
+
+/** The node's answer to "latest block", and how often it was asked. */
+interface Node {
+  head: { number: bigint; timestamp: number };
+  up: boolean;
+  asked: number;
+}
+
+const nodeClients = (node: Node) =>
+  Layer.succeed(ChainClients, {
+    client: () => {
+      throw new Error("no RPC client in this test");
+    },
+    latestBlock: (chain) =>
+      Effect.suspend(() => {
+        node.asked += 1;
+        return node.up
+          ? Effect.succeed(node.head)
+          : Effect.fail(new ChainUnavailable({ chainId: chain.id, message: "down" }));
+      }),
+    latestTime: () => Effect.die("latestTime is not the cache's source"),
+    simulateEscrow: () => Effect.die("unused"),
+    measureEscrow: () => Effect.die("unused"),
+    simulateOutcome: () => Effect.die("unused"),
+    rpc: () => Effect.die("unused"),
+  });
+
+const withHeads = <A, E>(
+  node: Node,
+  options: ChainHeadsOptions,
+  f: (heads: Context.Service.Shape<typeof ChainHeads>) => Effect.Effect<A, E>,
+) =>
+  Effect.gen(function* () {
+    return yield* f(yield* ChainHeads);
+  }).pipe(
+    Effect.provide(
+      ChainHeads.layer(options).pipe(
+        Layer.provide(Layer.mergeAll(ChainRegistry.fromChains([CHAIN]), nodeClients(node))),
+      ),
+    ),
+  );
+
+const newNode = (): Node => ({ head: { number: 10n, timestamp: 1_000 }, up: true, asked: 0 });
+
+describe("chain heads", () => {
+  it.effect("answers from the head while it is younger than maxAge, then reads the chain", () =>
+    Effect.gen(function* () {
+      const node = newNode();
+      yield* withHeads(node, { pollEveryMillis: 60_000, maxAgeMillis: 2_000 }, (heads) =>
+        Effect.gen(function* () {
+          yield* Effect.yieldNow; // the poll's first read, at start
+          expect(node.asked).toBe(1);
+          node.head = { number: 11n, timestamp: 1_012 };
+          expect(yield* heads.latestTime(CHAIN)).toBe(1_000);
+          yield* TestClock.adjust(Duration.millis(1_999));
+          expect(yield* heads.latestTime(CHAIN)).toBe(1_000);
+          expect(node.asked).toBe(1);
+          yield* TestClock.adjust(Duration.millis(1));
+          expect(yield* heads.latestTime(CHAIN)).toBe(1_012);
+          expect(node.asked).toBe(2);
+          expect(yield* heads.latestBlock(CHAIN)).toEqual({ number: 11n, timestamp: 1_012 });
+          expect(node.asked).toBe(2);
+        }),
+      );
+    }),
+  );
+
+  it.effect("the poll keeps a quiet chain's head young: no read on the caller's path", () =>
+    Effect.gen(function* () {
+      const node = newNode();
+      yield* withHeads(node, { pollEveryMillis: 1_000, maxAgeMillis: 2_000 }, (heads) =>
+        Effect.gen(function* () {
+          for (let second = 1; second <= 10; second++) {
+            node.head = { number: 10n + BigInt(second), timestamp: 1_000 + second };
+            yield* TestClock.adjust(Duration.seconds(1));
+          }
+          const asked = node.asked;
+          expect(asked).toBeGreaterThanOrEqual(10);
+          expect(yield* heads.latestTime(CHAIN)).toBe(1_010);
+          expect(node.asked).toBe(asked);
+        }),
+      );
+    }),
+  );
+
+  it.effect("an unreachable chain fails the caller once the head is maxAge old", () =>
+    Effect.gen(function* () {
+      const node = newNode();
+      yield* withHeads(node, { pollEveryMillis: 1_000, maxAgeMillis: 2_000 }, (heads) =>
+        Effect.gen(function* () {
+          yield* Effect.yieldNow;
+          node.up = false;
+          yield* TestClock.adjust(Duration.millis(1_500));
+          expect(yield* heads.latestTime(CHAIN)).toBe(1_000);
+          yield* TestClock.adjust(Duration.millis(500));
+          const failed = yield* Effect.flip(heads.latestTime(CHAIN));
+          expect(failed).toBeInstanceOf(ChainUnavailable);
+          node.up = true;
+          expect(yield* heads.latestTime(CHAIN)).toBe(1_000);
+        }),
+      );
+    }),
+  );
+
+  it.effect("takes the node's head even when lower, and refresh reads the chain at once", () =>
+    Effect.gen(function* () {
+      const node = newNode();
+      yield* withHeads(node, { pollEveryMillis: 60_000, maxAgeMillis: 60_000 }, (heads) =>
+        Effect.gen(function* () {
+          yield* Effect.yieldNow;
+          node.head = { number: 5n, timestamp: 900 };
+          expect(yield* heads.latestTime(CHAIN)).toBe(1_000);
+          expect(yield* heads.refresh(CHAIN)).toEqual({ number: 5n, timestamp: 900 });
+          expect(yield* heads.latestTime(CHAIN)).toBe(900);
+        }),
+      );
+    }),
+  );
+
+  it.effect("maxAge 0 reads the chain on every call", () =>
+    Effect.gen(function* () {
+      const node = newNode();
+      yield* withHeads(node, { pollEveryMillis: 60_000, maxAgeMillis: 0 }, (heads) =>
+        Effect.gen(function* () {
+          yield* Effect.yieldNow;
+          const asked = node.asked;
+          node.head = { number: 11n, timestamp: 1_001 };
+          expect(yield* heads.latestTime(CHAIN)).toBe(1_001);
+          expect(yield* heads.latestTime(CHAIN)).toBe(1_001);
+          expect(node.asked).toBe(asked + 2);
+        }),
+      );
+    }),
+  );
+});
