@@ -35,6 +35,20 @@ export const TransactionRow = Schema.Struct({
 });
 export type TransactionRow = typeof TransactionRow.Type;
 
+/**
+ * The least string above every string that starts with `prefix`, in byte order (text_pattern_ops):
+ * the prefix with its last code point plus one (UTF-8 keeps code point order). None for an empty
+ * prefix or one ending in the last code point.
+ */
+export const prefixEnd = (prefix: string): string | undefined => {
+  const points = Array.from(prefix);
+  const last = points.pop()?.codePointAt(0);
+  if (last === undefined || last === 0x10ffff) return undefined;
+  // Past the surrogates, which no valid text holds.
+  const next = last + 1 === 0xd800 ? 0xe000 : last + 1;
+  return points.join("") + String.fromCodePoint(next);
+};
+
 const TRANSACTIONS = relation({
   from: "billing.relayer_transactions t",
   alias: "t",
@@ -79,6 +93,7 @@ const make = Effect.gen(function* () {
   const select = (where: ReadonlyArray<Fragment>, options?: Parameters<typeof selectRows>[3]) =>
     selectRows(sql, TRANSACTIONS, where, options);
   const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis));
+  const actionBelow = (end: string | undefined) => (end === undefined ? sql`true` : sql`action ~<~ ${end}`);
   const ofAccount = (chainId: number, from: string) => [
     sql`t.chain_id = ${chainId}`,
     sql`t.from_address = ${from}`,
@@ -98,8 +113,11 @@ const make = Effect.gen(function* () {
       ),
     /** How many transactions of actions starting with `prefix` were sent since `since`, and the oldest's time. */
     actionsSince: (chainId: number, prefix: string, since: Date) =>
+      // The range lets a cached (generic) plan use relayer_transactions_action; starts_with alone has
+      // to scan every row of the chain once Postgres stops planning with the parameter's value.
       sql`SELECT count(*)::int AS count, min(created_at) AS oldest FROM billing.relayer_transactions
-        WHERE chain_id = ${chainId} AND starts_with(action, ${prefix}) AND created_at > ${since}`.pipe(
+        WHERE chain_id = ${chainId} AND action ~>=~ ${prefix} AND ${actionBelow(prefixEnd(prefix))}
+          AND starts_with(action, ${prefix}) AND created_at > ${since}`.pipe(
         Effect.flatMap(decodeActions),
         Effect.map((rows) => rows[0] ?? { count: 0, oldest: null }),
       ),

@@ -9,7 +9,7 @@ import { Context, Effect, Layer } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { encodeFunctionData, erc20Abi, getAddress, type Hex, isAddress, parseSignature } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
+import { ChainClients, type ChainUnavailable, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
@@ -28,6 +28,7 @@ import type { MandateRow } from "./mandate-object.ts";
 import { MandateStore } from "./mandate-store.ts";
 import {
   onchainMandateId,
+  type PermitDomain,
   permitTypedDataJson,
   SIGNATURE_WINDOW_SECONDS,
   TERMS_TYPES,
@@ -43,6 +44,11 @@ export const AuthorizationLimits = Context.Reference<{ readonly transactionsPerM
   "AuthorizationLimits",
   { defaultValue: () => ({ transactionsPerMandatePerDay: 5 }) },
 );
+
+/** What the page needs of the token: its permit domain and the customer's permit nonce, or the allowance. */
+type TokenState =
+  | { readonly permit: { readonly domain: PermitDomain; readonly nonce: bigint } }
+  | { readonly allowance: bigint };
 
 export type AuthorizeFailure = InvalidRequest | Unavailable | RateLimited | SqlError.SqlError;
 
@@ -145,43 +151,53 @@ const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const chain = yield* chainOfMandate(registry, mandate);
       yield* checkSigner(mandate, customer, options.resign ?? false);
-      const nonce = (yield* onchainNonce(chain, onchainMandateId(customer, BigInt(mandate.salt)))) + 1n;
-      const deadline =
-        (yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable))) + SIGNATURE_WINDOW_SECONDS;
-      const message = expectedTerms(mandate, chain, customer, nonce, deadline);
       const token = mandate.token_address as Hex;
       const value = BigInt(mandate.cap) * BigInt(mandate.approval_periods);
-      const domain = yield* tokens.permitDomain(chain, token);
+      const tokenState = Effect.flatMap(
+        tokens.permitDomain(chain, token),
+        (domain): Effect.Effect<TokenState, ChainUnavailable> =>
+          domain._tag === "Some"
+            ? Effect.map(tokens.permitNonce(chain, token, customer), (nonce) => ({
+                permit: { domain: domain.value, nonce },
+              }))
+            : Effect.map(tokens.allowance(chain, token, customer, chain.escrow.address), (allowance) => ({
+                allowance,
+              })),
+      );
+      // Independent reads: one round trip of latency instead of three.
+      const [onchain, latest, state] = yield* Effect.all(
+        [
+          onchainNonce(chain, onchainMandateId(customer, BigInt(mandate.salt))),
+          heads.latestTime(chain).pipe(Effect.mapError(unavailable)),
+          tokenState.pipe(Effect.mapError(unavailable)),
+        ],
+        { concurrency: "unbounded" },
+      );
+      const nonce = onchain + 1n;
+      const deadline = latest + SIGNATURE_WINDOW_SECONDS;
+      const message = expectedTerms(mandate, chain, customer, nonce, deadline);
       let permit: TypedAuthorizationRequest["permit"] = null;
       let approve: AuthorizationRequest["approve"] = null;
-      if (domain._tag === "Some") {
-        const permitNonce = yield* tokens
-          .permitNonce(chain, token, customer)
-          .pipe(Effect.mapError(unavailable));
+      if ("permit" in state) {
         permit = {
-          domain: domain.value,
+          domain: state.permit.domain,
           message: {
             owner: customer,
             spender: chain.escrow.address,
             value,
-            nonce: permitNonce,
+            nonce: state.permit.nonce,
             deadline: BigInt(deadline),
           },
         };
-      } else {
-        const allowance = yield* tokens
-          .allowance(chain, token, customer, chain.escrow.address)
-          .pipe(Effect.mapError(unavailable));
-        if (allowance < value)
-          approve = {
-            to: token,
-            data: encodeFunctionData({
-              abi: erc20Abi,
-              functionName: "approve",
-              args: [chain.escrow.address, value],
-            }),
-          };
-      }
+      } else if (state.allowance < value)
+        approve = {
+          to: token,
+          data: encodeFunctionData({
+            abi: erc20Abi,
+            functionName: "approve",
+            args: [chain.escrow.address, value],
+          }),
+        };
       return {
         json: {
           terms: termsTypedDataJson(chain.id, chain.escrow.address, message),
@@ -243,13 +259,17 @@ const make = Effect.gen(function* () {
           "These are not the mandate's terms. Reload the page and sign again.",
           "terms",
         );
-      if (deadline < (yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable))))
+      const [now, onchain] = yield* Effect.all(
+        [heads.latestTime(chain).pipe(Effect.mapError(unavailable)), onchainNonce(chain, expected.mandateId)],
+        { concurrency: "unbounded" },
+      );
+      if (deadline < now)
         return yield* refuse(
           "terms_expired",
           "The signature's deadline has passed. Sign the new terms.",
           "terms",
         );
-      if (nonce <= (yield* onchainNonce(chain, expected.mandateId)))
+      if (nonce <= onchain)
         return yield* refuse("terms_changed", "These terms were already signed. Reload the page.", "terms");
       const valid = yield* clients
         .rpc(chain, "verify", () =>
@@ -260,6 +280,9 @@ const make = Effect.gen(function* () {
             primaryType: "Terms",
             message: expected,
             signature: input.signature as Hex,
+            // An EOA's signature is recovered locally; only a signature that recovers to another
+            // address (an ERC-1271 or ERC-6492 wallet's) costs the validator's eth_call.
+            mode: "eoa",
           }),
         )
         .pipe(Effect.mapError(unavailable));

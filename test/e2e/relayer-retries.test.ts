@@ -390,6 +390,33 @@ describe("the relayer's gas, spent through the public page", () => {
     expect(nonceAfter - nonceBefore).toBe(paid.length);
   });
 
+  it("refuses terms signed by another wallet (signature_invalid) and sends nothing", async () => {
+    const customer = await driver.newCustomer();
+    const other = await driver.newCustomer();
+    const mandate = await openMandate();
+    const token = tokenOf(mandate);
+    const request = await api(`/authorize/${token}/terms`, {
+      key: null,
+      idempotencyKey: null,
+      body: { customer_address: customer.address },
+    });
+    expect(request.status, request.text).toBe(200);
+    const { terms, permit } = request.json as { terms: PageTypedData; permit: PageTypedData | null };
+    const [{ started } = { started: "" }] = await query<{ started: string }>("SELECT now()::text AS started");
+    // The wallet that signed is not the one the terms (and the mandate id) name.
+    const body = { ...(await signPageTerms(other, terms, permit)), customer_address: customer.address };
+    const answer = await api(`/authorize/${token}/signatures`, { key: null, idempotencyKey: null, body });
+    expect(answer.status, answer.text).toBe(400);
+    expect(expectErrorShape(answer.json)).toMatchObject({ code: "signature_invalid", param: "signature" });
+    expect((await mandateOf(mandate.id)).customer_address).toBeNull();
+    const sent = await query(
+      `SELECT 1 FROM billing.relayer_transactions
+        WHERE chain_id = $1 AND created_at >= $2::timestamptz AND action LIKE 'authorize:%'`,
+      [CHAIN, started],
+    );
+    expect(sent).toHaveLength(0);
+  });
+
   it("answers 429 with Retry-After beyond the per-token request limit", async () => {
     const mandate = await openMandate();
     const token = tokenOf(mandate);
