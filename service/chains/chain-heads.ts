@@ -38,6 +38,11 @@ export interface ChainHeadsOptions {
 export const DEFAULT_HEAD_OPTIONS: ChainHeadsOptions = { pollEveryMillis: 1_000, maxAgeMillis: 2_000 };
 
 const RESUBSCRIBE_AFTER = "1 second";
+const CLOSE_WAIT_MILLIS = 1_000;
+
+/** `work`, or nothing once `ms` have passed; its failure is dropped. */
+const atMost = (ms: number, work: Promise<unknown>): Promise<unknown> =>
+  Promise.race([work.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, ms).unref())]);
 
 const Quantity = Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{1,64}$/));
 /** The part of a `newHeads` notification (as viem passes it on) that we use. */
@@ -115,12 +120,14 @@ export class ChainHeads extends Context.Service<
                   onError: (error) => Deferred.doneUnsafe(broken, Exit.fail(error)),
                 }),
               ),
+              // A broken socket never answers: each step is waited for at most a second, so neither
+              // a resubscription nor the service's shutdown hangs on it.
               (subscribed) =>
                 Effect.promise(async () => {
-                  await subscribed.unsubscribe().catch(() => undefined);
-                  await client.transport.getRpcClient().then(
-                    (socket) => socket.close(),
-                    () => undefined,
+                  await atMost(CLOSE_WAIT_MILLIS, subscribed.unsubscribe());
+                  await atMost(
+                    CLOSE_WAIT_MILLIS,
+                    client.transport.getRpcClient().then((socket) => socket.close()),
                   );
                 }),
             );

@@ -69,6 +69,18 @@ const signedSubscription = (scope: MerchantScope, price: string) =>
     return { id: subscription.id, mandate: mandate.id, onchainId, customer, anchor: mandate.anchor };
   });
 
+/** A new merchant with a new price of `amount` a period on the test chain. */
+const merchantWithPrice = (amount: string) =>
+  Effect.gen(function* () {
+    const scope = yield* merchant;
+    const price = yield* (yield* Prices).create(scope, {
+      product_name: "Seat",
+      amount_decimal: amount,
+      chain: CHAIN.id,
+    });
+    return { scope, price: price.id };
+  });
+
 /** The chain's `Charged` log of a mandate's period, applied as the fact relay applies it. */
 const chainCharged = (
   scope: MerchantScope,
@@ -115,13 +127,8 @@ const eventTypes = (subject: string) =>
 layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (it) => {
   it.effect("invoices a period at its boundary, charges it once, and is paid by the chain's charge", () =>
     Effect.gen(function* () {
-      const scope = yield* merchant;
-      const price = yield* (yield* Prices).create(scope, {
-        product_name: "Seat",
-        amount_decimal: "10",
-        chain: CHAIN.id,
-      });
-      const sub = yield* signedSubscription(scope, price.id);
+      const { scope, price } = yield* merchantWithPrice("10");
+      const sub = yield* signedSubscription(scope, price);
       const sent = chain.sent.length;
 
       yield* bill; // activates it; its first period is due at once and billed in the same round
@@ -148,13 +155,8 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
 
   it.effect("retries a failing charge on the dunning schedule, then ends the subscription", () =>
     Effect.gen(function* () {
-      const scope = yield* merchant;
-      const price = yield* (yield* Prices).create(scope, {
-        product_name: "Seat",
-        amount_decimal: "7",
-        chain: CHAIN.id,
-      });
-      const sub = yield* signedSubscription(scope, price.id);
+      const { scope, price } = yield* merchantWithPrice("7");
+      const sub = yield* signedSubscription(scope, price);
       chain.failing.set(sub.onchainId.toLowerCase(), "InsufficientBalance");
       const invoices = yield* InvoiceStore;
 
@@ -184,14 +186,9 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
 
   it.effect("charges a boundary's invoices in one chargeMany, bisecting out the one that fails", () =>
     Effect.gen(function* () {
-      const scope = yield* merchant;
-      const price = yield* (yield* Prices).create(scope, {
-        product_name: "Seat",
-        amount_decimal: "3",
-        chain: CHAIN.id,
-      });
+      const { scope, price } = yield* merchantWithPrice("3");
       const subs = [];
-      for (let i = 0; i < 8; i++) subs.push(yield* signedSubscription(scope, price.id));
+      for (let i = 0; i < 8; i++) subs.push(yield* signedSubscription(scope, price));
       const [broke] = subs.slice(5, 6);
       chain.failing.set(broke?.onchainId.toLowerCase() ?? "", "InsufficientBalance");
       chain.simulations.length = 0;
@@ -220,14 +217,9 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
 
   it.effect("runs a boundary's batch that succeeds once: its measured gas goes to the relayer", () =>
     Effect.gen(function* () {
-      const scope = yield* merchant;
-      const price = yield* (yield* Prices).create(scope, {
-        product_name: "Seat",
-        amount_decimal: "4",
-        chain: CHAIN.id,
-      });
+      const { scope, price } = yield* merchantWithPrice("4");
       const subs = [];
-      for (let i = 0; i < 5; i++) subs.push(yield* signedSubscription(scope, price.id));
+      for (let i = 0; i < 5; i++) subs.push(yield* signedSubscription(scope, price));
       chain.simulations.length = 0;
       chain.measurements.length = 0;
       const sent = chain.sent.length;
