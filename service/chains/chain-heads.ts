@@ -101,35 +101,38 @@ export class ChainHeads extends Context.Service<
             return quiet ? Effect.ignore(refresh(chain)) : Effect.void;
           }).pipe(Effect.repeat(Schedule.spaced(options.pollEveryMillis)));
 
-        /** Lives until the socket reports an error; the caller subscribes again. */
+        /**
+         * Lives until the socket reports an error; the caller subscribes again. A node that stops answering
+         * holds nothing up: the subscribe call can be interrupted (by the service's shutdown), and each
+         * closing step is waited for at most CLOSE_WAIT_MILLIS. The socket is closed whatever happened.
+         */
         const subscription = (chain: ResolvedChain, url: string) =>
           Effect.gen(function* () {
             const broken = yield* Deferred.make<void, unknown>();
             const client = createPublicClient({ transport: webSocket(url, { reconnect: false }) });
-            yield* Effect.acquireRelease(
-              Effect.tryPromise(() =>
-                client.transport.subscribe({
-                  params: ["newHeads"],
-                  onData: (data) => {
-                    const head = decodeNewHead(data);
-                    if (head._tag === "Some") {
-                      const { number, timestamp } = head.value.result;
-                      record(chain.id, { number: BigInt(number), timestamp: Number(BigInt(timestamp)) });
-                    }
-                  },
-                  onError: (error) => Deferred.doneUnsafe(broken, Exit.fail(error)),
-                }),
+            yield* Effect.addFinalizer(() =>
+              Effect.promise(() =>
+                atMost(
+                  CLOSE_WAIT_MILLIS,
+                  client.transport.getRpcClient().then((socket) => socket.close()),
+                ),
               ),
-              // A broken socket never answers: each step is waited for at most a second, so neither
-              // a resubscription nor the service's shutdown hangs on it.
-              (subscribed) =>
-                Effect.promise(async () => {
-                  await atMost(CLOSE_WAIT_MILLIS, subscribed.unsubscribe());
-                  await atMost(
-                    CLOSE_WAIT_MILLIS,
-                    client.transport.getRpcClient().then((socket) => socket.close()),
-                  );
-                }),
+            );
+            const subscribed = yield* Effect.tryPromise(() =>
+              client.transport.subscribe({
+                params: ["newHeads"],
+                onData: (data) => {
+                  const head = decodeNewHead(data);
+                  if (head._tag === "Some") {
+                    const { number, timestamp } = head.value.result;
+                    record(chain.id, { number: BigInt(number), timestamp: Number(BigInt(timestamp)) });
+                  }
+                },
+                onError: (error) => Deferred.doneUnsafe(broken, Exit.fail(error)),
+              }),
+            );
+            yield* Effect.addFinalizer(() =>
+              Effect.promise(() => atMost(CLOSE_WAIT_MILLIS, subscribed.unsubscribe())),
             );
             return yield* Deferred.await(broken);
           }).pipe(

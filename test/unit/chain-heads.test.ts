@@ -4,6 +4,8 @@
  * a quiet chain's head young, an unreachable chain fails the caller once its head is too old, and a head
  * the node reports is taken even when lower (a reorg to a shorter chain, a restarted dev chain).
  */
+import { createHash } from "node:crypto";
+import { type AddressInfo, createServer } from "node:net";
 import { describe, expect, it } from "@effect/vitest";
 import { type Context, Duration, Effect, Layer } from "effect";
 import { TestClock } from "effect/testing";
@@ -66,6 +68,37 @@ const withHeads = <A, E>(
       ),
     ),
   );
+
+/**
+ * A node on loopback that accepts a WebSocket and then never answers (a stalled node): `asked` resolves
+ * once the client has sent its first frame (the subscription request).
+ */
+const silentWebSocketNode = async () => {
+  let heard: () => void = () => {};
+  const asked = new Promise<void>((resolve) => {
+    heard = resolve;
+  });
+  const server = createServer((socket) => {
+    socket.once("data", (request) => {
+      const key = /sec-websocket-key:\s*(\S+)/i.exec(request.toString())?.[1] ?? "";
+      const accept = createHash("sha1").update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest("base64");
+      socket.write(
+        `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
+      );
+      socket.once("data", () => heard());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `ws://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    asked,
+    close: () => {
+      server.close();
+      if ("closeAllConnections" in server)
+        (server as { closeAllConnections: () => void }).closeAllConnections();
+    },
+  };
+};
 
 const newNode = (): Node => ({ head: { number: 10n, timestamp: 1_000 }, up: true, asked: 0 });
 
@@ -158,5 +191,28 @@ describe("chain heads", () => {
         }),
       );
     }),
+  );
+
+  it.live(
+    "a node that takes the socket but never answers the subscription holds up no shutdown",
+    () =>
+      Effect.gen(function* () {
+        const silent = yield* Effect.acquireRelease(Effect.promise(silentWebSocketNode), (node) =>
+          Effect.sync(node.close),
+        );
+        const chain: ResolvedChain = { ...CHAIN, rpc: { ...CHAIN.rpc, ws: silent.url } };
+        const layer = ChainHeads.layer({ pollEveryMillis: 60_000, maxAgeMillis: 2_000 }).pipe(
+          Layer.provide(Layer.mergeAll(ChainRegistry.fromChains([chain]), nodeClients(newNode()))),
+        );
+        const closing = yield* Effect.scoped(
+          Effect.gen(function* () {
+            yield* Layer.build(layer);
+            yield* Effect.promise(() => silent.asked);
+            return Date.now();
+          }),
+        );
+        expect(Date.now() - closing).toBeLessThan(2_500);
+      }),
+    10_000,
   );
 });
