@@ -35,7 +35,7 @@ import { ONCHAIN_SCHEMA } from "../service/db/client.ts";
 import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { mandateIdFor, TERMS_TYPES } from "../test/contract/harness.ts";
 import { benchChain } from "./local-chain-config.ts";
-import { type SummaryRow, writeResults } from "./report.ts";
+import { percentiles, type SummaryRow, writeResults } from "./report.ts";
 
 const N = Number(process.env.LATENCY_CHARGES ?? 200);
 /**
@@ -61,14 +61,6 @@ interface Charge {
   /** Its event seen in the outbox. */
   readonly seen: number;
 }
-
-const percentiles = (values: ReadonlyArray<number>) => {
-  const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
-  const at = (p: number) =>
-    Math.round((sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? 0) * 10) /
-    10;
-  return { p50_ms: at(50), p90_ms: at(90), p99_ms: at(99), max_ms: at(100) };
-};
 
 /**
  * Years of history, bulk-inserted: facts of the merchant's payout address (charges, one authorization in

@@ -54,7 +54,7 @@ import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.
 import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { SWEEP_BATCH } from "../service/payments/deposit-sweeper.ts";
 import { benchChain } from "./local-chain-config.ts";
-import { writeResults } from "./report.ts";
+import { percentiles, writeResults } from "./report.ts";
 
 const N = Number(process.env.PAYMENTS_N ?? 500);
 const AMOUNT = process.env.PAYMENTS_AMOUNT ?? "10.00";
@@ -85,14 +85,6 @@ const pool = async <T, R>(
     }),
   );
   return out;
-};
-
-const percentiles = (values: readonly number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const at = (p: number) =>
-    Math.round((sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? 0) * 10) /
-    10;
-  return { p50_ms: at(50), p90_ms: at(90), p99_ms: at(99), max_ms: at(100) };
 };
 
 interface Payment {

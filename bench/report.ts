@@ -19,6 +19,21 @@ export interface SummaryRow {
   readonly meets_target: boolean | null;
 }
 
+/** A value to 0.1 (ms, usually), as the results files give them. */
+export const tenths = (n: number): number => Math.round(n * 10) / 10;
+
+/** The nearest-rank value at `p` percent of `values` (NaN left out); 0 when there are none. */
+export const percentile = (values: ReadonlyArray<number>, p: number): number => {
+  const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? 0;
+};
+
+/** p50, p90, p99 and max of `values`, to 0.1 ms. */
+export const percentiles = (values: ReadonlyArray<number>) => {
+  const at = (p: number) => tenths(percentile(values, p));
+  return { p50_ms: at(50), p90_ms: at(90), p99_ms: at(99), max_ms: at(100) };
+};
+
 export const machine = () => ({
   cores: cpus().length,
   cpu: cpus()[0]?.model ?? "unknown",

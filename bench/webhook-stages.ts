@@ -9,6 +9,7 @@ import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { Effect, Layer } from "effect";
 import { type ClaimedDelivery, DeliveryStore } from "../service/webhooks/delivery-store.ts";
 import { type Attempt, AttemptSender } from "../service/webhooks/sender.ts";
+import { percentile, percentiles, tenths } from "./report.ts";
 
 export const wallClock = () => performance.timeOrigin + performance.now();
 
@@ -155,20 +156,10 @@ export const makeStageRecorder = () => {
         }
         rows.push({ total, parts });
       }
-      const pct = (values: number[], p: number) => {
-        const sorted = [...values].sort((a, b) => a - b);
-        return (
-          sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? 0
-        );
-      };
-      const r1 = (n: number) => Math.round(n * 10) / 10;
       const table = Object.entries(stages).map(([stage, values]) => ({
         stage,
         n: values.length,
-        p50_ms: r1(pct(values, 50)),
-        p90_ms: r1(pct(values, 90)),
-        p99_ms: r1(pct(values, 99)),
-        max_ms: r1(pct(values, 100)),
+        ...percentiles(values),
       }));
       // The slowest 1 %: the mean of each stage among them.
       const slowest = [...rows].sort((a, b) => b.total - a.total).slice(0, Math.max(1, rows.length / 100));
@@ -176,7 +167,7 @@ export const makeStageRecorder = () => {
       const slowestShare = Object.fromEntries(
         names.map((name, i) => [
           name,
-          r1(slowest.reduce((sum, row) => sum + (row.parts[i] ?? 0), 0) / slowest.length),
+          tenths(slowest.reduce((sum, row) => sum + (row.parts[i] ?? 0), 0) / slowest.length),
         ]),
       );
       const claimSizes = [...marks.values()].map((m) => m.claimRows ?? 0).filter((n) => n > 0);
@@ -184,19 +175,21 @@ export const makeStageRecorder = () => {
       return {
         table,
         slowest_1pct_mean_ms: slowestShare,
-        mean_rows_per_claim_seen_by_a_delivery: r1(claimSizes.reduce((a, b) => a + b, 0) / claimSizes.length),
-        mean_rows_per_record_seen_by_a_delivery: r1(
+        mean_rows_per_claim_seen_by_a_delivery: tenths(
+          claimSizes.reduce((a, b) => a + b, 0) / claimSizes.length,
+        ),
+        mean_rows_per_record_seen_by_a_delivery: tenths(
           recordSizes.reduce((a, b) => a + b, 0) / recordSizes.length,
         ),
         gc: {
           pauses: gcPauses.length,
-          total_ms: r1(gcPauses.reduce((a, b) => a + b, 0)),
-          max_ms: r1(pct(gcPauses, 100)),
+          total_ms: tenths(gcPauses.reduce((a, b) => a + b, 0)),
+          max_ms: tenths(percentile(gcPauses, 100)),
         },
         event_loop_delay_ms: {
-          p50: r1(loopDelay.percentile(50) / 1e6),
-          p99: r1(loopDelay.percentile(99) / 1e6),
-          max: r1(loopDelay.max / 1e6),
+          p50: tenths(loopDelay.percentile(50) / 1e6),
+          p99: tenths(loopDelay.percentile(99) / 1e6),
+          max: tenths(loopDelay.max / 1e6),
         },
       };
     },

@@ -35,7 +35,7 @@ import { generateSecretsKey, SecretBox } from "../service/webhooks/secret-box.ts
 import { AttemptSender } from "../service/webhooks/sender.ts";
 import { signatureHeader } from "../service/webhooks/signature.ts";
 import { loadPgStatements } from "./pg-statements.ts";
-import { writeResults } from "./report.ts";
+import { percentiles, writeResults } from "./report.ts";
 import { makeStageRecorder } from "./webhook-stages.ts";
 
 const EVENTS = Number(process.env.WEBHOOK_BENCH_EVENTS ?? 5000);
@@ -103,12 +103,6 @@ const waitForCount = async (expected: number, timeoutMs = 300_000) => {
     if (Date.now() > deadline) throw new Error(`only ${count} of ${expected} received`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
-};
-const percentiles = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const at = (p: number) =>
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? 0;
-  return { p50_ms: at(50), p90_ms: at(90), p99_ms: at(99), max_ms: at(100) };
 };
 const report = async () => {
   const { latencies, duplicates } = await ask<{ latencies: number[]; duplicates: number }>("report");

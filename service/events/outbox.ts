@@ -69,7 +69,8 @@ const make = Effect.gen(function* () {
     Effect.gen(function* () {
       if (!Arr.isReadonlyArrayNonEmpty(events)) return [] as string[];
       // The notification goes out with the insert (a statement fewer per batch); Postgres delivers it at
-      // commit, and only when a row was inserted.
+      // commit, and only when a row was inserted. The final SELECT refers to `notified` only so that
+      // Postgres runs it (a read-only CTE nothing refers to is skipped).
       const inserted = yield* sql`
         WITH inserted AS (INSERT INTO billing.events ${sql.insert(
           Arr.map(events, (event) => ({
