@@ -5,8 +5,9 @@ import {ERC20} from "@openzeppelin/contracts/token/ERC20/ERC20.sol";
 import {ERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/ERC20Permit.sol";
 import {SignatureChecker} from "@openzeppelin/contracts/utils/cryptography/SignatureChecker.sol";
 
-/// @notice Test-only USDC stand-in: 6 decimals, EIP-2612 permit, EIP-3009 transfer by authorization (as
-/// USDC's FiatTokenV2: same functions, events and type hashes, signed in the permit's EIP-712 domain), and
+/// @notice Test-only USDC stand-in: 6 decimals, EIP-2612 permit and EIP-3009 transfer by authorization (as
+/// USDC's FiatTokenV2_2: same functions, events and type hashes, signed in the permit's EIP-712 domain, by
+/// an EOA or an ERC-1271 smart wallet), and
 /// a mint anyone may call. Deployed only on local and test chains by the dev stack; never configured on
 /// a live chain.
 contract TestUSDC is ERC20, ERC20Permit {
@@ -18,6 +19,8 @@ contract TestUSDC is ERC20, ERC20Permit {
     bytes32 private constant RECEIVE_WITH_AUTHORIZATION_TYPEHASH = keccak256(
         "ReceiveWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"
     );
+    bytes32 private constant PERMIT_TYPEHASH =
+        keccak256("Permit(address owner,address spender,uint256 value,uint256 nonce,uint256 deadline)");
     bytes32 private constant CANCEL_AUTHORIZATION_TYPEHASH =
         keccak256("CancelAuthorization(address authorizer,bytes32 nonce)");
 
@@ -41,6 +44,22 @@ contract TestUSDC is ERC20, ERC20Permit {
 
     function mint(address to, uint256 amount) external {
         _mint(to, amount);
+    }
+
+    /// @notice EIP-2612 as USDC has it since v2.2: an ERC-1271 wallet's signature is accepted too, so a
+    /// contract wallet can grant an allowance without sending a transaction.
+    function permit(address owner, address spender, uint256 value, uint256 deadline, uint8 v, bytes32 r, bytes32 s)
+        public
+        override
+    {
+        if (block.timestamp > deadline) revert ERC2612ExpiredSignature(deadline);
+        bytes32 digest = _hashTypedDataV4(
+            keccak256(abi.encode(PERMIT_TYPEHASH, owner, spender, value, _useNonce(owner), deadline))
+        );
+        if (!SignatureChecker.isValidSignatureNow(owner, digest, abi.encodePacked(r, s, v))) {
+            revert InvalidAuthorizationSignature();
+        }
+        _approve(owner, spender, value);
     }
 
     /// @notice Moves `value` from `from` to `to` on `from`'s signature; anyone may submit it, so `from`

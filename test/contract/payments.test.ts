@@ -4,7 +4,6 @@
  * tokens at a deposit address, a token without return values, a hostile re-entering token, and the test
  * token's EIP-3009 transfer by authorization (how the hosted page pays a deposit address without gas).
  */
-import { createRequire } from "node:module";
 import fc from "fast-check";
 import {
   type Abi,
@@ -26,6 +25,7 @@ import { MandateEscrowAbi, MandateEscrowBytecode } from "../../abis/MandateEscro
 import { NoReturnTokenAbi } from "../../abis/NoReturnToken.ts";
 import { ReentrantTokenAbi } from "../../abis/ReentrantToken.ts";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
+import { TestWalletBytecode } from "../../abis/TestWallet.ts";
 import {
   collectorAddress,
   type DepositTerms,
@@ -493,31 +493,6 @@ describe("MandateEscrow: deposit address safety", () => {
   });
 });
 
-/** A minimal ERC-1271 wallet: valid when its owner signed the hash (r, s, v packed, as USDC passes them). */
-const WALLET_SOURCE = `// SPDX-License-Identifier: MIT
-pragma solidity 0.8.37;
-contract Wallet {
-    address private immutable owner;
-    constructor(address owner_) { owner = owner_; }
-    function isValidSignature(bytes32 hash, bytes calldata signature) external view returns (bytes4) {
-        (bytes32 r, bytes32 s) = abi.decode(signature[:64], (bytes32, bytes32));
-        return ecrecover(hash, uint8(signature[64]), r, s) == owner ? bytes4(0x1626ba7e) : bytes4(0xffffffff);
-    }
-}`;
-const compileWallet = () => {
-  const solc = createRequire(import.meta.url)("solc") as { compile(input: string): string };
-  const output = JSON.parse(
-    solc.compile(
-      JSON.stringify({
-        language: "Solidity",
-        sources: { "Wallet.sol": { content: WALLET_SOURCE } },
-        settings: { evmVersion: "cancun", outputSelection: { "*": { "*": ["evm.bytecode.object"] } } },
-      }),
-    ),
-  ) as { contracts: { "Wallet.sol": { Wallet: { evm: { bytecode: { object: string } } } } } };
-  return `0x${output.contracts["Wallet.sol"].Wallet.evm.bytecode.object}` as Hex;
-};
-
 describe("TestUSDC: EIP-3009 transfer by authorization", () => {
   const gasless = privateKeyToAccount(keccak256(toHex("gasless payer")));
   let nonceCounter = 0;
@@ -691,7 +666,7 @@ describe("TestUSDC: EIP-3009 transfer by authorization", () => {
     const owner = privateKeyToAccount(keccak256(toHex("wallet owner")));
     const wallet = await chain.deploy(
       [],
-      concat([compileWallet(), encodeAbiParameters([{ type: "address" }], [owner.address])]),
+      concat([TestWalletBytecode, encodeAbiParameters([{ type: "address" }], [owner.address])]),
     );
     await chain.send(operator, chain.usdc, TestUSDCAbi, "mint", [wallet, usd("10")]);
     const d = depositFor();
