@@ -514,6 +514,13 @@ export const migrations = {
     `CREATE INDEX relayer_transactions_action ON billing.relayer_transactions (chain_id, action text_pattern_ops)
       WHERE action IS NOT NULL`,
   ),
+  "0018_webhook_attempts_unchecked_reference": statements(
+    // The record of an outcome writes the attempt row beside the update of its delivery row, in one
+    // statement (webhooks/delivery-store.ts), and none for a delivery that is gone; the one delete removes
+    // deliveries before their attempts. The foreign key added a check per attempt row (a query, and a lock
+    // on the delivery row the same statement updates): 4.5 of 28 µs a delivery in the record's statement.
+    "ALTER TABLE billing.webhook_attempts DROP CONSTRAINT webhook_attempts_delivery_id_fkey",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {
