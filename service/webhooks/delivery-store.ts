@@ -116,9 +116,13 @@ const make = Effect.gen(function* () {
         next_attempt_at: new Date(now),
         created_at: new Date(now),
       }));
-      const inserted = yield* sql`INSERT INTO billing.webhook_deliveries ${sql.insert(rows)}
-        ON CONFLICT DO NOTHING RETURNING id`.pipe(Effect.flatMap(decodeIds));
-      if (inserted.length > 0) yield* sql`SELECT pg_notify(${DELIVERIES_CHANNEL}, '')`;
+      // The notification goes out with the insert, as the outbox's does (see outbox.ts): Postgres sends
+      // it at commit, and only when a row was inserted.
+      const inserted = yield* sql`
+        WITH inserted AS (INSERT INTO billing.webhook_deliveries ${sql.insert(rows)}
+          ON CONFLICT DO NOTHING RETURNING id),
+        notified AS (SELECT pg_notify(${DELIVERIES_CHANNEL}, '') FROM inserted HAVING count(*) > 0)
+        SELECT id FROM inserted WHERE (SELECT count(*) FROM notified) >= 0`.pipe(Effect.flatMap(decodeIds));
       return inserted.map((row) => row.id);
     });
 
@@ -316,12 +320,15 @@ const make = Effect.gen(function* () {
             FROM billing.webhook_attempts WHERE delivery_id = ANY (${ids}::text[])
             ORDER BY attempted_at, number`.pipe(Effect.flatMap(decodeAttempts)),
     /**
-     * Deletes the deliveries of these events with their attempts (the local stack's crash recovery).
-     * Deliveries first: an outcome recorded meanwhile either waited for this delete and wrote nothing, or
-     * committed before it, and then its attempt is deleted here too (see recordOutcomes).
+     * Deletes the deliveries of these events with their attempts (the local stack's crash recovery), in
+     * the transaction that deletes the events. The events are locked first, so a replay either committed
+     * its deliveries before (they are deleted here) or finds its event gone (see Deliveries.replay).
+     * Deliveries before attempts: an outcome recorded meanwhile either waited for this delete and wrote
+     * nothing, or committed before it, and then its attempt is deleted here too (see recordOutcomes).
      */
     forgetEvents: (eventIds: ReadonlyArray<string>) =>
       Effect.gen(function* () {
+        yield* sql`SELECT id FROM billing.events WHERE id = ANY (${eventIds}::text[]) ORDER BY id FOR UPDATE`;
         const deleted =
           yield* sql`DELETE FROM billing.webhook_deliveries WHERE event_id = ANY (${eventIds}::text[])
           RETURNING id`.pipe(Effect.flatMap(decodeIds));

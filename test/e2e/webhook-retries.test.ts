@@ -239,5 +239,6 @@ describe("webhook retry schedule (controlled clock)", () => {
     await record(outcome(now + 2, true));
     const gone = await run(deliveryState(id));
     expect(gone.attempts).toEqual([]);
+    expect(gone.status).toBeUndefined();
   });
 });
