@@ -166,12 +166,14 @@ const make = Effect.gen(function* () {
     return sql`
       WITH RECURSIVE due AS (
         -- The endpoints with due deliveries, by a skip scan of the due index: one probe per endpoint
-        -- rather than a read of every due row.
+        -- rather than a read of every due row. Leased rows are left to \`picked\`: they come first in the
+        -- index (the oldest due), and stepping over them here too made a claim in a backlog take 1.8 ms
+        -- rather than 0.7 (bench:webhooks, burst).
         (SELECT endpoint_id FROM billing.webhook_deliveries
-         WHERE status = 'pending' AND next_attempt_at <= ${now} AND ${unleased} ORDER BY endpoint_id LIMIT 1)
+         WHERE status = 'pending' AND next_attempt_at <= ${now} ORDER BY endpoint_id LIMIT 1)
         UNION ALL
         SELECT (SELECT d.endpoint_id FROM billing.webhook_deliveries d
-                WHERE d.status = 'pending' AND d.next_attempt_at <= ${now} AND ${unleased}
+                WHERE d.status = 'pending' AND d.next_attempt_at <= ${now}
                   AND d.endpoint_id > due.endpoint_id
                 ORDER BY d.endpoint_id LIMIT 1)
         FROM due WHERE due.endpoint_id IS NOT NULL
