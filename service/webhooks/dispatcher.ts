@@ -147,8 +147,8 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
       // Deliveries claimed and not yet finished, per endpoint, in this process. Claims run ahead of sends
       // (up to CLAIM_AHEAD times the per-endpoint bound) into the endpoint's queue, which at most
       // maxInFlightPerEndpoint sender loops empty, so a freed slot starts its next send without waiting
-      // for a round trip to Postgres. (A fiber per delivery parked on a
-      // semaphore cost 9–20 % of the burst in bench:webhooks.)
+      // for a round trip to Postgres. (With a fiber per delivery parked on a semaphore instead, the
+      // burst of bench:webhooks was 9–20 % slower.)
       const busy = new Map<string, number>();
       const queued = new Map<string, Array<{ row: ClaimedDelivery; bodyOf: Bodies }>>();
       const senders = new Map<string, number>();
