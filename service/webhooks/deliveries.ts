@@ -194,10 +194,11 @@ export class Deliveries extends Context.Service<
       const replay = (scope: MerchantScope, eventId: string, input: ReplayEvent) =>
         sql.withTransaction(
           Effect.gen(function* () {
+            // Locked against its deletion (forgetEvents) until the replay's deliveries are committed: the
+            // deliveries' reference to their event has no foreign key (migration 0019).
             const [event] = yield* sql`SELECT id, type FROM billing.events
-              WHERE id = ${eventId} AND merchant_id = ${scope.merchantId} AND livemode = ${scope.livemode}`.pipe(
-              Effect.flatMap(decodeEventRows),
-            );
+              WHERE id = ${eventId} AND merchant_id = ${scope.merchantId} AND livemode = ${scope.livemode}
+              FOR KEY SHARE`.pipe(Effect.flatMap(decodeEventRows));
             if (!event) return yield* resourceMissing("event", eventId);
             let targets: ReadonlyArray<string>;
             if (input.endpoint !== undefined) {

@@ -5,7 +5,7 @@
  * loopback and private ones too (never cloud metadata, link-local or other special ranges).
  */
 import { Context, Effect, Layer } from "effect";
-import { Agent, request } from "undici";
+import { Agent, type Dispatcher, request } from "undici";
 import {
   dialRefusal,
   PRIVATE_ALLOWED,
@@ -52,10 +52,18 @@ const describeError = (error: unknown, timeoutMs: number): string => {
   return `${typeof code === "string" ? `${code}: ` : ""}${message}`.slice(0, 500);
 };
 
-const readCapped = async (body: AsyncIterable<Buffer>, limit: number): Promise<string> => {
+/**
+ * The answer's first `limit` characters, reading at most about READ_LIMIT_BYTES. An answer of a declared
+ * small length (undici holds the body to it) is read whole in one call: the stream's async iterator,
+ * kept for the others, was ~3 % of the dispatcher's sampled CPU in bench:webhooks.
+ */
+const readCapped = async (response: Dispatcher.ResponseData, limit: number): Promise<string> => {
+  const declared = response.headers["content-length"];
+  if (typeof declared === "string" && /^\d{1,5}$/.test(declared) && Number(declared) <= READ_LIMIT_BYTES)
+    return (await response.body.text()).slice(0, limit);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of body) {
+  for await (const chunk of response.body as AsyncIterable<Buffer>) {
     chunks.push(chunk);
     size += chunk.length;
     if (size >= READ_LIMIT_BYTES) break;
@@ -112,7 +120,7 @@ export const makeAttemptSender = (options: {
         signal: AbortSignal.timeout(options.timeoutMs),
       });
       const limit = attempt.allowPrivate ? PRIVATE_RESPONSE_BODY_LIMIT : RESPONSE_BODY_LIMIT;
-      const responseBody = await readCapped(response.body, limit).catch(() => "");
+      const responseBody = await readCapped(response, limit).catch(() => "");
       const ok = response.statusCode >= 200 && response.statusCode < 300;
       const location = response.headers.location;
       return {

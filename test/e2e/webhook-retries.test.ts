@@ -199,4 +199,46 @@ describe("webhook retry schedule (controlled clock)", () => {
     expect(await claims()).toBe(1);
     expect(await run(deliveryState(id))).toMatchObject({ status: "pending", attempt_count: 0 });
   });
+
+  it("records a late outcome as an attempt without moving the delivery, and nothing for a delivery that is gone", async () => {
+    now = START + 270 * 86_400_000;
+    const id = await run(oneDelivery("http://127.0.0.1:9/hooks"));
+    const outcome = (attemptedAt: number, ok: boolean) => ({
+      deliveryId: id,
+      endpointId: "",
+      number: 1,
+      attemptedAt,
+      outcome: {
+        ok,
+        statusCode: ok ? 200 : 500,
+        durationMs: 3,
+        error: ok ? null : "answered 500, not 2xx",
+        responseBody: null,
+      },
+    });
+    const record = (...outcomes: ReturnType<typeof outcome>[]) =>
+      run(Effect.flatMap(DeliveryStore, (store) => store.recordOutcomes(outcomes, () => 0.5)));
+    await record(outcome(now, true));
+    // A second process's result for the same attempt (its lease had run out): an attempt, no state change.
+    await record(outcome(now + 1, false));
+    const state = await run(deliveryState(id));
+    expect(state).toMatchObject({ status: "succeeded", attempt_count: 1, next_attempt_at: null });
+    expect(state.attempts.map((a) => a.status_code)).toEqual([200, 500]);
+
+    const eventIds = await run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient;
+        const rows = yield* sql<{
+          event_id: string;
+        }>`SELECT event_id FROM billing.webhook_deliveries WHERE id = ${id}`;
+        return rows.map((row) => row.event_id);
+      }),
+    );
+    await run(Effect.flatMap(DeliveryStore, (store) => store.forgetEvents(eventIds)));
+    // An outcome arriving after its delivery was forgotten writes nothing, and does not fail the batch.
+    await record(outcome(now + 2, true));
+    const gone = await run(deliveryState(id));
+    expect(gone.attempts).toEqual([]);
+    expect(gone.status).toBeUndefined();
+  });
 });
