@@ -6,11 +6,11 @@
 import { createHash, randomBytes } from "node:crypto";
 import { Context, Effect, Layer, Option, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
+import { ClearedCaches } from "../db/cleared-caches.ts";
 import { decodeRows } from "../db/rows.ts";
 import { NotFound, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
-import { CredentialRevocations } from "./credential-cache.ts";
 
 /** An authenticated API request: the merchant and mode of its key, and the key (idempotency is per key). */
 export interface Caller extends MerchantScope {
@@ -89,7 +89,7 @@ export class ApiKeys extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient;
 
-      /** The caller of an active key, by the key's SHA-256 (hex): what the credential cache keeps. */
+      /** The caller of an active key, by the key's SHA-256 (hex): what the cache keeps. */
       const lookup = (sha256Hex: string) =>
         Effect.gen(function* () {
           const rows = yield* sql`
@@ -101,8 +101,8 @@ export class ApiKeys extends Context.Service<
           if (row === undefined) return yield* unknownKey;
           return { merchantId: row.merchant_id, apiKeyId: row.id, livemode: row.livemode } satisfies Caller;
         });
-      const callers = yield* CredentialRevocations.cacheFor(lookup);
-      const revocations = yield* Effect.serviceOption(CredentialRevocations);
+      const callers = yield* ClearedCaches.cacheFor(lookup);
+      const revocations = yield* Effect.serviceOption(ClearedCaches);
 
       const authenticate = (authorization: string | undefined) =>
         Effect.gen(function* () {
