@@ -3,7 +3,7 @@
  * stored (keys are high-entropy, so a fast hash is enough, as for GitHub and Stripe tokens); the
  * clear key is returned once, when it is created.
  */
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 import { Context, Effect, Layer, Option, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { ClearedCaches } from "../db/cleared-caches.ts";
@@ -33,7 +33,7 @@ const base62 = (bytes: Uint8Array): string => {
 export const generateApiKey = (livemode: boolean): string =>
   `sk_${livemode ? "live" : "test"}_${base62(randomBytes(32))}`;
 
-export const hashApiKey = (key: string): Buffer => createHash("sha256").update(key, "utf8").digest();
+export const hashApiKey = (key: string): Buffer => hash("sha256", key, "buffer");
 
 export const redactApiKey = (key: string): string => `${key.slice(0, 8)}…${key.slice(-4)}`;
 
