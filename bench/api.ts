@@ -14,7 +14,8 @@
  * error fails the bench.
  *
  * Profiling: API_CPU_PROFILE=<dir> writes a CPU profile of this (the service's) process for each
- * measured service run (`node:inspector`, only the measured seconds), summarised by
+ * measured service run (`node:inspector`, only the measured seconds), and one of the baseline's whole
+ * run (`--cpu-prof`, in <dir>/baseline), summarised by
  * bench/cpu-profile.ts; API_PG_STATS=1 starts Postgres with pg_stat_statements loaded and
  * records, per run, the statements executed per request and their mean time. Every slice records the CPU
  * time per request of the process that answered (user + system: the service's is this process's, the
@@ -103,7 +104,9 @@ const ownCpuMicros = () => {
 const startBaseline = (config: BaselineConfig) =>
   new Promise<{ url: string; cpuMicros: () => number | undefined; stop: () => Promise<void> }>(
     (resolve, reject) => {
-      const child = spawn(process.execPath, ["bench/api-baseline.ts", JSON.stringify(config)], {
+      // Profiled with the service, the baseline's whole life (every route, warm-ups included) is profiled too.
+      const profile = CPU_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROFILE_DIR}/baseline`] : [];
+      const child = spawn(process.execPath, [...profile, "bench/api-baseline.ts", JSON.stringify(config)], {
         stdio: ["ignore", "pipe", "inherit"],
       });
       const exited = new Promise<void>((done) => child.once("exit", () => done()));
