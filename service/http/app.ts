@@ -252,6 +252,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
               Effect.map((bodyText) => ({ status, bodyText })),
             ),
             storableFailure,
+            { transactional: route.transactional ?? false },
           );
         }),
       );
