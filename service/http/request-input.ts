@@ -82,13 +82,11 @@ export const decodeInput = (
   );
 };
 
-const noQuery = Result.succeed({});
-
 /** The query string as an object, decoded with the route's schema. */
 export const decodeQuery = (c: HonoContext, schema: Schema.Codec<unknown, unknown> | undefined) => {
   const url = c.req.url;
   // A route that takes no query, asked without one (every GET by id): nothing to decode.
-  if (schema === undefined && !url.includes("?")) return noQuery;
+  if (schema === undefined && !url.includes("?")) return Result.succeed({});
   return decodeInput(schema, Object.fromEntries(new URL(url).searchParams), "query");
 };
 
