@@ -14,14 +14,18 @@
  * error fails the bench.
  *
  * Profiling: API_CPU_PROFILE=<dir> writes a CPU profile of this (the service's) process for each
- * measured service run (`node:inspector`, only the measured seconds), summarised by
+ * measured service run (`node:inspector`, only the measured seconds), and one of the baseline's whole
+ * run (`--cpu-prof`, in <dir>/baseline), summarised by
  * bench/cpu-profile.ts; API_PG_STATS=1 starts Postgres with pg_stat_statements loaded and
- * records, per run, the statements executed per request and their mean time.
+ * records, per run, the statements executed per request and their mean time. Every slice records the CPU
+ * time per request of the process that answered (user + system: the service's is this process's, the
+ * baseline's its own, read from /proc), the figure that decides the ratio on a machine whose cores are
+ * shared with the load generator and Postgres.
  *
  * Writes bench/results/api.json.
  */
 import { spawn } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, ManagedRuntime, Redacted } from "effect";
@@ -78,25 +82,49 @@ const load = (url: string, headers: Record<string, string>, job: Job, seconds: n
     );
   });
 
+/** CPU time (user + system, µs) a child process has used so far, from /proc (Linux); undefined elsewhere. */
+const childCpuMicros = (pid: number | undefined): number | undefined => {
+  if (pid === undefined) return undefined;
+  try {
+    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return Number.isFinite(ticks) ? (ticks * 1e6) / CLOCK_TICKS_PER_SECOND : undefined;
+  } catch {
+    return undefined;
+  }
+};
+/** Linux's USER_HZ, what /proc/<pid>/stat counts in, on every architecture Node runs on. */
+const CLOCK_TICKS_PER_SECOND = 100;
+const ownCpuMicros = () => {
+  const usage = process.cpuUsage();
+  return usage.user + usage.system;
+};
+
 const startBaseline = (config: BaselineConfig) =>
-  new Promise<{ url: string; stop: () => Promise<void> }>((resolve, reject) => {
-    const child = spawn(process.execPath, ["bench/api-baseline.ts", JSON.stringify(config)], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    const exited = new Promise<void>((done) => child.once("exit", () => done()));
-    child.once("exit", (code) => reject(new Error(`baseline exited ${code} before listening`)));
-    child.stdout.on("data", (chunk: Buffer) => {
-      const port = /listening (\d+)/.exec(chunk.toString())?.[1];
-      if (port)
-        resolve({
-          url: `http://127.0.0.1:${port}`,
-          stop: async () => {
-            child.kill("SIGTERM");
-            await exited;
-          },
-        });
-    });
-  });
+  new Promise<{ url: string; cpuMicros: () => number | undefined; stop: () => Promise<void> }>(
+    (resolve, reject) => {
+      // Profiled with the service, the baseline's whole life (every route, warm-ups included) is profiled too.
+      const profile = CPU_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROFILE_DIR}/baseline`] : [];
+      const child = spawn(process.execPath, [...profile, "bench/api-baseline.ts", JSON.stringify(config)], {
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      const exited = new Promise<void>((done) => child.once("exit", () => done()));
+      child.once("exit", (code) => reject(new Error(`baseline exited ${code} before listening`)));
+      child.stdout.on("data", (chunk: Buffer) => {
+        const port = /listening (\d+)/.exec(chunk.toString())?.[1];
+        if (port)
+          resolve({
+            url: `http://127.0.0.1:${port}`,
+            cpuMicros: () => childCpuMicros(child.pid),
+            stop: async () => {
+              child.kill("SIGTERM");
+              await exited;
+            },
+          });
+      });
+    },
+  );
 
 const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits;
 
@@ -234,18 +262,21 @@ try {
       ...(route.job.body === undefined ? {} : { "content-type": "application/json" }),
     };
     const targets = [
-      ["service", stack.apiUrl],
-      ["baseline", baseline.url],
+      ["service", stack.apiUrl, ownCpuMicros],
+      ["baseline", baseline.url, baseline.cpuMicros],
     ] as const;
     for (const [, url] of targets) await load(url, headers, route.job, WARMUP_SECONDS);
     // Service and baseline take turns, ROUNDS slices each: load from other processes on the machine
     // drifts, and alternating spreads it over both.
-    const slices: Record<string, Array<LoadResult & { statements?: unknown }>> = {
+    const slices: Record<
+      string,
+      Array<LoadResult & { cpu_us_per_request?: number; statements?: unknown }>
+    > = {
       service: [],
       baseline: [],
     };
     for (let slice = 0; slice < ROUNDS; slice++)
-      for (const [target, url] of targets) {
+      for (const [target, url, cpuMicros] of targets) {
         await resetStatements();
         const session = CPU_PROFILE_DIR && target === "service" && slice === 0 ? new Session() : undefined;
         if (session) {
@@ -253,7 +284,9 @@ try {
           await session.post("Profiler.enable");
           await session.post("Profiler.start");
         }
+        const cpuBefore = cpuMicros();
         const result = await load(url, headers, route.job, SECONDS / ROUNDS);
+        const cpuAfter = cpuMicros();
         if (session && CPU_PROFILE_DIR) {
           const { profile } = await session.post("Profiler.stop");
           mkdirSync(CPU_PROFILE_DIR, { recursive: true });
@@ -263,14 +296,33 @@ try {
         if (result.non_2xx > 0 || result.errors > 0 || result.timeouts > 0)
           throw new Error(`${route.what} on the ${target}: ${JSON.stringify(result)}`);
         const stats = await statements(result.requests);
-        slices[target]?.push({ ...result, ...(stats ? { statements: stats } : {}) });
+        const cpu =
+          cpuBefore === undefined || cpuAfter === undefined || result.requests === 0
+            ? undefined
+            : round((cpuAfter - cpuBefore) / result.requests, 0);
+        slices[target]?.push({
+          ...result,
+          ...(cpu === undefined ? {} : { cpu_us_per_request: cpu }),
+          ...(stats ? { statements: stats } : {}),
+        });
         console.log(
-          `${route.what} ${target} (${slice + 1}/${ROUNDS}): ${round(result.requests_per_second, 0)} req/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms`,
+          `${route.what} ${target} (${slice + 1}/${ROUNDS}): ${round(result.requests_per_second, 0)} req/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms${cpu === undefined ? "" : `, CPU ${cpu} µs/request`}`,
         );
       }
     const runs = Object.fromEntries(
-      Object.entries(slices).map(([target, results]) => [target, combine(results)]),
-    ) as Record<"service" | "baseline", LoadResult>;
+      Object.entries(slices).map(([target, results]) => {
+        const cpu = results.map((r) => r.cpu_us_per_request).filter((c) => c !== undefined);
+        return [
+          target,
+          {
+            ...combine(results),
+            ...(cpu.length === results.length
+              ? { cpu_us_per_request: round(cpu.reduce((a, b) => a + b, 0) / cpu.length, 0) }
+              : {}),
+          },
+        ];
+      }),
+    ) as Record<"service" | "baseline", LoadResult & { cpu_us_per_request?: number }>;
     const service = runs.service;
     const base = runs.baseline;
     const ratio = service.requests_per_second / base.requests_per_second;

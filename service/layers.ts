@@ -7,7 +7,6 @@
 import { Duration, Layer, Logger, References } from "effect";
 import { ApiKeys } from "./auth/api-keys.ts";
 import { ConsoleSessions } from "./auth/console-sessions.ts";
-import { CredentialRevocations } from "./auth/credential-cache.ts";
 import { ChainClients } from "./chains/chain-clients.ts";
 import { ChainHeads } from "./chains/chain-heads.ts";
 import { ChainWatch, indexerWatchdog } from "./chains/indexer-watchdog.ts";
@@ -25,6 +24,7 @@ import { Charges } from "./charges/charges.ts";
 import { holdReleaser } from "./charges/hold-releaser.ts";
 import type { ServiceConfig } from "./config/env.ts";
 import { PublicUrl } from "./config/public-url.ts";
+import { ClearedCaches } from "./db/cleared-caches.ts";
 import { databaseLayer } from "./db/client.ts";
 import { runMigrations } from "./db/migrations.ts";
 import { Events } from "./events/events.ts";
@@ -126,10 +126,7 @@ export const servicesLayer = (
   config: Pick<ServiceConfig, "idempotencyRetentionHours" | "webhooks" | "page">,
 ) => {
   const foundation = Layer.mergeAll(
-    ConsoleSessions.layer.pipe(
-      Layer.provideMerge(ApiKeys.layer),
-      Layer.provideMerge(CredentialRevocations.layer),
-    ),
+    ConsoleSessions.layer.pipe(Layer.provideMerge(ApiKeys.layer), Layer.provideMerge(ClearedCaches.layer)),
     Merchants.layer,
     Reconciliation.layer,
     Events.layer,

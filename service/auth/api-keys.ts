@@ -3,14 +3,14 @@
  * stored (keys are high-entropy, so a fast hash is enough, as for GitHub and Stripe tokens); the
  * clear key is returned once, when it is created.
  */
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 import { Context, Effect, Layer, Option, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
+import { ClearedCaches } from "../db/cleared-caches.ts";
 import { decodeRows } from "../db/rows.ts";
 import { NotFound, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
-import { CredentialRevocations } from "./credential-cache.ts";
 
 /** An authenticated API request: the merchant and mode of its key, and the key (idempotency is per key). */
 export interface Caller extends MerchantScope {
@@ -33,7 +33,7 @@ const base62 = (bytes: Uint8Array): string => {
 export const generateApiKey = (livemode: boolean): string =>
   `sk_${livemode ? "live" : "test"}_${base62(randomBytes(32))}`;
 
-export const hashApiKey = (key: string): Buffer => createHash("sha256").update(key, "utf8").digest();
+export const hashApiKey = (key: string): Buffer => hash("sha256", key, "buffer");
 
 export const redactApiKey = (key: string): string => `${key.slice(0, 8)}…${key.slice(-4)}`;
 
@@ -89,7 +89,7 @@ export class ApiKeys extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient;
 
-      /** The caller of an active key, by the key's SHA-256 (hex): what the credential cache keeps. */
+      /** The caller of an active key, by the key's SHA-256 (hex): what the cache keeps. */
       const lookup = (sha256Hex: string) =>
         Effect.gen(function* () {
           const rows = yield* sql`
@@ -101,8 +101,8 @@ export class ApiKeys extends Context.Service<
           if (row === undefined) return yield* unknownKey;
           return { merchantId: row.merchant_id, apiKeyId: row.id, livemode: row.livemode } satisfies Caller;
         });
-      const callers = yield* CredentialRevocations.cacheFor(lookup);
-      const revocations = yield* Effect.serviceOption(CredentialRevocations);
+      const callers = yield* ClearedCaches.cacheFor(lookup);
+      const revocations = yield* Effect.serviceOption(ClearedCaches);
 
       const authenticate = (authorization: string | undefined) =>
         Effect.gen(function* () {

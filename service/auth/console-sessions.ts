@@ -12,11 +12,11 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
+import { ClearedCaches } from "../db/cleared-caches.ts";
 import { decodeRows } from "../db/rows.ts";
 import { Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { ApiKeys, type Caller } from "./api-keys.ts";
-import { CredentialRevocations } from "./credential-cache.ts";
 
 /** How long a session lasts after sign-in. */
 export const CONSOLE_SESSION_SECONDS = 12 * 3600;
@@ -110,7 +110,7 @@ export class ConsoleSessions extends Context.Service<
           return { ...toSession(row), token };
         });
 
-      /** A live session of an active key, by the token's SHA-256 (hex): what the credential cache keeps. */
+      /** A live session of an active key, by the token's SHA-256 (hex): what the cache keeps. */
       const lookup = (sha256Hex: string) =>
         Effect.gen(function* () {
           const rows = yield* sql`
@@ -121,8 +121,8 @@ export class ConsoleSessions extends Context.Service<
           const row = rows[0];
           return row === undefined ? yield* noSession : toSession(row);
         });
-      const sessions = yield* CredentialRevocations.cacheFor(lookup);
-      const revocations = yield* Effect.serviceOption(CredentialRevocations);
+      const sessions = yield* ClearedCaches.cacheFor(lookup);
+      const revocations = yield* Effect.serviceOption(ClearedCaches);
 
       const authenticate = (token: string) =>
         Effect.gen(function* () {

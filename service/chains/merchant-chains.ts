@@ -3,9 +3,10 @@
  * tokens it accepts. Each POST records a new configuration and supersedes the previous one, so
  * finance can see which payout address was in force when.
  */
-import { Context, Effect, Layer, Schema } from "effect";
+import { Context, Effect, Layer, Option, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { getAddress, isAddress, zeroAddress } from "viem";
+import { ClearedCaches } from "../db/cleared-caches.ts";
 import { decodeRows } from "../db/rows.ts";
 import { type InvalidRequest, invalidParam } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -71,6 +72,10 @@ export class MerchantChains extends Context.Service<
       scope: MerchantScope,
       input: ConfigureMerchantChain,
     ) => Effect.Effect<MerchantChainObject, InvalidRequest | SqlError.SqlError>;
+    /**
+     * The scope's current configurations, kept per process (db/cleared-caches.ts: every configuration
+     * written, in any process, clears them), so that opening a mandate costs no round trip for them.
+     */
     readonly list: (scope: MerchantScope) => Effect.Effect<readonly MerchantChainObject[], SqlError.SqlError>;
     /**
      * The merchant owning each (chain, payout address), keyed `chain:address` in lower case; a payout
@@ -87,6 +92,10 @@ export class MerchantChains extends Context.Service<
       const sql = yield* SqlClient.SqlClient;
       const registry = yield* ChainRegistry;
       const registrations = yield* PayoutRegistrations;
+      const clearCached = Option.match(yield* Effect.serviceOption(ClearedCaches), {
+        onNone: () => Effect.void,
+        onSome: (caches) => caches.clearAll,
+      });
 
       const configure = (scope: MerchantScope, input: ConfigureMerchantChain) =>
         Effect.gen(function* () {
@@ -149,22 +158,28 @@ export class MerchantChains extends Context.Service<
               })} RETURNING id, chain_id, payout_address, tokens, created_at`;
             }),
           );
+          // This process forgets the old configuration without waiting for its own notification.
+          yield* clearCached;
           const [row] = yield* decodeConfigRows(rows);
           return toObject(row as Row, chain);
         });
 
-      const list = (scope: MerchantScope) =>
+      const read = (scope: MerchantScope) =>
         sql`SELECT id, chain_id, payout_address, tokens, created_at FROM billing.merchant_chains
             WHERE merchant_id = ${scope.merchantId} AND livemode = ${scope.livemode} AND superseded_at IS NULL
             ORDER BY chain_id`.pipe(
           Effect.flatMap(decodeConfigRows),
-          Effect.map((rows) =>
+          Effect.map((rows): readonly MerchantChainObject[] =>
             rows.flatMap((row) => {
               const chain = registry.find(Number(row.chain_id), scope.livemode);
               return chain ? [toObject(row, chain)] : [];
             }),
           ),
         );
+      const cached = yield* ClearedCaches.cacheFor((key: string) =>
+        read({ merchantId: key.slice(2), livemode: key.startsWith("1") }),
+      );
+      const list = (scope: MerchantScope) => cached.get(`${scope.livemode ? 1 : 0}:${scope.merchantId}`);
 
       const owners = (pairs: ReadonlyArray<{ readonly chainId: number; readonly payee: string }>) =>
         Effect.gen(function* () {

@@ -484,7 +484,7 @@ export const migrations = {
     )`,
   ),
   "0015_api_auth_revocations": statements(
-    // Every process caches credentials briefly (auth/credential-cache.ts) and clears its caches on this
+    // Every process caches credentials briefly (db/cleared-caches.ts) and clears its caches on this
     // NOTIFY: sent, on commit, by whatever revokes or deletes a key or ends a session.
     `CREATE FUNCTION billing.notify_auth_revoked() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -530,6 +530,33 @@ export const migrations = {
     // written on each new event's row): 8 of 29 µs a delivery in the event writer's transaction.
     `ALTER TABLE billing.webhook_deliveries DROP CONSTRAINT webhook_deliveries_endpoint_id_fkey,
       DROP CONSTRAINT webhook_deliveries_event_id_fkey`,
+  ),
+  "0020_caches_cleared": statements(
+    // One channel clears every cache a process keeps of rarely changing rows (db/cleared-caches.ts): the
+    // credentials of 0015 and now the merchants' chain configurations, which every POST /v1/mandates
+    // read. One channel, one listening connection per process, whatever is cached.
+    `CREATE FUNCTION billing.notify_caches_cleared() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      PERFORM pg_notify('billing_caches_cleared', TG_TABLE_NAME);
+      -- Processes of the previous version, still running during an upgrade, hear revocations there.
+      IF TG_TABLE_NAME <> 'merchant_chains' THEN
+        PERFORM pg_notify('billing_auth_revoked', TG_TABLE_NAME);
+      END IF;
+      RETURN NULL;
+    END $$`,
+    "DROP TRIGGER api_keys_revoked ON billing.api_keys",
+    "DROP TRIGGER api_keys_deleted ON billing.api_keys",
+    "DROP TRIGGER console_sessions_ended ON billing.console_sessions",
+    "DROP FUNCTION billing.notify_auth_revoked()",
+    `CREATE TRIGGER api_keys_revoked AFTER UPDATE OF revoked_at ON billing.api_keys FOR EACH ROW
+      WHEN (NEW.revoked_at IS DISTINCT FROM OLD.revoked_at) EXECUTE FUNCTION billing.notify_caches_cleared()`,
+    `CREATE TRIGGER api_keys_deleted AFTER DELETE ON billing.api_keys FOR EACH ROW
+      EXECUTE FUNCTION billing.notify_caches_cleared()`,
+    `CREATE TRIGGER console_sessions_ended AFTER UPDATE OF ended_at, expires_at ON billing.console_sessions
+      FOR EACH ROW WHEN (NEW.ended_at IS DISTINCT FROM OLD.ended_at OR NEW.expires_at < OLD.expires_at)
+      EXECUTE FUNCTION billing.notify_caches_cleared()`,
+    `CREATE TRIGGER merchant_chains_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+      ON billing.merchant_chains FOR EACH STATEMENT EXECUTE FUNCTION billing.notify_caches_cleared()`,
   ),
 };
 

@@ -165,20 +165,25 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
         ),
     }),
   );
-  const limitBody = bodyLimit({
-    maxSize: MAX_BODY_BYTES,
-    onError: (c) =>
-      respondFailure(
-        c as HonoContext<Env>,
-        new HttpRefusal({
-          status: 413,
-          code: "body_too_large",
-          message: `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`,
-        }),
-      ),
+  const tooLarge = (c: HonoContext) =>
+    respondFailure(
+      c as HonoContext<Env>,
+      new HttpRefusal({
+        status: 413,
+        code: "body_too_large",
+        message: `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`,
+      }),
+    );
+  const limitBody = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: tooLarge });
+  // A GET or HEAD has no body. A body of declared length is judged by its Content-Length, as bodyLimit
+  // judges it, without asking for the body as bodyLimit does first: that builds the full web Request,
+  // and the body is then read from it instead of straight from the socket (~20 µs a POST).
+  app.use(async (c, next) => {
+    if (c.req.method === "GET" || c.req.method === "HEAD") return next();
+    const declared = c.req.header("content-length");
+    if (declared === undefined || c.req.header("transfer-encoding") !== undefined) return limitBody(c, next);
+    return Number.parseInt(declared || "0", 10) > MAX_BODY_BYTES ? tooLarge(c) : next();
   });
-  // A GET or HEAD has no body; asking for one would build the full web Request for nothing.
-  app.use((c, next) => (c.req.method === "GET" || c.req.method === "HEAD" ? next() : limitBody(c, next)));
   const limitPage = options.limitPage;
   if (limitPage)
     for (const pages of ["/authorize/*", "/pay/*"])
@@ -247,6 +252,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
               Effect.map((bodyText) => ({ status, bodyText })),
             ),
             storableFailure,
+            { transactional: route.transactional ?? false },
           );
         }),
       );

@@ -56,8 +56,8 @@ const sessionBody = (session: ConsoleSession, token: string) => ({
 export const authenticateRequest = (c: HonoContext<Env>) =>
   Effect.gen(function* () {
     const authorization = c.req.header("authorization");
-    const token = getCookie(c, CONSOLE_COOKIE);
-    if (authorization !== undefined || token === undefined)
+    const token = authorization === undefined ? getCookie(c, CONSOLE_COOKIE) : undefined;
+    if (token === undefined)
       return yield* Effect.flatMap(ApiKeys, (keys) => keys.authenticate(authorization));
     const session = yield* Effect.flatMap(ConsoleSessions, (sessions) => sessions.authenticate(token));
     if (c.req.method !== "GET" && c.req.method !== "HEAD") {

@@ -55,6 +55,12 @@ export interface Route<B, S extends Schema.Top, R> {
   readonly testOnly?: boolean;
   /** Status of a successful response (default 200). */
   readonly status?: 200 | 201;
+  /**
+   * A POST whose handler's every effect is a write in the request's transaction (no chain transaction,
+   * nothing written outside it): its Idempotency-Key record is written once, with the reply
+   * (idempotency/idempotency.ts, `transactional`).
+   */
+  readonly transactional?: boolean;
   readonly handler: (context: RouteContext<B>) => Effect.Effect<S["Type"], ApiFailure | SqlError.SqlError, R>;
   readonly examples: RouteExamples<B, S>;
   /** Another representation than JSON for some requests (e.g. a CSV export); undefined: JSON. */

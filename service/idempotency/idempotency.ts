@@ -9,6 +9,13 @@
  * - a failure on our side (5xx, including a 503 for an unreachable chain) stores nothing and fails the
  *   request as such, so retrying with the same key is safe.
  * Records are kept for IDEMPOTENCY_RETENTION_HOURS (default 24) and then deleted by a worker.
+ *
+ * A handler whose every effect is a write in the request's transaction (`transactional`: no chain
+ * transaction, nothing written outside it) saves a round trip: its record is inserted once, after it
+ * ran, with its reply. A concurrent duplicate then runs the handler too, waits on the first's record
+ * at that insert (the key is unique), rolls its own writes back and replays the first's reply: still
+ * one effect and one reply. A run that fails on our side stored nothing and is run again record first,
+ * so that what the caller sees is always what the record-first order would give.
  */
 import { createHash } from "node:crypto";
 import { Context, Data, Duration, Effect, Layer, Schema } from "effect";
@@ -73,6 +80,17 @@ export interface Reply {
 /** A reply the caller caused: its attempt's writes are rolled back, the reply is stored. */
 class Refused extends Data.TaggedError("IdempotencyRefused")<{ readonly reply: Reply }> {}
 
+/** Another request stored a reply under the key first: this attempt's writes are rolled back. */
+class Taken extends Data.TaggedError("IdempotencyTaken") {}
+
+export interface RunOptions {
+  /**
+   * Every effect of the handler is a write in the request's transaction, so a duplicate may run it
+   * and roll it back: the record is inserted once, with the reply (one round trip fewer).
+   */
+  readonly transactional?: boolean;
+}
+
 export class Idempotency extends Context.Service<
   Idempotency,
   {
@@ -88,6 +106,7 @@ export class Idempotency extends Context.Service<
       request: IdempotentRequest,
       handler: Effect.Effect<Reply, E, R>,
       storable: (failure: E) => Reply | undefined,
+      options?: RunOptions,
     ) => Effect.Effect<StoredResponse, E | IdempotencyError | SqlError.SqlError, R>;
     /** Deletes records older than the retention; returns how many. */
     readonly purgeExpired: Effect.Effect<number, SqlError.SqlError>;
@@ -123,6 +142,7 @@ export class Idempotency extends Context.Service<
           request: IdempotentRequest,
           handler: Effect.Effect<Reply, E, R>,
           storable: (failure: E) => Reply | undefined,
+          options: RunOptions = {},
         ) => {
           const fingerprint = requestFingerprint(request);
           const record = (status: number, bodyText: string) => sql`
@@ -131,33 +151,58 @@ export class Idempotency extends Context.Service<
             VALUES (${apiKeyId}, ${request.key}, ${fingerprint}, ${request.method}, ${request.path}, ${status}, ${bodyText})
             ON CONFLICT (api_key_id, key) DO NOTHING
             RETURNING 1 AS inserted`;
-          const attempt = sql.withTransaction(
+          const handled = handler.pipe(
+            Effect.catch((failure: E): Effect.Effect<never, E | Refused> => {
+              const reply = failure instanceof SqlError.SqlError ? undefined : storable(failure);
+              return reply ? Effect.fail(new Refused({ reply })) : Effect.fail(failure);
+            }),
+          );
+          type Failure = E | IdempotencyError | SqlError.SqlError;
+          /** The record first (a duplicate waits on it), then the handler, then its reply in the record. */
+          const recordFirst: Effect.Effect<StoredResponse, Failure | Refused, R> = sql.withTransaction(
             Effect.gen(function* () {
               const inserted = yield* record(0, "");
               if (inserted.length === 0) return yield* replayExisting(apiKeyId, request.key, fingerprint);
-              const outcome = yield* handler.pipe(
-                Effect.catch((failure: E): Effect.Effect<never, E | Refused> => {
-                  const reply = failure instanceof SqlError.SqlError ? undefined : storable(failure);
-                  return reply ? Effect.fail(new Refused({ reply })) : Effect.fail(failure);
-                }),
-              );
+              const outcome = yield* handled;
               yield* sql`UPDATE billing.idempotency_keys SET status = ${outcome.status}, response_body = ${outcome.bodyText}
                 WHERE api_key_id = ${apiKeyId} AND key = ${request.key}`;
+              return { ...outcome, replayed: false };
+            }),
+          );
+          /** The handler, then the record with its reply; a duplicate rolls back at the record. */
+          const replyLast: Effect.Effect<StoredResponse, Failure | Refused | Taken, R> = sql.withTransaction(
+            Effect.gen(function* () {
+              const outcome = yield* handled;
+              const inserted = yield* record(outcome.status, outcome.bodyText);
+              if (inserted.length === 0) return yield* new Taken();
               return { ...outcome, replayed: false };
             }),
           );
           // A refusal rolls the whole attempt back (no savepoint round trips on the way to a success),
           // then stores its reply on its own. A duplicate that took the key meanwhile ran the handler
           // itself; its stored reply is the one replayed.
-          return attempt.pipe(
-            Effect.catch((failure) =>
-              failure instanceof Refused
-                ? Effect.flatMap(record(failure.reply.status, failure.reply.bodyText), (inserted) =>
-                    inserted.length === 0
+          const settle = (attempt: Effect.Effect<StoredResponse, Failure | Refused | Taken, R>) =>
+            attempt.pipe(
+              Effect.catch(
+                (failure): Effect.Effect<StoredResponse, Failure> =>
+                  failure instanceof Refused
+                    ? Effect.flatMap(record(failure.reply.status, failure.reply.bodyText), (inserted) =>
+                        inserted.length === 0
+                          ? replayExisting(apiKeyId, request.key, fingerprint)
+                          : Effect.succeed({ ...failure.reply, replayed: false }),
+                      )
+                    : failure instanceof Taken
                       ? replayExisting(apiKeyId, request.key, fingerprint)
-                      : Effect.succeed({ ...failure.reply, replayed: false }),
-                  )
-                : Effect.fail(failure),
+                      : Effect.fail(failure),
+              ),
+            );
+          if (!options.transactional) return settle(recordFirst);
+          // A failure on our side in the reply-last run (nothing stored) runs the request again record
+          // first: it then waits for a record another request holds and replays it, or takes the key and
+          // answers as any request that took it does. Every outcome is one the record-first order gives.
+          return settle(replyLast).pipe(
+            Effect.catch((failure) =>
+              failure instanceof IdempotencyError ? Effect.fail(failure) : settle(recordFirst),
             ),
           );
         };

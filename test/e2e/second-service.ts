@@ -12,8 +12,8 @@ afterAll(() => {
   for (const child of children) child.kill("SIGTERM");
 });
 
-/** Starts a second service process; resolves to its base URL once it is ready. */
-export const startSecondService = async (): Promise<string> => {
+/** Starts a second service process (with `env` added); resolves to its base URL once it is ready. */
+export const startSecondService = async (env: Record<string, string> = {}): Promise<string> => {
   const port = await freePort();
   const child = spawn(process.execPath, ["service/main.ts"], {
     env: {
@@ -24,6 +24,7 @@ export const startSecondService = async (): Promise<string> => {
       PONDER_URL: stack().ponderUrl,
       PORT: String(port),
       LOG_FORMAT: "json",
+      ...env,
     },
     stdio: "ignore",
   });

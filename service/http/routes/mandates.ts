@@ -43,6 +43,8 @@ export const mandateRoutes = [
         }),
       ],
     },
+    // Reads the chain's head and writes the mandate, nothing else: a duplicate's run rolls back whole.
+    transactional: true,
     handler: ({ caller, body }) => Effect.flatMap(withMandates, (mandates) => mandates.create(caller, body)),
   }),
   defineRoute({

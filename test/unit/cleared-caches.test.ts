@@ -1,5 +1,5 @@
 /**
- * The credential cache (service/auth/credential-cache.ts) on the Effect TestClock: an entry lives its
+ * The credential cache (service/db/cleared-caches.ts) on the Effect TestClock: an entry lives its
  * TTL and no longer, at most `capacity` entries are kept (least recently used dropped first), failures
  * are never kept, nothing is cached while revocations are not heard, and a clear drops a lookup that was
  * in flight (its row may predate the revocation).
@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest";
 import { Deferred, Duration, Effect, Exit, Fiber, Ref } from "effect";
 import { TestClock } from "effect/testing";
-import { CREDENTIAL_CACHE_TTL, makeCredentialCache } from "../../service/auth/credential-cache.ts";
+import { CACHE_TTL, makeClearedCache } from "../../service/db/cleared-caches.ts";
 
 /** A lookup that counts its calls per key and answers `key:<n>` (n = that key's call count). */
 const countingLookup = Effect.gen(function* () {
@@ -25,13 +25,13 @@ const trusted = Effect.succeed(true);
 
 describe("credential cache", () => {
   it("keeps a credential for 60 s, then looks it up again", () => {
-    expect(Duration.toSeconds(CREDENTIAL_CACHE_TTL)).toBe(60);
+    expect(Duration.toSeconds(CACHE_TTL)).toBe(60);
   });
 
   it.effect("an entry lives its TTL and no longer (TestClock)", () =>
     Effect.gen(function* () {
       const { lookup, count } = yield* countingLookup;
-      const cache = yield* makeCredentialCache(lookup, { trusted });
+      const cache = yield* makeClearedCache(lookup, { trusted });
       expect(yield* cache.get("a")).toBe("a:1");
       yield* TestClock.adjust(Duration.seconds(59));
       expect(yield* cache.get("a")).toBe("a:1");
@@ -45,7 +45,7 @@ describe("credential cache", () => {
   it.effect("holds at most `capacity` entries, dropping the least recently used", () =>
     Effect.gen(function* () {
       const { lookup, count } = yield* countingLookup;
-      const cache = yield* makeCredentialCache(lookup, { trusted, capacity: 2 });
+      const cache = yield* makeClearedCache(lookup, { trusted, capacity: 2 });
       yield* cache.get("a");
       yield* cache.get("b");
       yield* cache.get("a"); // a is now the most recently used
@@ -61,7 +61,7 @@ describe("credential cache", () => {
   it.effect("never keeps a failure (an unknown key is looked up every time)", () =>
     Effect.gen(function* () {
       const calls = yield* Ref.make(0);
-      const cache = yield* makeCredentialCache(
+      const cache = yield* makeClearedCache(
         (key: string) =>
           Effect.andThen(
             Ref.update(calls, (n) => n + 1),
@@ -79,7 +79,7 @@ describe("credential cache", () => {
     Effect.gen(function* () {
       const { lookup, count } = yield* countingLookup;
       const listening = yield* Ref.make(false);
-      const cache = yield* makeCredentialCache(lookup, { trusted: Ref.get(listening) });
+      const cache = yield* makeClearedCache(lookup, { trusted: Ref.get(listening) });
       yield* cache.get("a");
       yield* cache.get("a");
       expect(yield* count("a")).toBe(2);
@@ -95,7 +95,7 @@ describe("credential cache", () => {
       const { lookup, count } = yield* countingLookup;
       const release = yield* Deferred.make<void>();
       const gated = (key: string) => Effect.andThen(Deferred.await(release), lookup(key));
-      const cache = yield* makeCredentialCache((key: string) => (key === "slow" ? gated(key) : lookup(key)), {
+      const cache = yield* makeClearedCache((key: string) => (key === "slow" ? gated(key) : lookup(key)), {
         trusted,
       });
       yield* cache.get("a");
