@@ -285,7 +285,7 @@ try {
       Effect.flatMap(Effect.service(PgClient.PgClient), (sql) =>
         Effect.andThen(
           sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`,
-          sql`SELECT pg_stat_statements_reset()`,
+          Effect.andThen(sql`SELECT pg_stat_statements_reset()`, sql`SELECT pg_stat_reset()`),
         ),
       ),
     );
@@ -398,6 +398,18 @@ try {
       ),
     );
     console.table(top);
+    // Which indexes the phase read, and how many entries: an index read far more than the rows its
+    // statements return is a plan that scans.
+    const indexes = await database.runPromise(
+      Effect.flatMap(
+        Effect.service(PgClient.PgClient),
+        (sql) => sql`SELECT relname AS table, indexrelname AS index, idx_scan::int AS scans,
+            idx_tup_read::int AS entries_read
+          FROM pg_stat_user_indexes WHERE schemaname = 'billing' AND idx_scan > 0
+          ORDER BY idx_tup_read DESC LIMIT 15`,
+      ),
+    );
+    console.table(indexes);
   }
   await database.dispose();
 
