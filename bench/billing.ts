@@ -428,16 +428,6 @@ try {
       meets_target: perSecond >= TARGET_PER_SECOND,
     },
   ];
-  if (N === 10_000)
-    summary.push({
-      what: "bench:billing set-up, 10,000 authorisations",
-      figure: setup,
-      unit: "s",
-      baseline: null,
-      baseline_what: null,
-      target: `≤ ${TARGET_SETUP_SECONDS} s`,
-      meets_target: setup <= TARGET_SETUP_SECONDS,
-    });
   // Cost per subscription beside the 10,000 figure (the last `npm run bench:billing` on this machine).
   const ten =
     N !== 10_000 && existsSync("bench/results/billing.json")
@@ -458,6 +448,16 @@ try {
     target: N === 10_000 ? null : "≤ 1.2× the 10,000 figure",
     meets_target: tenCost === undefined ? null : cost.cpu_ms <= tenCost * 1.2,
   });
+  if (N === 10_000)
+    summary.push({
+      what: "bench:billing set-up, 10,000 authorisations",
+      figure: setup,
+      unit: "s",
+      baseline: null,
+      baseline_what: null,
+      target: `≤ ${TARGET_SETUP_SECONDS} s`,
+      meets_target: setup <= TARGET_SETUP_SECONDS,
+    });
   const details = {
     what: "N subscriptions due at one period boundary: from moving the chain's clock past it to the last invoice.paid (invoice written, chargeMany simulated and mined, indexed, settled); both ends from the database's clock",
     conditions: `Ponder 0.17.7 over WebSocket, confirmations 0; set-up on anvil mining a block a second (1,000,000,000 gas); measured phase on anvil modelling Base mainnet: a block every ${BLOCK_SECONDS} s, ${BLOCK_GAS_LIMIT.toLocaleString("en-US")} gas each; bench signing in ${SIGNERS} worker threads, ${CONCURRENCY} customers at once`,
