@@ -25,7 +25,9 @@ const readStat = (pid: string): Stat | undefined => {
       pid: Number(pid),
       ppid: Number(fields[1]),
       name,
-      ticks: Number(fields[11]) + Number(fields[12]),
+      // utime + stime, plus cutime + cstime: the children it has reaped (Postgres's backends and
+      // autovacuum workers that ended), whose time would otherwise vanish from the sum when they exit.
+      ticks: Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]),
     };
   } catch {
     return undefined; // the process ended meanwhile

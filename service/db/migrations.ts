@@ -558,6 +558,33 @@ export const migrations = {
     `CREATE TRIGGER merchant_chains_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
       ON billing.merchant_chains FOR EACH STATEMENT EXECUTE FUNCTION billing.notify_caches_cleared()`,
   ),
+  "0021_invoice_round_indexes": statements(
+    // The billing round's settle, lapse and retry steps look for open invoices every pass. During a
+    // period boundary every due subscription has one, its charge pending on chain, so without these
+    // each pass read all of them (34.7 ms a pass at 10,000 due, ten times that at 100,000): the
+    // indexes hold only the invoices a step can act on now.
+    // `charge_pending`: the invoice's charge has no outcome yet. linkCharges sets it from the charge;
+    // the trigger clears it when the charge's outcome is recorded (a charge never becomes pending again).
+    "ALTER TABLE billing.invoices ADD COLUMN charge_pending boolean NOT NULL DEFAULT false",
+    `UPDATE billing.invoices i SET charge_pending = true FROM billing.charges c
+      WHERE c.id = i.charge_id AND c.status = 'pending' AND i.status = 'open'`,
+    `CREATE INDEX invoices_settling ON billing.invoices (id)
+      WHERE status = 'open' AND charge_id IS NOT NULL AND NOT charge_pending`,
+    `CREATE FUNCTION billing.clear_invoice_charge_pending() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      -- An array, not a join: the transition table has no statistics, and a join planned without them
+      -- read every open invoice (a second per 500 charges at 10,000 due).
+      UPDATE billing.invoices SET charge_pending = false
+        WHERE charge_id = ANY (ARRAY(SELECT id FROM changed WHERE status <> 'pending'))
+          AND status = 'open' AND charge_pending;
+      RETURN NULL;
+    END $$`,
+    `CREATE TRIGGER charges_outcome_recorded AFTER UPDATE ON billing.charges
+      REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION billing.clear_invoice_charge_pending()`,
+    "CREATE INDEX invoices_lapsing ON billing.invoices (period_end) WHERE status = 'open'",
+    `CREATE INDEX invoices_retry_due ON billing.invoices (next_attempt_at)
+      WHERE status = 'open' AND next_attempt_at IS NOT NULL`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

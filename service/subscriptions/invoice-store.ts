@@ -9,6 +9,10 @@
  * | open | open          | an attempt failed and a retry is scheduled (`recordFailedAttempt`)      |
  * | open | uncollectible | no retry left, a final refusal, or its period ended unpaid              |
  * | open | void          | its subscription ended (`voidOpenOf`)                                   |
+ *
+ * One column is also written elsewhere: `charge_pending`, cleared by a trigger on `billing.charges` when
+ * the linked charge's outcome is recorded (migration 0021), so the settle step reads only invoices
+ * whose charge has one.
  */
 
 import { PgClient } from "@effect/sql-pg";
@@ -145,7 +149,7 @@ const make = Effect.gen(function* () {
      */
     settleable: (chainId: number, limit: number) =>
       sql`SELECT i.id FROM billing.invoices i JOIN billing.charges c ON c.id = i.charge_id
-        WHERE i.status = 'open' AND c.chain_id = ${chainId}
+        WHERE i.status = 'open' AND i.charge_id IS NOT NULL AND NOT i.charge_pending AND c.chain_id = ${chainId}
           AND (c.status IN ('succeeded', 'released', 'returned')
             OR (c.status = 'failed' AND (i.next_attempt_at IS NULL OR EXISTS (SELECT 1 FROM billing.charges o
                   WHERE o.mandate_id = c.mandate_id AND o.period = i.period AND o.status <> 'failed'))))
@@ -206,12 +210,20 @@ const make = Effect.gen(function* () {
         ? Effect.void
         : Effect.asVoid(sql`UPDATE billing.invoices SET attempt_count = attempt_count + 1, next_attempt_at = NULL,
             updated_at = now() WHERE id = ANY (${ids}::text[])`),
-    /** Each invoice's charge (the one taking its period). */
+    /**
+     * Each invoice's charge (the one taking its period), and whether that charge is still pending. The
+     * charge is read under a share lock, so an outcome being recorded meanwhile is either seen here or
+     * clears `charge_pending` after this commits (migration 0021's trigger).
+     */
     linkCharges: (links: ReadonlyArray<{ readonly invoice: string; readonly charge: string }>) =>
       links.length === 0
         ? Effect.void
-        : Effect.asVoid(sql`UPDATE billing.invoices i SET charge_id = v.charge, updated_at = now()
+        : Effect.asVoid(sql`WITH c AS (SELECT id, status FROM billing.charges
+              WHERE id = ANY (${links.map((l) => l.charge)}::text[]) FOR SHARE)
+            UPDATE billing.invoices i SET charge_id = v.charge, charge_pending = c.status = 'pending',
+              updated_at = now()
             FROM unnest(${links.map((l) => l.invoice)}::text[], ${links.map((l) => l.charge)}::text[]) AS v(id, charge)
+            JOIN c ON c.id = v.charge
             WHERE i.id = ANY (${links.map((l) => l.invoice)}::text[]) AND i.id = v.id`),
     /** Paid at chain time `paidAt`. */
     markPaid: (paid: ReadonlyArray<{ readonly invoice: string; readonly paidAt: number }>) =>

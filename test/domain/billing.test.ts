@@ -184,6 +184,31 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
     }),
   );
 
+  it.effect("settles an invoice in dunning with the charge that took its period, already succeeded", () =>
+    Effect.gen(function* () {
+      const { scope, price } = yield* merchantWithPrice("6");
+      const sub = yield* signedSubscription(scope, price);
+      chain.failing.set(sub.onchainId.toLowerCase(), "InsufficientBalance");
+      const invoices = yield* InvoiceStore;
+
+      yield* bill; // the first attempt fails: its charge is recorded failed, a retry is scheduled
+      const [invoice] = (yield* invoices.page(scope, { subscription: sub.id }, {})).data;
+      const id = invoice?.id ?? "";
+      const failedCharge = (yield* invoices.reload(id)).charge_id;
+      expect((yield* invoices.reload(id)).next_attempt_at).not.toBeNull();
+      chain.failing.delete(sub.onchainId.toLowerCase());
+
+      // Another operator's charge of the period, already succeeded when billing next looks.
+      yield* chainCharged(scope, sub, 0, 6_000_000n);
+      yield* bill; // relinked to that charge
+      const relinked = yield* invoices.reload(id);
+      expect(relinked.charge_id).not.toBe(failedCharge);
+      yield* bill; // its outcome is known at the link: settled, with no retry
+      expect((yield* invoices.reload(id)).status).toBe("paid");
+      expect(yield* eventTypes(id)).toEqual(["invoice.payment_failed", "invoice.paid"]);
+    }),
+  );
+
   it.effect("charges a boundary's invoices in one chargeMany, bisecting out the one that fails", () =>
     Effect.gen(function* () {
       const { scope, price } = yield* merchantWithPrice("3");
