@@ -7,7 +7,7 @@
  */
 import { Clock, Duration, Effect, Option } from "effect";
 import { SqlClient } from "effect/sql";
-import type { Hex } from "viem";
+import { type Hex, TransactionReceiptNotFoundError } from "viem";
 import type { Worker } from "../workers/worker.ts";
 import { ChainClients } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
@@ -17,6 +17,45 @@ import { RelayerStore, type TransactionRow } from "./relayer-store.ts";
 import { decideTracking, nonceGaps, replacementFees } from "./relayer-tracking.ts";
 
 type TrackerRequirements = SqlClient.SqlClient | ChainRegistry | ChainClients | RelayerAccount | RelayerStore;
+
+const SUPERSEDED_RECHECK = Duration.seconds(1);
+
+/**
+ * The receipt of any hash ever broadcast for this transaction. `answered` is false when a lookup failed:
+ * only viem's not-found error means "no receipt".
+ */
+const receiptOf = (row: TransactionRow) =>
+  Effect.gen(function* () {
+    const registry = yield* ChainRegistry;
+    const clients = yield* ChainClients;
+    const account = yield* RelayerAccount;
+    const chain = registry.byId(row.chain_id);
+    if (!chain) return { answered: false, found: undefined };
+    const client = clients.client(chain);
+    let answered = true;
+    for (const hash of row.hashes) {
+      const receipt = yield* account
+        .rpc("receipt", () =>
+          client.getTransactionReceipt({ hash: hash as Hex }).catch((error: unknown) => {
+            if (error instanceof TransactionReceiptNotFoundError) return null;
+            throw error;
+          }),
+        )
+        .pipe(Effect.option);
+      if (Option.isNone(receipt)) answered = false;
+      else if (receipt.value !== null) {
+        const { status, blockNumber, gasUsed, effectiveGasPrice } = receipt.value;
+        const found = {
+          status: status === "success" ? ("mined" as const) : ("reverted" as const),
+          blockNumber,
+          hash,
+          spentWei: gasUsed * effectiveGasPrice,
+        };
+        return { answered: true, found };
+      }
+    }
+    return { answered, found: undefined };
+  });
 
 const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
   Effect.gen(function* () {
@@ -33,20 +72,8 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
     const mined = yield* account
       .rpc("nonce", () => client.getTransactionCount({ address }))
       .pipe(Effect.option);
-    for (const hash of row.hashes) {
-      const receipt = yield* account
-        .rpc("receipt", () => client.getTransactionReceipt({ hash: hash as Hex }))
-        .pipe(Effect.option);
-      if (Option.isSome(receipt)) {
-        const { status, blockNumber, gasUsed, effectiveGasPrice } = receipt.value;
-        return yield* store.recordReceipt(row.id, {
-          status: status === "success" ? "mined" : "reverted",
-          blockNumber,
-          hash,
-          spentWei: gasUsed * effectiveGasPrice,
-        });
-      }
-    }
+    const first = yield* receiptOf(row);
+    if (first.found) return yield* store.recordReceipt(row.id, first.found);
     const newest = row.hashes[row.hashes.length - 1] as Hex;
     // Asked before sending: re-sending bytes the node already holds only fills its log with "already
     // imported" (and, behind a nonce gap, did so every second forever).
@@ -59,6 +86,7 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
     const decision = decideTracking({
       nonce: row.nonce,
       receipt: undefined,
+      receiptsAnswered: first.answered,
       minedNonce: Option.getOrUndefined(mined),
       nodeHasTransaction: Option.getOrUndefined(known),
       ageMs: (yield* Clock.currentTimeMillis) - row.last_broadcast_at.getTime(),
@@ -68,8 +96,16 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
       case "wait":
       case "record":
         return;
-      case "superseded":
+      case "superseded": {
+        // Looked at again a moment later: a mined batch of 200 charges was once marked superseded on
+        // anvil under load, its charges failed and merchants told so. A node that counts a new block's
+        // nonces before it serves the block's receipts would do that; so did a failed lookup, before.
+        yield* Effect.sleep(SUPERSEDED_RECHECK);
+        const again = yield* receiptOf(row);
+        if (again.found) return yield* store.recordReceipt(row.id, again.found);
+        if (!again.answered) return;
         return yield* store.recordSuperseded(row.id);
+      }
       case "rebroadcast":
         return yield* account.broadcast(chain, row.raw as Hex);
       case "replace": {

@@ -7,6 +7,8 @@ export interface TrackingInput {
   readonly nonce: number;
   /** The status of a receipt of any hash ever broadcast for this transaction, if one exists. */
   readonly receipt: "success" | "reverted" | undefined;
+  /** False when the node did not answer a receipt lookup: "no receipt" is then not known. */
+  readonly receiptsAnswered: boolean;
   /** The account's mined transaction count (latest block); undefined when the node did not answer. */
   readonly minedNonce: number | undefined;
   /** Whether the node has the newest bytes in its pool; undefined when it did not answer. */
@@ -31,7 +33,10 @@ export const decideTracking = (input: TrackingInput): TrackingDecision => {
   if (input.receipt !== undefined)
     return { kind: "record", status: input.receipt === "success" ? "mined" : "reverted" };
   if (input.minedNonce === undefined) return { kind: "wait" };
-  if (input.minedNonce > input.nonce) return { kind: "superseded" };
+  // A lookup that failed (a timeout under load) proves nothing: marking a mined transaction superseded
+  // fails its charges and tells merchants so, until the chain's facts say otherwise.
+  if (input.minedNonce > input.nonce)
+    return input.receiptsAnswered ? { kind: "superseded" } : { kind: "wait" };
   // Higher fees help only the next nonce to mine; a later one waits for it (or for a gap to be filled).
   const nextInLine = input.minedNonce === input.nonce;
   if (nextInLine && input.ageMs >= input.bumpAfterMs) return { kind: "replace" };

@@ -16,6 +16,7 @@ import { clientAddress, pageRequestKeys, tokenOfPath } from "../../service/http/
 const base: TrackingInput = {
   nonce: 7,
   receipt: undefined,
+  receiptsAnswered: true,
   minedNonce: 7,
   nodeHasTransaction: true,
   ageMs: 1_000,
@@ -33,6 +34,11 @@ describe("relayer tracking decisions", () => {
 
   it("supersedes a transaction whose nonce the chain used without a receipt of ours", () => {
     expect(decideTracking({ ...base, minedNonce: 8 })).toEqual({ kind: "superseded" });
+  });
+
+  it("never supersedes on a receipt lookup the node did not answer", () => {
+    // A timeout is not "no receipt": superseding a mined transaction fails its charges.
+    expect(decideTracking({ ...base, minedNonce: 8, receiptsAnswered: false })).toEqual({ kind: "wait" });
   });
 
   it("does not re-send bytes the node already holds", () => {
@@ -62,6 +68,7 @@ describe("relayer tracking decisions", () => {
         fc.record({
           nonce: fc.nat(50),
           receipt: fc.constantFrom(undefined, "success" as const, "reverted" as const),
+          receiptsAnswered: fc.boolean(),
           minedNonce: fc.option(fc.nat(50), { nil: undefined }),
           nodeHasTransaction: fc.option(fc.boolean(), { nil: undefined }),
           ageMs: fc.nat(100_000),
@@ -75,6 +82,7 @@ describe("relayer tracking decisions", () => {
           }
           if (decision.kind === "replace") expect(input.minedNonce).toBe(input.nonce);
           if (input.receipt === undefined) expect(decision.kind).not.toBe("record");
+          if (decision.kind === "superseded") expect(input.receiptsAnswered).toBe(true);
         },
       ),
     );
