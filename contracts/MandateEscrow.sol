@@ -91,6 +91,15 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         uint64 releaseAt;
     }
 
+    /// @notice An EIP-2612 permit that comes with one authorisation of `authorizeMany`; `deadline` 0: none.
+    struct Permit {
+        uint256 value;
+        uint256 deadline;
+        uint8 v;
+        bytes32 r;
+        bytes32 s;
+    }
+
     /// @notice What a payment's deposit address is bound to. The address is a CREATE2 clone whose salt
     /// is `keccak256(abi.encode(deposit))`, so every field is fixed before anyone pays.
     struct Deposit {
@@ -123,6 +132,9 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         uint64 nonce,
         uint256 approval
     );
+    /// @notice An authorisation of `authorizeMany` that was not recorded; `reason` is the selector of the
+    /// error `authorize` would have reverted with (`StaleNonce`, `SignatureExpired`, `PermitFailed`, ...).
+    event AuthorizationSkipped(bytes32 indexed mandateId, uint64 nonce, bytes4 reason);
     event MandateRevoked(bytes32 indexed mandateId, address indexed customer);
     /// @param releaseAt 0 when the charge went straight to the payee (no hold).
     event Charged(
@@ -208,10 +220,39 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         bytes32 s
     ) external nonReentrant {
         _authorize(terms, signature);
-        address customer = customerOf(terms.mandateId);
-        try IERC20Permit(terms.token).permit(customer, address(this), permitValue, permitDeadline, v, r, s) {}
-        catch {
-            if (IERC20(terms.token).allowance(customer, address(this)) < permitValue) revert PermitFailed();
+        if (!_permit(terms, Permit(permitValue, permitDeadline, v, r, s))) revert PermitFailed();
+    }
+
+    /// @notice Several customers' authorisations in one transaction (the relayer's batches), each with its
+    /// own checks, permit and `MandateAuthorized` event. An item that `authorize` would refuse is skipped
+    /// with `AuthorizationSkipped` and the others stand: the items are independent customers' signatures,
+    /// and anyone can submit one of them first (which makes it stale here), so one item must not be able
+    /// to undo the rest. Items apply in order: two signatures of one mandate see each other.
+    function authorizeMany(Terms[] calldata terms, bytes[] calldata signatures, Permit[] calldata permits)
+        external
+        nonReentrant
+    {
+        if (terms.length != signatures.length || terms.length != permits.length) revert LengthMismatch();
+        for (uint256 i; i < terms.length; ++i) {
+            Terms calldata t = terms[i];
+            (bytes4 refusal, bool isNew, Record storage m) = _check(t, signatures[i], true);
+            // The permit is tried only for terms that will be recorded, and before they are.
+            if (refusal == 0 && permits[i].deadline != 0 && !_permit(t, permits[i])) {
+                refusal = PermitFailed.selector;
+            }
+            if (refusal == 0) _record(t, isNew, m);
+            else emit AuthorizationSkipped(t.mandateId, t.nonce, refusal);
+        }
+    }
+
+    /// @dev Applies the customer's permit; one that was front-run (nonce used) counts when the allowance
+    /// it set is in place.
+    function _permit(Terms calldata t, Permit memory p) private returns (bool) {
+        address customer = customerOf(t.mandateId);
+        try IERC20Permit(t.token).permit(customer, address(this), p.value, p.deadline, p.v, p.r, p.s) {
+            return true;
+        } catch {
+            return IERC20(t.token).allowance(customer, address(this)) >= p.value;
         }
     }
 
@@ -226,36 +267,71 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     }
 
     function _authorize(Terms calldata t, bytes calldata signature) private {
-        if (block.timestamp > t.deadline) revert SignatureExpired(t.deadline);
+        (, bool isNew, Record storage m) = _check(t, signature, false);
+        _record(t, isNew, m);
+    }
+
+    /// @dev Whether the signed terms can be recorded, and whether they open a new mandate. Refused terms
+    /// revert with the error, or with `skip` return its selector (0: accepted). Writes nothing.
+    function _check(Terms calldata t, bytes calldata signature, bool skip)
+        private
+        view
+        returns (bytes4 refusal, bool isNew, Record storage m)
+    {
+        m = _mandates[t.mandateId];
+        if (block.timestamp > t.deadline) {
+            if (skip) return (SignatureExpired.selector, false, m);
+            revert SignatureExpired(t.deadline);
+        }
         address customer = customerOf(t.mandateId);
         if (
             customer == address(0) || t.payee == address(0) || t.token == address(0) || t.operator == address(0)
                 || t.cap == 0 || t.cap > type(uint96).max || t.approvalPeriods == 0 || t.anchor > type(uint40).max
                 || t.holdSeconds > type(uint48).max
-        ) revert InvalidTerms();
-        bytes32 digest = _hashTypedDataV4(keccak256(abi.encode(TERMS_TYPEHASH, t)));
-        if (!SignatureChecker.isValidSignatureNow(customer, digest, signature)) revert InvalidSignature();
-
-        Record storage m = _mandates[t.mandateId];
-        if (m.operator == address(0)) {
-            m.payee = t.payee;
-            m.token = t.token;
-            m.anchor = uint40(t.anchor);
-        } else {
-            if (m.revoked) revert Revoked(t.mandateId);
-            if (t.payee != m.payee || t.token != m.token || t.anchor != m.anchor) revert TermsMismatch();
+        ) {
+            if (skip) return (InvalidTerms.selector, false, m);
+            revert InvalidTerms();
         }
-        if (t.nonce <= m.nonce) revert StaleNonce(t.nonce, m.nonce);
+        bytes32 digest = _hashTypedDataV4(keccak256(abi.encode(TERMS_TYPEHASH, t)));
+        if (!SignatureChecker.isValidSignatureNow(customer, digest, signature)) {
+            if (skip) return (InvalidSignature.selector, false, m);
+            revert InvalidSignature();
+        }
+        isNew = m.operator == address(0);
+        if (!isNew) {
+            if (m.revoked) {
+                if (skip) return (Revoked.selector, false, m);
+                revert Revoked(t.mandateId);
+            }
+            if (t.payee != m.payee || t.token != m.token || t.anchor != m.anchor) {
+                if (skip) return (TermsMismatch.selector, false, m);
+                revert TermsMismatch();
+            }
+        }
+        if (t.nonce <= m.nonce) {
+            if (skip) return (StaleNonce.selector, false, m);
+            revert StaleNonce(t.nonce, m.nonce);
+        }
+    }
+
+    /// @dev Records terms `_check` accepted and emits `MandateAuthorized`.
+    function _record(Terms calldata t, bool isNew, Record storage m) private {
         uint128 approval = uint128(t.cap) * t.approvalPeriods;
-        m.approvalPeriods = t.approvalPeriods;
+        // Slot by slot, so that the optimizer writes each packed slot once.
+        if (isNew) m.anchor = uint40(t.anchor);
         m.holdSeconds = uint48(t.holdSeconds);
         m.operator = t.operator;
-        m.nonce = t.nonce;
         m.cap = uint96(t.cap);
         m.approvalLeft = approval;
+        if (isNew) {
+            m.payee = t.payee;
+            m.token = t.token;
+        }
+        m.nonce = t.nonce;
+        m.approvalPeriods = t.approvalPeriods;
         emit MandateAuthorized(
             t.mandateId,
-            customer,
+            customerOf(t.mandateId),
             t.payee,
             t.token,
             t.cap,

@@ -205,9 +205,22 @@ export const trackPending = (bumpAfter: Duration.Input) =>
     Effect.catchTag("RelayerError", (error) => Effect.logWarning("relayer tracking failed", error.message)),
   );
 
-/** Tracks the relayer's pending transactions every second. */
-export const relayerTracker = (bumpAfter: Duration.Input): Worker<TrackerRequirements> => ({
-  name: "relayer-tracker",
-  pass: trackPending(bumpAfter),
-  interval: "1 second",
-});
+/** The budget's totals are read for the last hour; those older than two hours are dropped. */
+const KEEP_SPENDING_MS = 2 * 3_600_000;
+const PRUNE_EVERY_MS = 60_000;
+
+/** Tracks the relayer's pending transactions every second, and drops old budget totals every minute. */
+export const relayerTracker = (bumpAfter: Duration.Input): Worker<TrackerRequirements> => {
+  let prunedAt = 0;
+  const prune = Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis;
+    if (now - prunedAt < PRUNE_EVERY_MS) return;
+    prunedAt = now;
+    yield* (yield* RelayerStore).pruneSpending(new Date(now - KEEP_SPENDING_MS));
+  });
+  return {
+    name: "relayer-tracker",
+    pass: Effect.andThen(trackPending(bumpAfter), prune),
+    interval: "1 second",
+  };
+};

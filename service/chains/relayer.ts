@@ -14,9 +14,13 @@
  * - Attempts: an action that may need several transactions (a return, an authorization) names itself
  *   with `action`; a new attempt is sent only when none is pending or mined.
  * - Budget: each chain's relayer spends at most `relayer_budget_wei_per_hour` (gas limit × max fee until
- *   mined, then gas used × price) over any hour; beyond it `submit` refuses with `budget_exhausted`.
- *   Submissions in flight at the same moment do not see each other's cost, so the budget can be passed
- *   by at most their number times one transaction's cost.
+ *   mined, then gas used × price) over any hour, counted by the minute (a transaction counts for up to
+ *   a minute more than its hour); beyond it `submit` refuses with `budget_exhausted`. Submissions in
+ *   flight at the same moment do not see each other's cost, so the budget can be passed by at most
+ *   their number times one transaction's cost.
+ * - Fees: read once per chain head (the base fee changes only with a block), so submissions of one
+ *   block share one read; the node's pending count is still read per submission (it is the only guard
+ *   against another holder of the key, whose transaction a cached count would miss).
  */
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
@@ -25,6 +29,7 @@ import { outsideTransaction } from "../db/client.ts";
 import { Unavailable } from "../errors.ts";
 import { recordMetric } from "../metrics/metrics.ts";
 import { ChainClients } from "./chain-clients.ts";
+import { ChainHeads } from "./chain-heads.ts";
 import { DEFAULT_RELAYER_BUDGET_WEI_PER_HOUR, type ResolvedChain } from "./config.ts";
 import { ChainRegistry } from "./registry.ts";
 import { RelayerAccount, RelayerError } from "./relayer-account.ts";
@@ -89,12 +94,18 @@ const toRelayed = (row: TransactionRow): RelayedTransaction => ({
 
 const HOUR_MS = 3_600_000;
 
+interface Fees {
+  readonly maxFeePerGas: bigint;
+  readonly maxPriorityFeePerGas: bigint;
+}
+
 const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
   const registry = yield* ChainRegistry;
   const clients = yield* ChainClients;
   const account = yield* RelayerAccount;
   const store = yield* RelayerStore;
+  const heads = yield* ChainHeads;
   const since = (ms: number) => Effect.map(Clock.currentTimeMillis, (now) => new Date(now - ms));
 
   // Each chain's nonce sequence exists before the first submission (created outside any caller's
@@ -109,6 +120,25 @@ const make = Effect.gen(function* () {
         );
   for (const chain of registry.all)
     if (account.from !== undefined) yield* ensureNonces(chain.id, account.from);
+
+  // The fees read at each chain's newest head, shared by every submission until the next head.
+  const feesAtHead = new Map<
+    number,
+    { readonly head: bigint; readonly fees: Effect.Effect<Fees, RelayerError> }
+  >();
+  const readFees = (chain: ResolvedChain) =>
+    account.rpc("fees", () => clients.client(chain).estimateFeesPerGas());
+  const currentFees = (chain: ResolvedChain) =>
+    Effect.gen(function* () {
+      const head = yield* heads.latestBlock(chain).pipe(Effect.option);
+      if (Option.isNone(head)) return yield* readFees(chain);
+      const known = feesAtHead.get(chain.id);
+      if (known !== undefined && known.head === head.value.number) return yield* known.fees;
+      const once = yield* Effect.cached(readFees(chain));
+      feesAtHead.set(chain.id, { head: head.value.number, fees: once });
+      // A failed read is not kept: the next submission asks again.
+      return yield* once.pipe(Effect.tapError(() => Effect.sync(() => feesAtHead.delete(chain.id))));
+    });
 
   const find = (chainId: number, purpose: string) =>
     Effect.map(store.byPurpose(chainId, purpose), (row) => row && toRelayed(row));
@@ -173,7 +203,7 @@ const make = Effect.gen(function* () {
               message: String(error).split("\n")[0] ?? "reverted",
             }),
         }));
-      const fees = yield* account.rpc("fees", () => client.estimateFeesPerGas());
+      const fees = yield* currentFees(chain);
       const nodePending = yield* account.rpc("nonce", () =>
         client.getTransactionCount({ address, blockTag: "pending" }),
       );

@@ -585,6 +585,26 @@ export const migrations = {
     `CREATE INDEX invoices_retry_due ON billing.invoices (next_attempt_at)
       WHERE status = 'open' AND next_attempt_at IS NOT NULL`,
   ),
+  "0022_relayer_spending": statements(
+    // The hourly budget read every transaction of the last hour on each submission (O(N) each, O(N²)
+    // over a set-up of N authorisations). A running total per account and minute makes it at most
+    // 60 rows per backend; a row per backend (pg_backend_pid) because the total is updated inside the
+    // caller's transaction: one shared row would hold every concurrent submission (parallel charge
+    // batches) on its row lock until the first one's caller commits.
+    `CREATE TABLE billing.relayer_spending (
+      chain_id bigint NOT NULL,
+      from_address text NOT NULL,
+      minute timestamptz NOT NULL,
+      backend int NOT NULL,
+      wei numeric NOT NULL,
+      PRIMARY KEY (chain_id, from_address, minute, backend)
+    )`,
+    `INSERT INTO billing.relayer_spending (chain_id, from_address, minute, backend, wei)
+      SELECT chain_id, from_address, date_bin('1 minute', created_at, timestamptz '2000-01-01 00:00:00+00'), 0,
+        sum(coalesce(spent_wei, CASE WHEN status = 'superseded' THEN 0 ELSE gas_limit * max_fee_per_gas END))
+      FROM billing.relayer_transactions WHERE created_at > now() - interval '2 hours'
+      GROUP BY 1, 2, 3`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -5,7 +5,7 @@
  * come from that wallet and keeps the same mandate id, payee, token and anchor. The test-mode authorize
  * helper goes through the same path with a deterministic test wallet.
  */
-import { Context, Effect, Layer } from "effect";
+import { Context, Effect, Layer, Option } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { encodeFunctionData, erc20Abi, getAddress, type Hex, isAddress, parseSignature } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
@@ -294,15 +294,22 @@ const make = Effect.gen(function* () {
         );
       const { functionName, args } = authorizeCall(expected, input);
       if (relayer.address === undefined) return yield* relayerUnavailable("send transactions");
-      const refused = yield* clients
-        .simulateOutcome(chain, relayer.address, functionName, args)
-        .pipe(Effect.mapError(unavailable));
-      if (refused !== undefined)
-        return yield* refuse(
-          "authorization_failed",
-          authorizeFailure[refused.errorName] ??
-            `The chain refused the authorization (${refused.errorName}).`,
-        );
+      // One run of the call says that it succeeds and gives the relayer its gas; only a call that
+      // fails it costs the simulation that names the escrow's error.
+      const measured = yield* clients
+        .measureEscrow(chain, relayer.address, functionName, args)
+        .pipe(Effect.option);
+      if (Option.isNone(measured)) {
+        const refused = yield* clients
+          .simulateOutcome(chain, relayer.address, functionName, args)
+          .pipe(Effect.mapError(unavailable));
+        if (refused !== undefined)
+          return yield* refuse(
+            "authorization_failed",
+            authorizeFailure[refused.errorName] ??
+              `The chain refused the authorization (${refused.errorName}).`,
+          );
+      }
       const action = authorizationAction(chain.id, expected.mandateId, nonce);
       return yield* sql.withTransaction(
         Effect.gen(function* () {
@@ -320,6 +327,7 @@ const make = Effect.gen(function* () {
               data: escrowCallData(functionName, args),
               purpose: `${action}:${yield* newId("request")}`,
               action,
+              gasUsed: Option.getOrUndefined(measured),
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
           return { purpose: sent.purpose, nonce };

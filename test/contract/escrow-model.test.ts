@@ -13,7 +13,7 @@
  */
 import { Result } from "effect";
 import fc from "fast-check";
-import { type Hex, keccak256, toHex, zeroAddress } from "viem";
+import { type Hex, keccak256, parseEventLogs, toFunctionSelector, toHex, zeroAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { NoReturnTokenAbi } from "../../abis/NoReturnToken.ts";
@@ -233,75 +233,140 @@ const sign = async (
   return { terms, signature: await chain.signTerms(identity.customer, terms) };
 };
 
+const authorizeParams = (slot: number | fc.Arbitrary<number>) =>
+  fc.record({
+    slot: typeof slot === "number" ? fc.constant(slot) : slot,
+    cap: fc.bigInt({ min: 1n, max: 500_000_000n }),
+    approvalPeriods: fc.integer({ min: 1, max: 4 }),
+    // 40 days: longer than a period, so a mandate can have several holds open at once.
+    holdSeconds: fc.constantFrom(0, 0, 600, 3 * DAY, 40 * DAY),
+    anchorOffset: fc.integer({ min: -40 * DAY, max: 5 * DAY }),
+    nonceStep: typeof slot === "number" ? fc.constant(1) : fc.constantFrom(1, 1, 1, 2, 0),
+    expired:
+      typeof slot === "number" ? fc.constant(false) : fc.constantFrom(false, false, false, false, true),
+    permit: fc.boolean(),
+  });
+type AuthorizeParams = ReturnType<typeof authorizeParams> extends fc.Arbitrary<infer P> ? P : never;
+
+/** Signed terms (and a permit, when asked and the token has permits) for a slot, and the model's view of them. */
+const signed = async (model: EscrowModel, p: AuthorizeParams, permitAllowed = true) => {
+  const { terms, signature } = await sign(model, p.slot, p);
+  const identity = slotIdentity(p.slot);
+  const value = terms.cap * BigInt(terms.approvalPeriods);
+  const deadline = BigInt(model.now + 3600);
+  const permit =
+    permitAllowed && p.permit && terms.token === chain.usdc
+      ? { value, deadline, ...(await chain.signPermit(identity.customer, chain.usdc, value, deadline)) }
+      : undefined;
+  const forModel = {
+    id: terms.mandateId,
+    customer: identity.customer.address,
+    payee: terms.payee,
+    token: terms.token,
+    cap: terms.cap,
+    anchor: Number(terms.anchor),
+    approvalPeriods: terms.approvalPeriods,
+    operator: terms.operator,
+    holdSeconds: Number(terms.holdSeconds),
+    nonce: terms.nonce,
+    deadline: Number(terms.deadline),
+  };
+  return { terms, signature, permit, forModel };
+};
+
 const authorizeFor = (slot: number | fc.Arbitrary<number>) =>
-  fc
-    .record({
-      slot: typeof slot === "number" ? fc.constant(slot) : slot,
-      cap: fc.bigInt({ min: 1n, max: 500_000_000n }),
-      approvalPeriods: fc.integer({ min: 1, max: 4 }),
-      // 40 days: longer than a period, so a mandate can have several holds open at once.
-      holdSeconds: fc.constantFrom(0, 0, 600, 3 * DAY, 40 * DAY),
-      anchorOffset: fc.integer({ min: -40 * DAY, max: 5 * DAY }),
-      nonceStep: typeof slot === "number" ? fc.constant(1) : fc.constantFrom(1, 1, 1, 2, 0),
-      expired:
-        typeof slot === "number" ? fc.constant(false) : fc.constantFrom(false, false, false, false, true),
-      permit: fc.boolean(),
-    })
-    .map(
-      (p): Cmd => ({
-        check: () => true,
-        toString: () => `authorize(${JSON.stringify(p, (_, v) => (typeof v === "bigint" ? String(v) : v))})`,
-        run: async (model) => {
-          const { terms, signature } = await sign(model, p.slot, p);
-          const identity = slotIdentity(p.slot);
-          const usePermit = p.permit && terms.token === chain.usdc;
-          let outcome: Outcome;
-          let permitValue = 0n;
-          if (usePermit) {
-            permitValue = terms.cap * BigInt(terms.approvalPeriods);
-            const permit = await chain.signPermit(
-              identity.customer,
-              chain.usdc,
-              permitValue,
-              BigInt(model.now + 3600),
-            );
-            outcome = await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorizeWithPermit", [
+  authorizeParams(slot).map(
+    (p): Cmd => ({
+      check: () => true,
+      toString: () => `authorize(${JSON.stringify(p, (_, v) => (typeof v === "bigint" ? String(v) : v))})`,
+      run: async (model) => {
+        const { terms, signature, permit, forModel } = await signed(model, p);
+        const outcome = permit
+          ? await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorizeWithPermit", [
               terms,
               signature,
-              permitValue,
-              BigInt(model.now + 3600),
+              permit.value,
+              permit.deadline,
               permit.v,
               permit.r,
               permit.s,
-            ]);
-          } else {
-            outcome = await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorize", [
-              terms,
-              signature,
-            ]);
-          }
-          const expected = model.authorize(
-            {
-              id: terms.mandateId,
-              customer: identity.customer.address,
-              payee: terms.payee,
-              token: terms.token,
-              cap: terms.cap,
-              anchor: Number(terms.anchor),
-              approvalPeriods: terms.approvalPeriods,
-              operator: terms.operator,
-              holdSeconds: Number(terms.holdSeconds),
-              nonce: terms.nonce,
-              deadline: Number(terms.deadline),
-            },
-            usePermit ? { value: permitValue } : undefined,
+            ])
+          : await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorize", [terms, signature]);
+        const expected = model.authorize(forModel, permit && { value: permit.value });
+        expectOutcome(outcome, expected, "authorize");
+        if (outcome.ok) model.now += 1;
+        await compare(model);
+      },
+    }),
+  );
+
+const ZERO_WORD = `0x${"0".repeat(64)}` as const;
+const ERROR_BY_SELECTOR = new Map(
+  MandateEscrowAbi.filter((item) => item.type === "error").map((item) => [
+    toFunctionSelector(`${item.name}(${item.inputs.map((input) => input.type).join(",")})`),
+    item.name,
+  ]),
+);
+
+/**
+ * Several signatures in one `authorizeMany`, all signed against the state before it (so a slot listed
+ * twice may be stale the second time): each item must do what `authorize` alone would do at its turn,
+ * a refused one being skipped with its error while the rest stand.
+ */
+const authorizeManyCmd = fc.array(authorizeParams(fc.nat(SLOTS - 1)), { minLength: 1, maxLength: 4 }).map(
+  (items): Cmd => ({
+    check: () => true,
+    toString: () =>
+      `authorizeMany(${JSON.stringify(items, (_, v) => (typeof v === "bigint" ? String(v) : v))})`,
+    run: async (model) => {
+      // One permit per customer: a second one signed now would carry the same permit nonce.
+      const permitted = new Set<string>();
+      const batch = [];
+      for (const p of items) {
+        const customer = slotIdentity(p.slot).customer.address;
+        batch.push(await signed(model, p, !permitted.has(customer)));
+        if (p.permit) permitted.add(customer);
+      }
+      const outcome = await chain.sendForReceipt(operator, chain.escrow, MandateEscrowAbi, "authorizeMany", [
+        batch.map((item) => item.terms),
+        batch.map((item) => item.signature),
+        batch.map((item) =>
+          item.permit
+            ? {
+                value: item.permit.value,
+                deadline: item.permit.deadline,
+                v: Number(item.permit.v),
+                r: item.permit.r,
+                s: item.permit.s,
+              }
+            : { value: 0n, deadline: 0n, v: 0, r: ZERO_WORD, s: ZERO_WORD },
+        ),
+      ]);
+      record(outcome.ok ? { ok: true, gasUsed: outcome.gasUsed } : outcome, "authorizeMany");
+      if (!outcome.ok) throw new Error(`authorizeMany failed as a whole: ${outcome.error}`);
+      const expected = batch.map(
+        (item) =>
+          model.authorize(item.forModel, item.permit && { value: item.permit.value }).error ?? "authorized",
+      );
+      const actual = parseEventLogs({ abi: MandateEscrowAbi, logs: outcome.receipt.logs }).flatMap((log) =>
+        log.eventName === "MandateAuthorized"
+          ? ["authorized"]
+          : log.eventName === "AuthorizationSkipped"
+            ? [ERROR_BY_SELECTOR.get(log.args.reason) ?? log.args.reason]
+            : [],
+      );
+      for (const error of actual)
+        if (error !== "authorized")
+          stats.failures.set(
+            `authorizeMany:${error}`,
+            (stats.failures.get(`authorizeMany:${error}`) ?? 0) + 1,
           );
-          expectOutcome(outcome, expected, "authorize");
-          if (outcome.ok) model.now += 1;
-          await compare(model);
-        },
-      }),
-    );
+      expect(actual, "authorizeMany items").toEqual(expected);
+      model.now += 1;
+      await compare(model);
+    },
+  }),
+);
 
 const authorizeCmd = authorizeFor(fc.nat(SLOTS - 1));
 
@@ -770,6 +835,7 @@ describe("MandateEscrow against its model", () => {
       [
         authorizeCmd,
         authorizeCmd,
+        authorizeManyCmd,
         revokeCmd,
         fundCmd,
         approveCmd,

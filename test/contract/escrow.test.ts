@@ -1,4 +1,13 @@
-import { encodeFunctionData, type Hex, keccak256, parseUnits, toHex } from "viem";
+import {
+  encodeFunctionData,
+  type Hex,
+  keccak256,
+  parseEventLogs,
+  parseUnits,
+  type TransactionReceipt,
+  toFunctionSelector,
+  toHex,
+} from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { NoReturnTokenAbi } from "../../abis/NoReturnToken.ts";
@@ -389,6 +398,126 @@ describe("MandateEscrow: signatures", () => {
     expect(outcome.ok).toBe(true);
     expect((await charge(terms.mandateId, usd("50"))).ok).toBe(true);
     expect(await chain.publicClient.getTransactionCount({ address: gasless.address })).toBe(nonceBefore);
+  });
+});
+
+/** What `authorizeMany` did with each item, from its logs, in order. */
+const batchOutcomes = (receipt: TransactionReceipt) =>
+  parseEventLogs({ abi: MandateEscrowAbi, logs: receipt.logs })
+    .filter((log) => log.eventName === "MandateAuthorized" || log.eventName === "AuthorizationSkipped")
+    .map((log) =>
+      log.eventName === "MandateAuthorized"
+        ? { mandateId: log.args.mandateId, nonce: log.args.nonce, outcome: "authorized" }
+        : {
+            mandateId: log.args.mandateId,
+            nonce: log.args.nonce,
+            outcome: ERROR_BY_SELECTOR.get(log.args.reason) ?? log.args.reason,
+          },
+    );
+const ERROR_BY_SELECTOR = new Map(
+  MandateEscrowAbi.filter((item) => item.type === "error").map((item) => [
+    toFunctionSelector(`${item.name}(${item.inputs.map((input) => input.type).join(",")})`),
+    item.name,
+  ]),
+);
+const NO_PERMIT = {
+  value: 0n,
+  deadline: 0n,
+  v: 0,
+  r: `0x${"0".repeat(64)}`,
+  s: `0x${"0".repeat(64)}`,
+} as const;
+
+describe("MandateEscrow: authorizeMany", () => {
+  it("records each valid item with its event and skips the others with their error, changing nothing for them", async () => {
+    await fund(chain.usdc, usd("1000"));
+    const fresh = termsFor();
+    const frontRun = termsFor();
+    expect((await authorize(frontRun)).ok).toBe(true); // someone sent this one alone first
+    const expired = termsFor({ deadline: BigInt(chain.clock.now - 1) });
+    const twice = termsFor();
+    const twiceAgain = { ...twice, nonce: 2n, cap: usd("20") };
+    const forged = termsFor();
+    const gasless = accountAt(6);
+    await chain.send(operator, chain.usdc, TestUSDCAbi, "mint", [gasless.address, usd("100")]);
+    const withPermit = termsFor({ mandateId: mandateIdFor(gasless.address, salt++) });
+    const permitDeadline = BigInt(chain.clock.now + 3600);
+    const permit = await chain.signPermit(gasless, chain.usdc, usd("150"), permitDeadline);
+    const items = [
+      [fresh, await chain.signTerms(customer, fresh), NO_PERMIT],
+      [frontRun, await chain.signTerms(customer, frontRun), NO_PERMIT],
+      [expired, await chain.signTerms(customer, expired), NO_PERMIT],
+      [twice, await chain.signTerms(customer, twice), NO_PERMIT],
+      [twiceAgain, await chain.signTerms(customer, twiceAgain), NO_PERMIT],
+      [forged, await chain.signTerms(stranger, forged), NO_PERMIT],
+      [
+        withPermit,
+        await chain.signTerms(gasless, withPermit),
+        { value: usd("150"), deadline: permitDeadline, v: Number(permit.v), r: permit.r, s: permit.s },
+      ],
+    ] as const;
+    const sent = await chain.sendForReceipt(operator, chain.escrow, MandateEscrowAbi, "authorizeMany", [
+      items.map(([t]) => t),
+      items.map(([, signature]) => signature),
+      items.map(([, , p]) => p),
+    ]);
+    if (!sent.ok) throw new Error(sent.error);
+    expect(batchOutcomes(sent.receipt)).toEqual([
+      { mandateId: fresh.mandateId, nonce: 1n, outcome: "authorized" },
+      { mandateId: frontRun.mandateId, nonce: 1n, outcome: "StaleNonce" },
+      { mandateId: expired.mandateId, nonce: 1n, outcome: "SignatureExpired" },
+      { mandateId: twice.mandateId, nonce: 1n, outcome: "authorized" },
+      { mandateId: twice.mandateId, nonce: 2n, outcome: "authorized" },
+      { mandateId: forged.mandateId, nonce: 1n, outcome: "InvalidSignature" },
+      { mandateId: withPermit.mandateId, nonce: 1n, outcome: "authorized" },
+    ]);
+    const mandate = (id: Hex) =>
+      chain.read<{ nonce: bigint; cap: bigint; operator: Address }>(
+        chain.escrow,
+        MandateEscrowAbi,
+        "mandate",
+        [id],
+      );
+    expect((await mandate(twice.mandateId)).cap).toBe(usd("20"));
+    expect((await mandate(expired.mandateId)).operator).toBe("0x0000000000000000000000000000000000000000");
+    expect((await mandate(forged.mandateId)).operator).toBe("0x0000000000000000000000000000000000000000");
+    expect(
+      await chain.read<bigint>(chain.usdc, TestUSDCAbi, "allowance", [gasless.address, chain.escrow]),
+    ).toBe(usd("150"));
+    expect((await charge(fresh.mandateId, usd("50"))).ok).toBe(true);
+    expect((await charge(withPermit.mandateId, usd("50"))).ok).toBe(true);
+  });
+
+  it("skips an item whose permit fails and leaves its mandate and allowance as they were", async () => {
+    const broke = accountAt(7);
+    const terms = termsFor({ mandateId: mandateIdFor(broke.address, salt++) });
+    const permitDeadline = BigInt(chain.clock.now + 3600);
+    const permit = await chain.signPermit(broke, chain.usdc, usd("150"), permitDeadline);
+    const sent = await chain.sendForReceipt(operator, chain.escrow, MandateEscrowAbi, "authorizeMany", [
+      [terms],
+      [await chain.signTerms(broke, terms)],
+      // Signed for 150, presented for 300: the token refuses it, and no allowance stands in for it.
+      [{ value: usd("300"), deadline: permitDeadline, v: Number(permit.v), r: permit.r, s: permit.s }],
+    ]);
+    if (!sent.ok) throw new Error(sent.error);
+    expect(batchOutcomes(sent.receipt)).toEqual([
+      { mandateId: terms.mandateId, nonce: 1n, outcome: "PermitFailed" },
+    ]);
+    const stored = await chain.read<{ operator: Address }>(chain.escrow, MandateEscrowAbi, "mandate", [
+      terms.mandateId,
+    ]);
+    expect(stored.operator).toBe("0x0000000000000000000000000000000000000000");
+  });
+
+  it("refuses arrays of different lengths", async () => {
+    const terms = termsFor();
+    expect(
+      await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorizeMany", [
+        [terms],
+        [await chain.signTerms(customer, terms)],
+        [],
+      ]),
+    ).toEqual(failure("LengthMismatch"));
   });
 });
 

@@ -118,6 +118,10 @@ describe("relayer tracker after the chain lost blocks", () => {
       "UPDATE billing.relayer_transactions SET created_at = now() - interval '2 hours' WHERE chain_id = $1",
       [CHAIN_ID],
     );
+    await query(
+      "UPDATE billing.relayer_spending SET minute = minute - interval '2 hours' WHERE chain_id = $1",
+      [CHAIN_ID],
+    );
     const snapshot = (await rpc(anvil.http, "evm_snapshot", [])) as string;
     const lost = await run(submit(`gap:lost:${Date.now()}`));
     await waitFor(() => trackedMined(lost.purpose), {

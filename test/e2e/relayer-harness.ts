@@ -5,6 +5,7 @@
 import { type Duration, type Effect, Layer, ManagedRuntime, Redacted } from "effect";
 import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { ChainClients } from "../../service/chains/chain-clients.ts";
+import { ChainHeads } from "../../service/chains/chain-heads.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { ChainRegistry } from "../../service/chains/registry.ts";
 import { Relayer } from "../../service/chains/relayer.ts";
@@ -18,8 +19,9 @@ import { stack } from "./helpers.ts";
 export const relayerLayer = (chain: ResolvedChain) => {
   const base = Layer.mergeAll(
     databaseLayer(stack().databaseUrl, 10),
-    ChainRegistry.fromChains([chain]),
-    ChainClients.layer,
+    ChainHeads.layer().pipe(
+      Layer.provideMerge(Layer.mergeAll(ChainRegistry.fromChains([chain]), ChainClients.layer)),
+    ),
     Metrics.layer,
   );
   const parts = Layer.mergeAll(RelayerStore.layer, RelayerAccount.layer(Redacted.make(LOCAL_DEPLOYER_KEY)));
