@@ -43,7 +43,31 @@ layer(testLayer, { timeout: 60_000 })("idempotency, transactional handler", (it)
         sql<{ n: number }>`SELECT count(*)::int AS n FROM public.idempotency_effects WHERE key = ${key}`,
         (rows) => rows[0]?.n,
       );
-    return { apiKeyId: record.id, idempotency: yield* Idempotency, writing, effects };
+    const idempotency = yield* Idempotency;
+    /**
+     * The first request of `key`, forked: its handler has started when this returns and finishes when
+     * `release` is called. Record-first by default; reply-last with `transactional`.
+     */
+    const firstRunning = (key: string, options?: { readonly transactional: boolean }) =>
+      Effect.gen(function* () {
+        const release = yield* Deferred.make<void>();
+        const started = yield* Deferred.make<void>();
+        const fiber = yield* Effect.forkChild(
+          idempotency.run(
+            record.id,
+            request(key),
+            writing(key, "first").pipe(
+              Effect.tap(() => Deferred.succeed(started, undefined)),
+              Effect.tap(() => Deferred.await(release)),
+            ),
+            notStorable,
+            options,
+          ),
+        );
+        yield* Deferred.await(started);
+        return { fiber, release: Deferred.succeed(release, undefined) };
+      });
+    return { apiKeyId: record.id, idempotency, writing, effects, firstRunning };
   });
 
   /** Real time (the test clock does not move) for a fiber to reach Postgres and wait there. */
@@ -51,31 +75,18 @@ layer(testLayer, { timeout: 60_000 })("idempotency, transactional handler", (it)
 
   it.effect("a duplicate failing on our side waits for the key's holder and replays its reply", () =>
     Effect.gen(function* () {
-      const { apiKeyId, idempotency, writing, effects } = yield* setUp;
+      const { apiKeyId, idempotency, effects, firstRunning } = yield* setUp;
       const key = "held";
-      const release = yield* Deferred.make<void>();
-      const started = yield* Deferred.make<void>();
       // The first takes the key before its handler runs (the record-first order) and holds it.
-      const first = yield* Effect.forkChild(
-        idempotency.run(
-          apiKeyId,
-          request(key),
-          writing(key, "first").pipe(
-            Effect.tap(() => Deferred.succeed(started, undefined)),
-            Effect.tap(() => Deferred.await(release)),
-          ),
-          notStorable,
-        ),
-      );
-      yield* Deferred.await(started);
+      const first = yield* firstRunning(key);
       const duplicate = yield* Effect.forkChild(
         idempotency.run(apiKeyId, request(key), Effect.fail(new Outage()), notStorable, {
           transactional: true,
         }),
       );
       yield* settle;
-      yield* Deferred.succeed(release, undefined);
-      expect(yield* Fiber.join(first)).toEqual({ status: 200, bodyText: "first", replayed: false });
+      yield* first.release;
+      expect(yield* Fiber.join(first.fiber)).toEqual({ status: 200, bodyText: "first", replayed: false });
       expect(yield* Fiber.join(duplicate)).toEqual({ status: 200, bodyText: "first", replayed: true });
       expect(yield* effects(key)).toBe(1);
     }),
@@ -83,24 +94,10 @@ layer(testLayer, { timeout: 60_000 })("idempotency, transactional handler", (it)
 
   it.effect("a duplicate failing on our side before anyone holds the key answers as the key's taker", () =>
     Effect.gen(function* () {
-      const { apiKeyId, idempotency, writing, effects } = yield* setUp;
+      const { apiKeyId, idempotency, effects, firstRunning } = yield* setUp;
       const key = "unheld";
-      const release = yield* Deferred.make<void>();
-      const started = yield* Deferred.make<void>();
       // The first runs reply-last: it holds nothing while its handler runs.
-      const first = yield* Effect.forkChild(
-        idempotency.run(
-          apiKeyId,
-          request(key),
-          writing(key, "first").pipe(
-            Effect.tap(() => Deferred.succeed(started, undefined)),
-            Effect.tap(() => Deferred.await(release)),
-          ),
-          notStorable,
-          { transactional: true },
-        ),
-      );
-      yield* Deferred.await(started);
+      const first = yield* firstRunning(key, { transactional: true });
       // The duplicate takes the key, fails, stores nothing: a request that took the key and failed.
       const duplicate = yield* Effect.exit(
         idempotency.run(apiKeyId, request(key), Effect.fail(new Outage()), notStorable, {
@@ -108,8 +105,8 @@ layer(testLayer, { timeout: 60_000 })("idempotency, transactional handler", (it)
         }),
       );
       expect(Exit.isFailure(duplicate) && duplicate.cause.toString()).toContain("Outage");
-      yield* Deferred.succeed(release, undefined);
-      expect(yield* Fiber.join(first)).toEqual({ status: 200, bodyText: "first", replayed: false });
+      yield* first.release;
+      expect(yield* Fiber.join(first.fiber)).toEqual({ status: 200, bodyText: "first", replayed: false });
       expect(yield* effects(key)).toBe(1);
     }),
   );

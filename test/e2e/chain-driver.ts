@@ -8,6 +8,7 @@ import {
   createWalletClient,
   defineChain,
   encodeFunctionData,
+  erc20Abi,
   type Hex,
   http,
   type PrivateKeyAccount,
@@ -78,6 +79,9 @@ export const chainDriver = (chainId: number) => {
   };
 
   const latestTime = async () => Number((await client.getBlock()).timestamp);
+  /** The test token's balance of an address. */
+  const balanceOf = (address: Hex) =>
+    client.readContract({ address: usdc, abi: erc20Abi, functionName: "balanceOf", args: [address] });
 
   const authorize = async (
     customer: PrivateKeyAccount,
@@ -120,6 +124,7 @@ export const chainDriver = (chainId: number) => {
     usdc,
     rpc,
     newCustomer,
+    balanceOf,
     authorize,
     charge: (mandateId: Hex, amount: bigint) =>
       call(operator, escrow, MandateEscrowAbi, "charge", [mandateId, amount]),

@@ -4,7 +4,7 @@
  * locally and asks the chain only for the rest), the escrow checks them again on chain, and the
  * mandate is then charged from the wallet like any other.
  */
-import { createWalletClient, encodeDeployData, erc20Abi, getAddress, http } from "viem";
+import { createWalletClient, encodeDeployData, getAddress, http } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
@@ -41,14 +41,6 @@ const contractWallet = async (owner: `0x${string}`, funds: bigint) => {
   await driver.client.waitForTransactionReceipt({ hash: mint, pollingInterval: 20 });
   return getAddress(receipt.contractAddress);
 };
-
-const balanceOf = (address: `0x${string}`) =>
-  driver.client.readContract({
-    address: driver.usdc,
-    abi: erc20Abi,
-    functionName: "balanceOf",
-    args: [address],
-  });
 
 describe("a contract wallet (ERC-1271) as the customer", () => {
   it("authorizes through the page's API with its owner's signatures, refuses a stranger's, and is charged", async () => {
@@ -111,6 +103,6 @@ describe("a contract wallet (ERC-1271) as the customer", () => {
     expect(charged.status, charged.text).toBe(200);
     const chargeId = (charged.json as { id: string }).id;
     await m.waitForEvents("charge.succeeded", 1, (object) => object.id === chargeId);
-    expect(await balanceOf(wallet)).toBe(usd("90"));
+    expect(await driver.balanceOf(wallet)).toBe(usd("90"));
   });
 });

@@ -66,15 +66,7 @@ const sweepsOf = (depositAddress: string) =>
     [depositAddress.toLowerCase()],
   );
 
-const balanceOf = async (address: Hex) => {
-  const chain = chainDriver(31337);
-  return chain.client.readContract({
-    address: chain.usdc,
-    abi: erc20Abi,
-    functionName: "balanceOf",
-    args: [address],
-  });
-};
+const balanceOf = (address: Hex) => chainDriver(31337).balanceOf(address);
 
 describe("payments API", () => {
   it("creates a payment with a deposit address, a pay page and the documented defaults", async () => {

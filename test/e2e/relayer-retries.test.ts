@@ -98,13 +98,7 @@ const sendAhead = async (account: PrivateKeyAccount, to: Hex, data: Hex) => {
   return driver.client.sendRawTransaction({ serializedTransaction: raw });
 };
 
-const balanceOf = (address: Hex) =>
-  driver.client.readContract({
-    address: driver.usdc,
-    abi: erc20Abi,
-    functionName: "balanceOf",
-    args: [address],
-  });
+const balanceOf = (address: Hex) => driver.balanceOf(address);
 
 /** Moves the customer's whole token balance away (to the zero-adjacent dead address). */
 const emptyWallet = async (customer: PrivateKeyAccount) =>
