@@ -34,6 +34,8 @@ export interface StackOptions {
   readonly databaseUrl?: string;
   /** Keep the database and local chains across restarts. */
   readonly persistent: boolean;
+  /** Local chains keep only this many recent states in memory (anvil's --prune-history): long benchmarks. */
+  readonly anvilStates?: number;
   readonly devApiKey?: string;
   readonly logFormat: "json" | "pretty";
   readonly logLevel: LogLevel.LogLevel;
@@ -194,6 +196,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
         port: chain.local.port === 0 ? await freePort() : chain.local.port,
         chainId: chain.id,
         ...(options.persistent ? { stateFile: join(options.dataDir, `anvil-${chain.id}.json`) } : {}),
+        ...(options.anvilStates === undefined ? {} : { keptStates: options.anvilStates }),
         onOutput: (line) => options.onOutput(`anvil ${chain.id}`, line),
       });
       stops.push(anvil.stop);
