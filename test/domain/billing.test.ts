@@ -69,6 +69,17 @@ const signedSubscription = (scope: MerchantScope, price: string) =>
     return { id: subscription.id, mandate: mandate.id, onchainId, customer, anchor: mandate.anchor };
   });
 
+/** `count` signed subscriptions to one price. */
+const signedSubscriptions = (scope: MerchantScope, price: string, count: number) =>
+  Effect.all(Array.from({ length: count }, () => signedSubscription(scope, price)));
+
+/** Forgets the chain's recorded simulations and measurements; returns how many transactions were sent. */
+const freshChainRecords = () => {
+  chain.simulations.length = 0;
+  chain.measurements.length = 0;
+  return chain.sent.length;
+};
+
 /** A new merchant with a new price of `amount` a period on the test chain. */
 const merchantWithPrice = (amount: string) =>
   Effect.gen(function* () {
@@ -212,13 +223,10 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
   it.effect("charges a boundary's invoices in one chargeMany, bisecting out the one that fails", () =>
     Effect.gen(function* () {
       const { scope, price } = yield* merchantWithPrice("3");
-      const subs = [];
-      for (let i = 0; i < 8; i++) subs.push(yield* signedSubscription(scope, price));
+      const subs = yield* signedSubscriptions(scope, price, 8);
       const [broke] = subs.slice(5, 6);
       chain.failing.set(broke?.onchainId.toLowerCase() ?? "", "InsufficientBalance");
-      chain.simulations.length = 0;
-      chain.measurements.length = 0;
-      const sent = chain.sent.length;
+      const sent = freshChainRecords();
 
       yield* bill;
       const batches = chain.sent.slice(sent);
@@ -243,11 +251,8 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
   it.effect("runs a boundary's batch that succeeds once: its measured gas goes to the relayer", () =>
     Effect.gen(function* () {
       const { scope, price } = yield* merchantWithPrice("4");
-      const subs = [];
-      for (let i = 0; i < 5; i++) subs.push(yield* signedSubscription(scope, price));
-      chain.simulations.length = 0;
-      chain.measurements.length = 0;
-      const sent = chain.sent.length;
+      const subs = yield* signedSubscriptions(scope, price, 5);
+      const sent = freshChainRecords();
 
       yield* bill;
       const batches = chain.sent.slice(sent);
