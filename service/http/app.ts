@@ -12,6 +12,7 @@ import { methodNotAllowed } from "hono/method-not-allowed";
 import { matchedRoutes } from "hono/route";
 import type { ApiKeys, Caller } from "../auth/api-keys.ts";
 import type { ConsoleSessions } from "../auth/console-sessions.ts";
+import { compileConforms } from "../compiled-schema.ts";
 import { type ApiFailure, HttpRefusal, isApiFailure } from "../errors.ts";
 import { Idempotency, validateIdempotencyKey } from "../idempotency/idempotency.ts";
 import { authenticateRequest, registerConsoleSessionRoutes } from "./console-session.ts";
@@ -67,13 +68,16 @@ const isTagged = (value: unknown): value is { readonly _tag: string } =>
  * not match what the route documents is our bug: a defect, answered 500 and logged.
  */
 const bodyEncoder = (schema: Schema.Top): ((value: unknown) => Effect.Effect<string>) => {
-  // Built once per route, not per request.
+  // Built once per route, not per request; Schema answers whatever the compiled fast path passes over.
   const encode = Schema.encodeUnknownEffect(schema as Schema.Codec<unknown, unknown>);
+  const conforms = compileConforms(schema, { keyOrder: true });
   return (value) =>
-    encode(value, { onExcessProperty: "error" }).pipe(
-      Effect.map((encoded) => JSON.stringify(encoded)),
-      Effect.orDie,
-    );
+    conforms?.(value)
+      ? Effect.succeed(JSON.stringify(value))
+      : encode(value, { onExcessProperty: "error" }).pipe(
+          Effect.map((encoded) => JSON.stringify(encoded)),
+          Effect.orDie,
+        );
 };
 
 /** A failure the caller caused (4xx) as a stored and replayed reply; undefined for ours (5xx). */
