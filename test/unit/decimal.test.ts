@@ -8,6 +8,14 @@ const units = fc.bigInt({ min: 1n, max: MAX_CAP_UNITS });
 const decimals = fc.integer({ min: 0, max: 18 });
 
 describe("decimal amounts", () => {
+  it("format zero and negative amounts as viem does", () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: -MAX_CAP_UNITS, max: 0n }), decimals, (u, d) => {
+        expect(formatDecimal(u, d)).toBe(formatUnits(u, d));
+      }),
+    );
+  });
+
   it("round-trip exactly: format then parse gives the same base units, and agrees with viem", () => {
     fc.assert(
       fc.property(units, decimals, (u, d) => {
