@@ -104,14 +104,14 @@ export class ApiKeys extends Context.Service<
       const callers = yield* ClearedCaches.cacheFor(lookup);
       const revocations = yield* Effect.serviceOption(ClearedCaches);
 
-      const authenticate = (authorization: string | undefined) =>
-        Effect.gen(function* () {
-          if (authorization === undefined || authorization.trim() === "") return yield* missingKey;
-          const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-          const key = match?.[1];
-          if (key === undefined || !API_KEY_PATTERN.test(key)) return yield* malformedKey;
-          return yield* callers.get(hashApiKey(key).toString("hex"));
-        });
+      // Every request: no generator (an Effect.gen costs ~2 µs).
+      const authenticate = (authorization: string | undefined) => {
+        if (authorization === undefined || authorization.trim() === "") return Effect.fail(missingKey);
+        const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+        const key = match?.[1];
+        if (key === undefined || !API_KEY_PATTERN.test(key)) return Effect.fail(malformedKey);
+        return callers.get(hashApiKey(key).toString("hex"));
+      };
 
       const create = (input: {
         readonly merchantId: string;

@@ -66,13 +66,13 @@ export const selectRows = <A>(
   where: ReadonlyArray<Fragment>,
   options: { readonly order?: Fragment; readonly limit?: number; readonly lock?: Lock } = {},
 ): Effect.Effect<ReadonlyArray<A>, SqlError.SqlError> =>
-  Effect.gen(function* () {
-    const rows = yield* sql`SELECT ${relation.columns} FROM ${relation.from} WHERE ${sql.and(where)}
+  Effect.flatMap(
+    sql`SELECT ${relation.columns} FROM ${relation.from} WHERE ${sql.and(where)}
       ${options.order ? sql`ORDER BY ${options.order}` : sql``}
       ${options.limit !== undefined ? sql`LIMIT ${options.limit}` : sql``}
-      ${lockClause(sql, relation, options.lock)}`;
-    return yield* relation.decode(rows);
-  });
+      ${lockClause(sql, relation, options.lock)}`,
+    relation.decode,
+  );
 
 /**
  * The rows among `ids` still matching `where`, locked for update in id order (so two transactions
@@ -131,31 +131,32 @@ export const pageRows = <A>(
   where: ReadonlyArray<Fragment>,
   request: PageRequest,
   order?: PageOrder,
-): Effect.Effect<Page<A>, InvalidRequest | SqlError.SqlError> =>
-  Effect.gen(function* () {
-    if (request.starting_after !== undefined && request.ending_before !== undefined)
-      return yield* invalidParam(
-        "ending_before",
-        "Give starting_after or ending_before, not both.",
-        "parameter_conflict",
-      );
-    const limit = request.limit ?? DEFAULT_PAGE_LIMIT;
-    const key = order?.key ?? relation.id;
-    const cursorOf = (id: string) => (order ? order.cursorKey(sql, id) : sql`${id}::text`);
-    const backwards = request.ending_before !== undefined;
-    const cursor =
-      request.starting_after !== undefined
-        ? [sql`${key} < ${cursorOf(request.starting_after)}`]
-        : request.ending_before !== undefined
-          ? [sql`${key} > ${cursorOf(request.ending_before)}`]
-          : [];
-    const rows = yield* selectRows(sql, relation, [...where, ...cursor], {
+): Effect.Effect<Page<A>, InvalidRequest | SqlError.SqlError> => {
+  if (request.starting_after !== undefined && request.ending_before !== undefined)
+    return Effect.fail(
+      invalidParam("ending_before", "Give starting_after or ending_before, not both.", "parameter_conflict"),
+    );
+  const limit = request.limit ?? DEFAULT_PAGE_LIMIT;
+  const key = order?.key ?? relation.id;
+  const cursorOf = (id: string) => (order ? order.cursorKey(sql, id) : sql`${id}::text`);
+  const backwards = request.ending_before !== undefined;
+  const cursor =
+    request.starting_after !== undefined
+      ? [sql`${key} < ${cursorOf(request.starting_after)}`]
+      : request.ending_before !== undefined
+        ? [sql`${key} > ${cursorOf(request.ending_before)}`]
+        : [];
+  return Effect.map(
+    selectRows(sql, relation, [...where, ...cursor], {
       order: backwards ? (order?.oldestFirst ?? sql`${key} ASC`) : (order?.newestFirst ?? sql`${key} DESC`),
       limit: limit + 1,
-    });
-    const data = rows.slice(0, limit);
-    return { object: "list", data: backwards ? data.reverse() : data, has_more: rows.length > limit };
-  });
+    }),
+    (rows): Page<A> => {
+      const data = rows.slice(0, limit);
+      return { object: "list", data: backwards ? data.reverse() : data, has_more: rows.length > limit };
+    },
+  );
+};
 
 /** The page with each row rendered. */
 export const renderPage = <A, B>(page: Page<A>, render: (row: A) => B): Page<B> => ({

@@ -209,27 +209,27 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
   for (const route of options.routes) {
     const status = route.status ?? 200;
     const encodeBody = bodyEncoder(route.response);
+    // The per-request generators are built once per route with Effect.fnUntraced: an Effect.gen per
+    // request costs ~2 µs more each (docs/performance.md, "The API").
     /** The caller, once authenticated, allowed on this route, with the path's params. */
-    const admitted = (c: HonoContext<Env>) =>
-      Effect.gen(function* () {
-        const caller: Caller = yield* authenticateRequest(c);
-        c.set("merchantId", caller.merchantId);
-        if (route.testOnly && caller.livemode) return yield* routeNotFound(c);
-        const params = yield* Effect.fromResult(decodeParams(c, route.params));
-        return { caller, params };
-      });
+    const admitted = Effect.fnUntraced(function* (c: HonoContext<Env>) {
+      const caller: Caller = yield* authenticateRequest(c);
+      c.set("merchantId", caller.merchantId);
+      if (route.testOnly && caller.livemode) return yield* routeNotFound(c);
+      const params = yield* Effect.fromResult(decodeParams(c, route.params));
+      return { caller, params };
+    });
 
     if (route.method !== "POST") {
+      const answer = Effect.fnUntraced(function* (c: HonoContext<Env>) {
+        const { caller, params } = yield* admitted(c);
+        const input = yield* Effect.fromResult(decodeQuery(c, route.body));
+        const value = yield* route.handler({ caller, body: input, params });
+        const rendered = route.render?.(value, input);
+        return rendered ?? { body: yield* encodeBody(value) };
+      });
       app.on(route.method, toHonoPath(route.path), async (c: HonoContext<Env>) => {
-        const exit = await run(
-          Effect.gen(function* () {
-            const { caller, params } = yield* admitted(c);
-            const input = yield* Effect.fromResult(decodeQuery(c, route.body));
-            const value = yield* route.handler({ caller, body: input, params });
-            const rendered = route.render?.(value, input);
-            return rendered ?? { body: yield* encodeBody(value) };
-          }),
-        );
+        const exit = await run(answer(c));
         return respondExit(c, exit, (rendered: { readonly contentType?: string; readonly body: string }) =>
           rendered.contentType
             ? c.body(rendered.body, status, { "content-type": rendered.contentType })
@@ -239,27 +239,29 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       continue;
     }
 
+    const answer = Effect.fnUntraced(function* (
+      c: HonoContext<Env>,
+      body: Awaited<ReturnType<typeof readBody>>,
+    ) {
+      const { caller, params } = yield* admitted(c);
+      const key = yield* validateIdempotencyKey(c.req.header("idempotency-key"));
+      const input = yield* Effect.fromResult(body);
+      const idempotency = yield* Idempotency;
+      return yield* idempotency.run(
+        caller.apiKeyId,
+        { key, method: route.method, path: c.req.path, body: input.raw },
+        route.handler({ caller, body: input.value, params }).pipe(
+          Effect.flatMap(encodeBody),
+          Effect.map((bodyText) => ({ status, bodyText })),
+        ),
+        storableFailure,
+        { transactional: route.transactional ?? false },
+      );
+    });
     app.on(route.method, toHonoPath(route.path), async (c: HonoContext<Env>) => {
       // Read before the run (it is the only wait outside it); its refusal, if any, comes after the others.
       const body = await readBody(c, route.body);
-      const exit = await run(
-        Effect.gen(function* () {
-          const { caller, params } = yield* admitted(c);
-          const key = yield* validateIdempotencyKey(c.req.header("idempotency-key"));
-          const input = yield* Effect.fromResult(body);
-          const idempotency = yield* Idempotency;
-          return yield* idempotency.run(
-            caller.apiKeyId,
-            { key, method: route.method, path: c.req.path, body: input.raw },
-            route.handler({ caller, body: input.value, params }).pipe(
-              Effect.flatMap(encodeBody),
-              Effect.map((bodyText) => ({ status, bodyText })),
-            ),
-            storableFailure,
-            { transactional: route.transactional ?? false },
-          );
-        }),
-      );
+      const exit = await run(answer(c, body));
       return respondExit(c, exit, (stored) =>
         json(c, stored.status, stored.bodyText, stored.replayed ? { "Idempotent-Replayed": "true" } : {}),
       );

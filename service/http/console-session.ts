@@ -53,12 +53,18 @@ const sessionBody = (session: ConsoleSession, token: string) => ({
 });
 
 /** The caller of a `/v1` request: its API key, or the console session of its cookie. */
-export const authenticateRequest = (c: HonoContext<Env>) =>
+export const authenticateRequest = (
+  c: HonoContext<Env>,
+): Effect.Effect<Caller, SqlError.SqlError | Unauthenticated | HttpRefusal, ApiKeys | ConsoleSessions> => {
+  const authorization = c.req.header("authorization");
+  const token = authorization === undefined ? getCookie(c, CONSOLE_COOKIE) : undefined;
+  // An API key, the usual case, without a generator (an Effect.gen costs ~2 µs a request).
+  if (token === undefined) return Effect.flatMap(ApiKeys, (keys) => keys.authenticate(authorization));
+  return consoleCaller(c, token);
+};
+
+const consoleCaller = (c: HonoContext<Env>, token: string) =>
   Effect.gen(function* () {
-    const authorization = c.req.header("authorization");
-    const token = authorization === undefined ? getCookie(c, CONSOLE_COOKIE) : undefined;
-    if (token === undefined)
-      return yield* Effect.flatMap(ApiKeys, (keys) => keys.authenticate(authorization));
     const session = yield* Effect.flatMap(ConsoleSessions, (sessions) => sessions.authenticate(token));
     if (c.req.method !== "GET" && c.req.method !== "HEAD") {
       if (!sameOrigin(c))
