@@ -4,7 +4,7 @@
  * once from the schema's AST, it tells whether a value is one Schema would accept and give back as an
  * equal copy; the caller then uses the value itself, and runs Schema for anything else: every refusal
  * and every value the fast path is not sure of is Schema's own answer. The schema stays the one
- * definition; a schema with any other node (a transformation, a declaration, an index signature)
+ * definition; a schema with any other node (a transformation, another declaration, an index signature)
  * compiles to `undefined`.
  *
  * Why: Schema's general parser costs 3-7 µs a mandate, and refusing excess keys takes its slow path

@@ -209,8 +209,8 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
   for (const route of options.routes) {
     const status = route.status ?? 200;
     const encodeBody = bodyEncoder(route.response);
-    // The per-request generators are built once per route with Effect.fnUntraced: an Effect.gen per
-    // request costs ~2 µs more each (docs/performance.md, "The API").
+    // The generator functions are created once per route (Effect.fnUntraced), not per request: an
+    // Effect.gen whose generator function is new each time costs ~2 µs more (docs/performance.md, "The API").
     /** The caller, once authenticated, allowed on this route, with the path's params. */
     const admitted = Effect.fnUntraced(function* (c: HonoContext<Env>) {
       const caller: Caller = yield* authenticateRequest(c);

@@ -58,7 +58,7 @@ export const authenticateRequest = (
 ): Effect.Effect<Caller, SqlError.SqlError | Unauthenticated | HttpRefusal, ApiKeys | ConsoleSessions> => {
   const authorization = c.req.header("authorization");
   const token = authorization === undefined ? getCookie(c, CONSOLE_COOKIE) : undefined;
-  // An API key, the usual case, without a generator (an Effect.gen costs ~2 µs a request).
+  // An API key, the usual case, without a generator function created per request (~2 µs each).
   if (token === undefined) return Effect.flatMap(ApiKeys, (keys) => keys.authenticate(authorization));
   return consoleCaller(c, token);
 };
