@@ -399,7 +399,12 @@ try {
     }))
       logs.push(log);
   const transactions = [...new Set(logs.map((log) => log.transactionHash))];
-  const receipts = await Promise.all(transactions.map((hash) => client.getTransactionReceipt({ hash })));
+  // CONCURRENCY at a time: each receipt carries its batch's 200 logs, and all of them asked at once (500
+  // at 100,000 due) could queue on anvil past viem's 10 s request timeout.
+  const receipts: Awaited<ReturnType<typeof client.getTransactionReceipt>>[] = [];
+  await pool(transactions, async (hash) => {
+    receipts.push(await client.getTransactionReceipt({ hash }));
+  });
   const gas = receipts.reduce((sum, receipt) => sum + receipt.gasUsed, 0n);
   // Per block of the measured phase: gas used against the limit, charges and chargeMany transactions.
   const blocks = [];
