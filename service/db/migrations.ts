@@ -605,6 +605,19 @@ export const migrations = {
       FROM billing.relayer_transactions WHERE created_at > now() - interval '2 hours'
       GROUP BY 1, 2, 3`,
   ),
+  "0023_billing_autovacuum": statements(
+    // A period boundary rewrites every due subscription and writes and settles an invoice for each
+    // within a minute or two. Until vacuum, each old row version stays in the partial indexes the
+    // billing round reads every pass (open invoices, due subscriptions); until analyse, plans keep the
+    // statistics of before (`authorised` read every mandate with those taken while every subscription
+    // was incomplete). The default waits for 20% of a table (40,000 invoices at 100,000 due, after the
+    // boundary): these are vacuumed and analysed after 1% of their rows changed, at least 1,000.
+    ...["invoices", "subscriptions"].map(
+      (table) => `ALTER TABLE billing.${table} SET (autovacuum_vacuum_scale_factor = 0.01,
+        autovacuum_vacuum_threshold = 1000, autovacuum_analyze_scale_factor = 0.01, autovacuum_analyze_threshold = 1000)`,
+    ),
+    `ALTER TABLE billing.mandates SET (autovacuum_analyze_scale_factor = 0.01, autovacuum_analyze_threshold = 1000)`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

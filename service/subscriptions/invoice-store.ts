@@ -124,6 +124,13 @@ const make = Effect.gen(function* () {
     /** The invoices among `ids` still matching the condition, locked in id order; others' skipped. */
     lock: (ids: ReadonlyArray<string>, when: InvoiceCondition) =>
       lockRows(sql, INVOICES, ids, condition(when), { skipLocked: true }),
+    /**
+     * Fresh planner statistics after many invoices were written at once. Between two boundaries nearly
+     * every invoice is paid; with those statistics the lookups of a boundary's open invoices by id or by
+     * charge (settling, the charge outcome trigger) scan every open invoice instead (290 ms against
+     * 0.8 ms for 500 of 30,000). Skipped when autovacuum or another process is analysing it.
+     */
+    analyse: Effect.asVoid(sql`ANALYZE (SKIP_LOCKED) billing.invoices`),
     /** Open invoices with what charging them needs (one statement for a batch). */
     toCharge: (ids: ReadonlyArray<string>) =>
       ids.length === 0

@@ -15,6 +15,7 @@ import {
   SubscriptionRow,
   type SubscriptionStatus,
 } from "./subscription-object.ts";
+import { AT_RISK_LEAD_SECONDS } from "./warnings.ts";
 
 export const SUBSCRIPTIONS = relation({
   from: "billing.subscriptions s JOIN billing.mandates m ON m.id = s.mandate_id",
@@ -113,11 +114,17 @@ const make = Effect.gen(function* () {
         Effect.flatMap(decodeIds),
         Effect.map((rows) => rows.map((r) => r.id)),
       ),
-    /** Subscriptions of the chain whose advance-warning check is due (and whose charge is not). */
+    /**
+     * Subscriptions of the chain whose advance-warning check is due (and whose charge is not). The
+     * at-risk check is always its charge's time less AT_RISK_LEAD_SECONDS (`advance` writes both), so a
+     * charge not yet due means a check later than `now` less the lead: the index range then holds only
+     * the checks due now, not every subscription due and not billed yet (all N at a boundary).
+     */
     checksDue: (chainId: number, check: WarningCheck, now: number, limit: number) =>
       (check === "at_risk_check_at"
         ? sql`SELECT id FROM billing.subscriptions
-            WHERE chain_id = ${chainId} AND at_risk_check_at <= ${now} AND next_billing_at > ${now} LIMIT ${limit}`
+            WHERE chain_id = ${chainId} AND at_risk_check_at <= ${now}
+              AND at_risk_check_at > ${now - AT_RISK_LEAD_SECONDS} AND next_billing_at > ${now} LIMIT ${limit}`
         : sql`SELECT id FROM billing.subscriptions
             WHERE chain_id = ${chainId} AND discount_warning_at <= ${now} AND next_billing_at > ${now} LIMIT ${limit}`
       ).pipe(

@@ -22,6 +22,7 @@ import { InvoiceStore } from "../../service/subscriptions/invoice-store.ts";
 import { Prices } from "../../service/subscriptions/prices.ts";
 import { SubscriptionStore } from "../../service/subscriptions/subscription-store.ts";
 import { Subscriptions } from "../../service/subscriptions/subscriptions.ts";
+import { AT_RISK_LEAD_SECONDS } from "../../service/subscriptions/warnings.ts";
 import { periodStart } from "../../src/ledger/period.ts";
 import { CHAIN, domainTestLayer, fakeChain, freshDatabase, GAS_PER_CHARGE } from "./harness.ts";
 
@@ -161,6 +162,27 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
       yield* bill;
       expect((yield* invoices.reload(invoice?.id ?? "")).status).toBe("paid");
       expect(yield* eventTypes(invoice?.id ?? "")).toEqual(["invoice.paid"]);
+    }),
+  );
+
+  it.effect("holds an at-risk check due from its time until its charge is due, not before or after", () =>
+    Effect.gen(function* () {
+      const { scope, price } = yield* merchantWithPrice("9");
+      const sub = yield* signedSubscription(scope, price);
+      yield* bill;
+      const subscriptions = yield* SubscriptionStore;
+      const charge = periodStart(sub.anchor, 1);
+      expect((yield* subscriptions.reload(sub.id)).at_risk_check_at).toBe(charge - AT_RISK_LEAD_SECONDS);
+      const dueAt = (now: number) =>
+        Effect.map(subscriptions.checksDue(CHAIN.id, "at_risk_check_at", now, 10_000), (ids) =>
+          ids.includes(sub.id),
+        );
+      const lead = charge - AT_RISK_LEAD_SECONDS;
+      expect(yield* dueAt(lead - 1)).toBe(false);
+      expect(yield* dueAt(lead)).toBe(true);
+      expect(yield* dueAt(charge - 1)).toBe(true);
+      expect(yield* dueAt(charge)).toBe(false);
+      expect(yield* dueAt(charge + 31 * DAY)).toBe(false);
     }),
   );
 

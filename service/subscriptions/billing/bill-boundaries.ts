@@ -16,7 +16,7 @@ import { SubscriptionStore } from "../subscription-store.ts";
 import { Subscriptions } from "../subscriptions.ts";
 import { atRiskCheckAt, discountWarningAt } from "../warnings.ts";
 import { chargeCounted, markPaid } from "./collection.ts";
-import { type BillingRound, DUE_PER_ROUND, inTransactions } from "./round.ts";
+import { BATCH, type BillingRound, DUE_PER_ROUND, inTransactions } from "./round.ts";
 
 interface Draft {
   readonly row: SubscriptionRow;
@@ -111,5 +111,6 @@ export const billBoundaries = (round: BillingRound) =>
         yield* chargeCounted(round, yield* billPeriods(round, rows));
       }),
     );
+    if (ids.length >= BATCH) yield* (yield* InvoiceStore).analyse;
     return ids.length === DUE_PER_ROUND;
   });
