@@ -17,7 +17,7 @@ import {
 
 export interface Attempt {
   readonly url: string;
-  readonly body: string;
+  readonly body: string | Uint8Array;
   readonly headers: Readonly<Record<string, string>>;
   /** Loopback and private addresses may be dialled too (test mode on a local deployment). */
   readonly allowPrivate: boolean;
@@ -153,7 +153,13 @@ export const makeAttemptSender = (options: {
 
 export class AttemptSender extends Context.Service<
   AttemptSender,
-  { readonly send: (attempt: Attempt) => Effect.Effect<AttemptOutcome> }
+  {
+    /**
+     * A promise rather than an Effect (the dispatcher's per-delivery hot path runs without the runtime);
+     * it never rejects: a refused URL, a timeout or a network error is an outcome like an answer.
+     */
+    readonly send: (attempt: Attempt) => Promise<AttemptOutcome>;
+  }
 >()("AttemptSender") {
   static readonly layer = (options: { readonly timeoutMs: number; readonly connectionsPerOrigin: number }) =>
     Layer.effect(
@@ -163,7 +169,7 @@ export class AttemptSender extends Context.Service<
           Effect.sync(() => makeAttemptSender(options)),
           (sender) => Effect.promise(sender.destroy),
         ),
-        (sender) => ({ send: (attempt: Attempt) => Effect.promise(() => sender.send(attempt)) }),
+        (sender) => ({ send: sender.send }),
       ),
     );
 }
