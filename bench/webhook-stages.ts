@@ -35,7 +35,8 @@ export const makeStageRecorder = () => {
     return created;
   };
   const keyOfClaim = (row: ClaimedDelivery) => `${row.url}|${row.event_id}`;
-  const eventIdOf = (body: string) => {
+  const eventIdOf = (bytes: string | Uint8Array) => {
+    const body = typeof bytes === "string" ? bytes : Buffer.from(bytes).toString("utf8");
     const start = body.indexOf('"id":"') + 6;
     return body.slice(start, body.indexOf('"', start));
   };
@@ -92,11 +93,10 @@ export const makeStageRecorder = () => {
           send: (attempt: Attempt) => {
             const key = `${attempt.url}|${eventIdOf(attempt.body)}`;
             mark(key).sendStart = wallClock();
-            return Effect.tap(inner.send(attempt), () =>
-              Effect.sync(() => {
-                mark(key).sendEnd = wallClock();
-              }),
-            );
+            return inner.send(attempt).then((outcome) => {
+              mark(key).sendEnd = wallClock();
+              return outcome;
+            });
           },
         }),
       ),

@@ -9,7 +9,7 @@
  * at most maxInFlightPerEndpoint loops of its own, so a slow or dead endpoint holds only its own slots
  * and never delays another endpoint's deliveries.
  */
-import { Clock, Effect, FiberSet, Layer, Queue, Schedule } from "effect";
+import { Clock, Effect, FiberSet, Layer, Queue, Result, Schedule } from "effect";
 import { wakeUps } from "../db/notifications.ts";
 import { recordMetric } from "../metrics/metrics.ts";
 import {
@@ -18,7 +18,7 @@ import {
   DeliveryStore,
   type RecordedOutcome,
 } from "./delivery-store.ts";
-import { SecretBox } from "./secret-box.ts";
+import { SecretBox, type SecretUnreadable } from "./secret-box.ts";
 import { AttemptSender } from "./sender.ts";
 import { SIGNATURE_HEADER, signatureHeader } from "./signature.ts";
 
@@ -34,73 +34,105 @@ export interface DispatcherOptions {
   readonly random?: () => number;
 }
 
-/** Encodes each event's body once for all its endpoints' deliveries in one claim. */
-const makeBodies = () => {
-  const bodies = new Map<string, string>();
-  return (claimed: ClaimedDelivery): string => {
-    const hit = bodies.get(claimed.event_id);
-    if (hit !== undefined) return hit;
-    const body = JSON.stringify(claimed.payload);
-    bodies.set(claimed.event_id, body);
-    return body;
-  };
-};
-type Bodies = ReturnType<typeof makeBodies>;
+/** A claimed delivery ready to sign and send, its secrets opened and its event's body encoded. */
+interface Ready {
+  readonly row: ClaimedDelivery;
+  /** The exact bytes sent: one buffer for all the event's deliveries in a claim. */
+  readonly body: Buffer;
+  readonly secret: string;
+  /** The secret before a rotation, signed with too until it expires. */
+  readonly previous: { readonly secret: string; readonly expiresAt: number } | undefined;
+}
 
-/** The exact bytes sent, and the signature header over them (both secrets during a rotation overlap). */
-const buildAttempt = (claimed: ClaimedDelivery, now: number, options: DispatcherOptions, bodyOf: Bodies) =>
+const openSecrets = (row: ClaimedDelivery, now: number) =>
   Effect.gen(function* () {
     const box = yield* SecretBox;
-    const secrets = [yield* box.open(claimed.secret_ciphertext, claimed.endpoint_id)];
-    if (
-      claimed.previous_secret_ciphertext &&
-      claimed.previous_secret_expires_at &&
-      claimed.previous_secret_expires_at.getTime() > now
-    )
-      secrets.push(yield* box.open(claimed.previous_secret_ciphertext, claimed.endpoint_id));
-    const body = bodyOf(claimed);
-    return {
-      url: claimed.url,
-      body,
-      headers: {
-        "content-type": "application/json",
-        "user-agent": "mandate-billing-webhooks/1",
-        [SIGNATURE_HEADER.toLowerCase()]: signatureHeader(Math.floor(now / 1000), body, secrets),
-      },
-      allowPrivate: !claimed.livemode && options.allowPrivateInTest,
-    };
+    const secret = yield* box.open(row.secret_ciphertext, row.endpoint_id);
+    const expiresAt = row.previous_secret_expires_at?.getTime();
+    if (row.previous_secret_ciphertext === null || expiresAt === undefined || expiresAt <= now)
+      return { secret, previous: undefined };
+    const previous = yield* box.open(row.previous_secret_ciphertext, row.endpoint_id);
+    return { secret, previous: { secret: previous, expiresAt } };
   });
 
-/** One attempt of a claimed delivery. A secret that does not decrypt is the deployment's fault, not the
- * endpoint's: no attempt is counted and the delivery is looked at again after a minute. */
-const attemptDelivery = (claimed: ClaimedDelivery, options: DispatcherOptions, bodyOf: Bodies) =>
+/**
+ * Readies a claim's deliveries: secrets opened once per endpoint, each event's body encoded once. A
+ * secret that does not decrypt is the deployment's fault, not the endpoint's: that endpoint's deliveries
+ * count no attempt and are looked at again after a minute.
+ */
+const prepareClaim = (claimed: ReadonlyArray<ClaimedDelivery>, now: number) =>
   Effect.gen(function* () {
-    const sender = yield* AttemptSender;
-    const now = yield* Clock.currentTimeMillis;
-    const attempt = yield* Effect.result(buildAttempt(claimed, now, options, bodyOf));
-    if (attempt._tag === "Failure") {
-      yield* Effect.logError("webhook delivery not sent", attempt.failure.message).pipe(
-        Effect.annotateLogs({ delivery: claimed.id }),
-      );
-      yield* Effect.flatMap(DeliveryStore, (store) => store.defer(claimed.id, now + 60_000)).pipe(
-        Effect.ignore,
-      );
-      return undefined;
+    const store = yield* DeliveryStore;
+    // A claim reads each endpoint's row once, so its deliveries carry the same secrets.
+    const secrets = new Map<
+      string,
+      Result.Result<Effect.Success<ReturnType<typeof openSecrets>>, SecretUnreadable>
+    >();
+    const bodies = new Map<string, Buffer>();
+    const ready: Ready[] = [];
+    for (const row of claimed) {
+      let opened = secrets.get(row.endpoint_id);
+      if (opened === undefined) {
+        opened = yield* Effect.result(openSecrets(row, now));
+        secrets.set(row.endpoint_id, opened);
+      }
+      if (Result.isFailure(opened)) {
+        yield* Effect.logError("webhook delivery not sent", opened.failure.message).pipe(
+          Effect.annotateLogs({ delivery: row.id }),
+        );
+        yield* store.defer(row.id, now + 60_000).pipe(Effect.ignore);
+        continue;
+      }
+      let body = bodies.get(row.event_id);
+      if (body === undefined) {
+        body = Buffer.from(JSON.stringify(row.payload), "utf8");
+        bodies.set(row.event_id, body);
+      }
+      ready.push({ row, body, ...opened.success });
     }
-    const outcome = yield* sender.send(attempt.success);
-    yield* recordMetric((m) =>
-      m.webhookAttemptDuration.observe(
-        { outcome: outcome.ok ? "success" : "failure" },
-        outcome.durationMs / 1000,
-      ),
-    );
-    return {
-      deliveryId: claimed.id,
-      endpointId: claimed.endpoint_id,
-      number: claimed.attempt_count + 1,
-      attemptedAt: now,
-      outcome,
-    } satisfies RecordedOutcome;
+    return ready;
+  });
+
+/**
+ * One attempt, signed at `now`. A plain promise rather than an Effect: it is the per-delivery hot path,
+ * and the sender never rejects (every failure is an outcome), so nothing here needs the runtime.
+ */
+const attemptReady = async (
+  sender: AttemptSender["Service"],
+  ready: Ready,
+  now: number,
+  options: DispatcherOptions,
+): Promise<RecordedOutcome> => {
+  const { row, body, previous } = ready;
+  const secrets =
+    previous !== undefined && previous.expiresAt > now ? [ready.secret, previous.secret] : [ready.secret];
+  const outcome = await sender.send({
+    url: row.url,
+    body,
+    headers: {
+      "content-type": "application/json",
+      "user-agent": "mandate-billing-webhooks/1",
+      [SIGNATURE_HEADER_NAME]: signatureHeader(Math.floor(now / 1000), body, secrets),
+    },
+    allowPrivate: !row.livemode && options.allowPrivateInTest,
+  });
+  return {
+    deliveryId: row.id,
+    endpointId: row.endpoint_id,
+    number: row.attempt_count + 1,
+    attemptedAt: now,
+    outcome,
+  };
+};
+const SIGNATURE_HEADER_NAME = SIGNATURE_HEADER.toLowerCase();
+
+const SUCCESS = { outcome: "success" } as const;
+const FAILURE = { outcome: "failure" } as const;
+/** The attempts' durations, observed once per recorded batch. */
+const observeAttempts = (recorded: ReadonlyArray<RecordedOutcome>) =>
+  recordMetric((m) => {
+    for (const { outcome } of recorded)
+      m.webhookAttemptDuration.observe(outcome.ok ? SUCCESS : FAILURE, outcome.durationMs / 1000);
   });
 
 const leaseMs = (options: DispatcherOptions) => options.timeoutMs + 10_000;
@@ -117,6 +149,7 @@ const runningLeaseMs = (options: DispatcherOptions) => CLAIM_AHEAD * options.tim
 export const deliverDue = (options: DispatcherOptions) =>
   Effect.gen(function* () {
     const store = yield* DeliveryStore;
+    const sender = yield* AttemptSender;
     const now = yield* Clock.currentTimeMillis;
     const claimed = yield* store.claimDue({
       now,
@@ -125,11 +158,11 @@ export const deliverDue = (options: DispatcherOptions) =>
       leaseMs: leaseMs(options),
       busy: new Map(),
     });
-    const bodyOf = makeBodies();
-    const outcomes = yield* Effect.forEach(claimed, (row) => attemptDelivery(row, options, bodyOf), {
-      concurrency: "unbounded",
-    });
-    const recorded = outcomes.filter((o): o is RecordedOutcome => o !== undefined);
+    const ready = yield* prepareClaim(claimed, now);
+    const recorded = yield* Effect.promise(() =>
+      Promise.all(ready.map((delivery) => attemptReady(sender, delivery, now, options))),
+    );
+    yield* observeAttempts(recorded);
     yield* store.recordOutcomes(recorded, options.random ?? Math.random);
     return recorded;
   });
@@ -142,6 +175,8 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
     Effect.gen(function* () {
       const random = options.random ?? Math.random;
       const store = yield* DeliveryStore;
+      const sender = yield* AttemptSender;
+      const clock = yield* Clock.Clock;
       const wake = yield* Queue.unbounded<void>();
       const results = yield* Queue.unbounded<RecordedOutcome>();
       // Deliveries claimed and not yet finished, per endpoint, in this process. Claims run ahead of sends
@@ -150,18 +185,17 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
       // for a round trip to Postgres. (With a fiber per delivery parked on a semaphore instead, the
       // burst of bench:webhooks was 9–20 % slower.)
       const busy = new Map<string, number>();
-      const queued = new Map<string, Array<{ row: ClaimedDelivery; bodyOf: Bodies }>>();
+      const queued = new Map<string, Ready[]>();
       const senders = new Map<string, number>();
       let inFlight = 0;
       const fibers = yield* FiberSet.make();
 
-      const adjust = (endpointId: string, by: number) =>
-        Effect.sync(() => {
-          const count = (busy.get(endpointId) ?? 0) + by;
-          if (count > 0) busy.set(endpointId, count);
-          else busy.delete(endpointId);
-          inFlight += by;
-        });
+      const adjust = (endpointId: string, by: number) => {
+        const count = (busy.get(endpointId) ?? 0) + by;
+        if (count > 0) busy.set(endpointId, count);
+        else busy.delete(endpointId);
+        inFlight += by;
+      };
 
       // A finished send asks for a claim only when one is worth its round trip: its endpoint filled its
       // share at the last claim (more may be due) and is down to half of it, or the process was at its
@@ -172,40 +206,43 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
       let mayHaveMore = new Set<string>();
       const finished = (endpointId: string) => {
         const saturated = inFlight >= options.maxInFlight;
-        return adjust(endpointId, -1).pipe(
-          Effect.andThen(
-            saturated || (mayHaveMore.has(endpointId) && (busy.get(endpointId) ?? 0) <= refillAt)
-              ? Queue.offer(wake, undefined)
-              : Effect.void,
-          ),
-        );
+        adjust(endpointId, -1);
+        if (saturated || (mayHaveMore.has(endpointId) && (busy.get(endpointId) ?? 0) <= refillAt))
+          Queue.offerUnsafe(wake, undefined);
       };
 
-      // One sender loop of an endpoint: sends its queued deliveries one at a time until none is left. The
-      // endpoint's slot is free once it has answered; recording is batched behind it (the lease, longer
-      // than every send queued before it, keeps it from being claimed again).
-      const sendQueued = (
-        endpointId: string,
-      ): Effect.Effect<void, never, AttemptSender | SecretBox | DeliveryStore> =>
-        Effect.suspend(() => {
-          const next = queued.get(endpointId)?.shift();
-          if (next === undefined) {
-            const left = (senders.get(endpointId) ?? 1) - 1;
-            if (left > 0) senders.set(endpointId, left);
-            else {
-              senders.delete(endpointId);
-              queued.delete(endpointId);
-            }
-            return Effect.void;
+      // One sender loop of an endpoint: sends its queued deliveries one at a time until none is left (or
+      // the dispatcher stops). The endpoint's slot is free once it has answered; recording is batched
+      // behind it (the lease, longer than every send queued before it, keeps it from being claimed again).
+      // A plain async loop: Effect's runtime around each send was most of the dispatcher's own CPU.
+      const drain = async (endpointId: string, signal: AbortSignal) => {
+        for (;;) {
+          const next = signal.aborted ? undefined : queued.get(endpointId)?.shift();
+          if (next === undefined) break;
+          try {
+            const outcome = await attemptReady(sender, next, clock.currentTimeMillisUnsafe(), options);
+            Queue.offerUnsafe(results, outcome);
+          } finally {
+            finished(endpointId);
           }
-          return attemptDelivery(next.row, options, next.bodyOf).pipe(
-            Effect.flatMap((outcome) => (outcome ? Queue.offer(results, outcome) : Effect.void)),
-            // A defect in one send must not stop the loop: the delivery's lease runs out and it is sent again.
-            Effect.catchCause((cause) => Effect.logError("webhook send failed", cause)),
-            Effect.ensuring(Effect.suspend(() => finished(endpointId))),
-            Effect.andThen(sendQueued(endpointId)),
-          );
-        });
+        }
+        const left = (senders.get(endpointId) ?? 1) - 1;
+        if (left > 0) senders.set(endpointId, left);
+        else {
+          senders.delete(endpointId);
+          queued.delete(endpointId);
+        }
+      };
+      // A defect in one send must not stop the loop: it is logged and the loop goes on with the next
+      // delivery (this one's lease runs out and it is sent again).
+      const sendQueued = (endpointId: string): Effect.Effect<void> =>
+        Effect.promise((signal) => drain(endpointId, signal)).pipe(
+          Effect.catchCause((cause) =>
+            Effect.logError("webhook send failed", cause).pipe(
+              Effect.andThen(Effect.suspend(() => sendQueued(endpointId))),
+            ),
+          ),
+        );
 
       const notifications = yield* wakeUps(DELIVERIES_CHANNEL);
       yield* Effect.forkScoped(
@@ -216,15 +253,14 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
         const free = options.maxInFlight - inFlight;
         if (free > 0) {
           const busyBefore = new Map(busy);
+          const now = clock.currentTimeMillisUnsafe();
           const claimed = yield* store.claimDue({
-            now: yield* Clock.currentTimeMillis,
+            now,
             limit: free,
             perEndpoint: claimAhead,
             leaseMs: runningLeaseMs(options),
             busy: busyBefore,
           });
-          // One encoding per event of this claim (its endpoints' deliveries are claimed together).
-          const bodyOf = makeBodies();
           const counts = new Map<string, number>();
           for (const row of claimed) counts.set(row.endpoint_id, (counts.get(row.endpoint_id) ?? 0) + 1);
           // Full shares, and endpoints that had no room to be asked about, may have more due.
@@ -234,11 +270,11 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
           for (const [endpointId, n] of counts)
             if (n >= claimAhead - (busyBefore.get(endpointId) ?? 0)) next.add(endpointId);
           mayHaveMore = next;
-          for (const row of claimed) {
-            yield* adjust(row.endpoint_id, 1);
-            const queue = queued.get(row.endpoint_id);
-            if (queue) queue.push({ row, bodyOf });
-            else queued.set(row.endpoint_id, [{ row, bodyOf }]);
+          for (const ready of yield* prepareClaim(claimed, now)) {
+            adjust(ready.row.endpoint_id, 1);
+            const queue = queued.get(ready.row.endpoint_id);
+            if (queue) queue.push(ready);
+            else queued.set(ready.row.endpoint_id, [ready]);
           }
           for (const endpointId of counts.keys()) {
             const start = Math.min(
@@ -265,6 +301,7 @@ export const dispatcherLayer = (options: DispatcherOptions) =>
 
       const recordLoop = Effect.gen(function* () {
         const batch = yield* Queue.takeBetween(results, 1, RECORD_BATCH);
+        yield* observeAttempts(batch);
         // A failed write is retried, not dropped; should this process die first, the leases run out
         // and the deliveries are sent again.
         yield* store.recordOutcomes(batch, random).pipe(

@@ -11,6 +11,7 @@ const answers: Record<string, { readonly body: string; readonly declared: boolea
   "/small": { body: "ok", declared: true },
   "/utf8": { body: "é€".repeat(150), declared: true },
   "/chunked": { body: "y".repeat(40_000), declared: false },
+  "/chunked-small": { body: "ok", declared: false },
   "/large": { body: "z".repeat(40_000), declared: true },
   "/empty": { body: "", declared: true },
 };
