@@ -18,17 +18,18 @@
  *   a minute more than its hour); beyond it `submit` refuses with `budget_exhausted`. Submissions in
  *   flight at the same moment do not see each other's cost, so the budget can be passed by at most
  *   their number times one transaction's cost.
- * - Authorisations go in groups: each chain's collector takes every authorisation submitted while the
- *   previous group was on its way and sends them as one `authorizeMany` (measured once), with a row per
- *   item (its purpose and action, as a lone transaction's) beside the row of the transaction that carries
- *   them. Each caller's own checks and writes run in the group's database transaction (a savepoint
- *   each: a refused item leaves the others), and each caller is answered once the bytes are broadcast.
- *   The escrow skips an item it refuses on chain; the tracker records that item as reverted.
+ * - Authorisations go in groups: each chain's collector takes the authorisations submitted within a
+ *   few milliseconds (or while earlier groups are on their way) and sends them as one `authorizeMany`
+ *   (gas: the sum of the items' own measurements, or one run of the group), with a row per item (its
+ *   purpose and action, as a lone transaction's) beside the row of the transaction that carries them.
+ *   Each caller's own checks and writes run in the group's database transaction (a savepoint each: a
+ *   refused item leaves the others), and each caller is answered once the bytes are broadcast. The
+ *   escrow skips an item it refuses on chain; the tracker records that item as reverted.
  * - Fees: read once per chain head (the base fee changes only with a block), so submissions of one
  *   block share one read; the node's pending count is still read per submission (it is the only guard
  *   against another holder of the key, whose transaction a cached count would miss).
  */
-import { Clock, Context, Deferred, Duration, Effect, Exit, Layer, Option, Queue } from "effect";
+import { Clock, Context, Deferred, Duration, Effect, Exit, Layer, Option, Queue, Semaphore } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import { outsideTransaction } from "../db/client.ts";
@@ -83,6 +84,8 @@ export interface GroupedAuthorization<E> {
   readonly action: string;
   /** The item's own call (`authorize`/`authorizeWithPermit`), recorded on its row. */
   readonly data: Hex;
+  /** Gas the caller's own run of that call used (`ChainClients.measureEscrow`), when it has one. */
+  readonly gasUsed?: bigint;
   /**
    * The caller's checks and writes, run inside the group's database transaction before the item is
    * recorded (in a savepoint: a failure is the caller's answer and leaves the rest of the group).
@@ -96,6 +99,7 @@ interface Waiting {
   readonly purpose: string;
   readonly action: string;
   readonly data: Hex;
+  readonly gasUsed: bigint | undefined;
   /** Runs the caller's checks; false when they refused (the caller then has its answer already). */
   readonly admit: Effect.Effect<boolean>;
   readonly answer: (
@@ -130,6 +134,8 @@ const toRelayed = (row: TransactionRow): RelayedTransaction => ({
 const HOUR_MS = 3_600_000;
 /** How long a chain's collector gathers authorisations after the first one of a group arrives. */
 const GROUP_WINDOW = Duration.millis(5);
+/** How many groups of authorisations of one chain may be on their way at once. */
+export const GROUPS_IN_FLIGHT = 4;
 
 interface Fees {
   readonly maxFeePerGas: bigint;
@@ -300,8 +306,15 @@ const make = Effect.gen(function* () {
   const sendGroupOnce = (chain: ResolvedChain, waiting: ReadonlyArray<Waiting>, address: Hex, from: string) =>
     Effect.gen(function* () {
       const to = chain.escrow.address;
-      // Measured with every item: items dropped below only make the call cheaper.
-      const gas = yield* measure(chain, address, to, authorizeManyData(waiting.map((w) => w.item)));
+      // In one order (by action, which names the mandate) in every group: two groups never take the
+      // same mandates' row locks in opposite orders.
+      const ordered = [...waiting].sort((a, b) => (a.action < b.action ? -1 : a.action > b.action ? 1 : 0));
+      // Each item's own call was measured by its caller (an authorize alone costs more than an item of
+      // authorizeMany, which shares the transaction's base cost); otherwise the group is measured once.
+      // Items dropped below only make the call cheaper.
+      const gas = ordered.every((w) => w.gasUsed !== undefined)
+        ? ordered.reduce((sum, w) => sum + (w.gasUsed ?? 0n), 0n)
+        : yield* measure(chain, address, to, authorizeManyData(ordered.map((w) => w.item)));
       const fees = yield* currentFees(chain);
       const nodePending = yield* account.rpc("nonce", () =>
         clients.client(chain).getTransactionCount({ address, blockTag: "pending" }),
@@ -312,12 +325,12 @@ const make = Effect.gen(function* () {
           yield* store.holdItems(
             chain.id,
             from,
-            waiting.map((w) => ({ purpose: w.purpose, action: w.action })),
+            ordered.map((w) => ({ purpose: w.purpose, action: w.action })),
           );
           const answers: Array<readonly [Waiting, RelayedTransaction]> = [];
           const admitted = new Map<string, Waiting>();
           const sameAction: Waiting[] = [];
-          for (const w of waiting) {
+          for (const w of ordered) {
             if (admitted.has(w.action)) {
               sameAction.push(w);
               continue;
@@ -400,15 +413,22 @@ const make = Effect.gen(function* () {
     });
 
   // One collector per chain: once an authorisation waits, it gathers those submitted in the next few
-  // milliseconds and sends them as a group; those submitted meanwhile wait for the next group.
+  // milliseconds and sends them as a group. At most GROUPS_IN_FLIGHT groups of a chain are on their way
+  // at once (each a database transaction and a nonce of its own); while they all are, what is submitted
+  // waits and forms the next group.
   const collectors = new Map<number, Queue.Queue<Waiting>>();
   for (const chain of registry.all) {
     const queue = yield* Queue.unbounded<Waiting>();
     collectors.set(chain.id, queue);
+    const inFlight = yield* Semaphore.make(GROUPS_IN_FLIGHT);
     const group = Effect.gen(function* () {
+      yield* Semaphore.take(inFlight, 1);
       const first = yield* Queue.takeAll(queue);
       yield* Effect.sleep(GROUP_WINDOW);
-      yield* sendGroup(chain, [...first, ...(yield* Queue.clear(queue))]);
+      const waiting = [...first, ...(yield* Queue.clear(queue))];
+      yield* Effect.forkScoped(
+        sendGroup(chain, waiting).pipe(Effect.ensuring(Semaphore.release(inFlight, 1))),
+      );
     });
     yield* Effect.forkScoped(Effect.forever(group));
   }
@@ -433,6 +453,7 @@ const make = Effect.gen(function* () {
         purpose: grouped.purpose,
         action: grouped.action,
         data: grouped.data,
+        gasUsed: grouped.gasUsed,
         admit: sql.withTransaction(grouped.admit).pipe(
           Effect.as(true),
           Effect.catchCause((cause) => Effect.as(Deferred.failCause(done, cause), false)),

@@ -325,6 +325,7 @@ const make = Effect.gen(function* () {
           purpose: `${action}:${yield* newId("request")}`,
           action,
           data: escrowCallData(functionName, args),
+          gasUsed: Option.getOrUndefined(measured),
           // Inside the group's transaction, before the item is recorded.
           admit: Effect.gen(function* () {
             if (!(yield* store.bindWallet(mandate.id, customer, expected.mandateId)))

@@ -29,6 +29,7 @@ import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
+import { GROUPS_IN_FLIGHT } from "../../service/chains/relayer.ts";
 import { PERMIT_TYPES } from "../../service/mandates/terms.ts";
 import { type PageTypedData, signPageTerms } from "../contract/harness.ts";
 import { chainDriver } from "./chain-driver.ts";
@@ -499,20 +500,36 @@ describe("the relayer's gas, spent through the public page", () => {
 /**
  * Runs `submit` while the relayer's collector is held, so that what it submits waits and goes out as
  * one group: the test holds the relayer account's lock exclusively for a few seconds (a group's
- * transaction takes it shared), `first` (one authorisation) forms a group that waits for it, and the
- * authorisations `submit` sends meanwhile queue behind it and leave together once the lock is gone.
+ * transaction takes it shared), `primer` authorisations sent one by one form as many groups as the
+ * relayer lets be on their way at once, each waiting for the lock, and the authorisations `submit`
+ * sends meanwhile queue behind them and leave together once the lock is gone.
  */
-const asOneGroup = async <A>(first: () => Promise<unknown>, submit: () => Promise<A>) => {
-  const holder = query("SELECT pg_advisory_xact_lock(hashtext($1)), pg_sleep(3)", [
+const asOneGroup = async <A>(primers: Array<() => Promise<unknown>>, submit: () => Promise<A>) => {
+  expect(primers).toHaveLength(GROUPS_IN_FLIGHT);
+  const holder = query("SELECT pg_advisory_xact_lock(hashtext($1)), pg_sleep($2)", [
     `relayer:${CHAIN}:${relayer.address.toLowerCase()}`,
+    0.5 + 0.4 * primers.length + 1.5,
   ]);
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  const primed = first();
-  await new Promise((resolve) => setTimeout(resolve, 500));
+  const pause = () => new Promise((resolve) => setTimeout(resolve, 400));
+  await pause();
+  const primed: Promise<unknown>[] = [];
+  for (const primer of primers) {
+    primed.push(primer());
+    await pause();
+  }
   const result = await submit();
-  await Promise.all([holder, primed]);
+  await Promise.all([holder, ...primed]);
   return result;
 };
+
+/** Authorisations of fresh mandates, one per group the relayer lets be on its way at once. */
+const primers = async () =>
+  Promise.all(
+    Array.from({ length: GROUPS_IN_FLIGHT }, async () => {
+      const [mandate, customer] = [await openMandate(), await driver.newCustomer()];
+      return () => signAndSubmit(tokenOf(mandate), customer);
+    }),
+  );
 
 /** The relayer's rows of authorisation items of these mandates' first signature, with their carriers' hashes. */
 const itemsOf = (mandateIds: string[]) =>
@@ -526,8 +543,7 @@ const itemsOf = (mandateIds: string[]) =>
 
 describe("authorisations sent together in one authorizeMany", () => {
   it("several customers sign at once and one transaction carries their authorisations", async () => {
-    const primer = await openMandate();
-    const primerCustomer = await driver.newCustomer();
+    const first = await primers();
     const together = await Promise.all(
       Array.from({ length: 4 }, async () => ({
         mandate: await openMandate(),
@@ -541,14 +557,12 @@ describe("authorisations sent together in one authorizeMany", () => {
       }),
     );
     const nonceBefore = await driver.client.getTransactionCount({ address: relayer.address });
-    const answers = await asOneGroup(
-      () => signAndSubmit(tokenOf(primer), primerCustomer),
-      () =>
-        Promise.all(
-          signed.map(({ mandate, customer, terms, permit }) =>
-            submitSigned(tokenOf(mandate), customer, terms, permit),
-          ),
+    const answers = await asOneGroup(first, () =>
+      Promise.all(
+        signed.map(({ mandate, customer, terms, permit }) =>
+          submitSigned(tokenOf(mandate), customer, terms, permit),
         ),
+      ),
     );
     for (const {
       answers: [answer],
@@ -571,31 +585,26 @@ describe("authorisations sent together in one authorizeMany", () => {
     expect(items).toHaveLength(4);
     expect(new Set(items.map((item) => item.carrier_id)).size).toBe(1);
     for (const item of items) expect(item.hash).toBe(hash);
-    // Two transactions for five authorisations: the primer's group and this one.
+    // One transaction per primer's group, and one for these four.
     const nonceAfter = await driver.client.getTransactionCount({ address: relayer.address });
-    expect(nonceAfter - nonceBefore).toBe(2);
+    expect(nonceAfter - nonceBefore).toBe(GROUPS_IN_FLIGHT + 1);
   });
 
   it("an item whose permit is used up meanwhile is skipped: only its customer is asked to sign again", async () => {
-    const [primer, late, onTime] = [await openMandate(), await openMandate(), await openMandate()];
-    const [primerCustomer, lateCustomer, onTimeCustomer] = [
-      await driver.newCustomer(),
-      await driver.newCustomer(),
-      await driver.newCustomer(),
-    ];
+    const first = await primers();
+    const [late, onTime] = [await openMandate(), await openMandate()];
+    const [lateCustomer, onTimeCustomer] = [await driver.newCustomer(), await driver.newCustomer()];
     const lateTerms = await termsFor(tokenOf(late), lateCustomer);
     const onTimeTerms = await termsFor(tokenOf(onTime), onTimeCustomer);
     const permit = lateTerms.permit;
     if (permit === null) throw new Error("the test token has permits");
     const answers = await withoutAutomine(
       () =>
-        asOneGroup(
-          () => signAndSubmit(tokenOf(primer), primerCustomer),
-          () =>
-            Promise.all([
-              submitSigned(tokenOf(late), lateCustomer, lateTerms.terms, lateTerms.permit),
-              submitSigned(tokenOf(onTime), onTimeCustomer, onTimeTerms.terms, onTimeTerms.permit),
-            ]),
+        asOneGroup(first, () =>
+          Promise.all([
+            submitSigned(tokenOf(late), lateCustomer, lateTerms.terms, lateTerms.permit),
+            submitSigned(tokenOf(onTime), onTimeCustomer, onTimeTerms.terms, onTimeTerms.permit),
+          ]),
         ),
       // Before the group is mined, the late customer spends the permit nonce on a permit of 1 unit to
       // the escrow: the group's permit then fails, and the allowance in place is too small for it.
