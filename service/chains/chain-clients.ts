@@ -38,6 +38,7 @@ export type EscrowFunction =
   | "returnCharge"
   | "authorize"
   | "authorizeWithPermit"
+  | "authorizeMany"
   | "sweep"
   | "releasePayments"
   | "returnPayment";

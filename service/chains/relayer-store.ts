@@ -79,6 +79,13 @@ export interface NewTransaction {
   readonly action: string | null;
 }
 
+/** An item of a transaction that carries several (see insertItems). */
+export interface NewItem {
+  readonly purpose: string;
+  readonly action: string;
+  readonly data: Hex;
+}
+
 const decodeText = decodeRows(Schema.Struct({ value: Schema.NullOr(Schema.String) }));
 const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
 const decodeChains = decodeRows(Schema.Struct({ chain_id: Schema.Number }));
@@ -124,6 +131,9 @@ const make = Effect.gen(function* () {
         SELECT new.chain_id, new.from_address, ${minuteOf("new.created_at")}, pg_backend_pid(), new.wei - old.wei
         FROM new, old WHERE new.wei <> old.wei
       ${ADD_TO_TOTAL}`);
+  /** The same change to the items a transaction carries (they cost nothing: no total to update). */
+  const updateItems = (carrierId: string, set: Fragment) =>
+    Effect.asVoid(sql`UPDATE billing.relayer_transactions SET ${set} WHERE carrier_id = ${carrierId}`);
   const ofAccount = (chainId: number, from: string) => [
     sql`t.chain_id = ${chainId}`,
     sql`t.from_address = ${from}`,
@@ -180,6 +190,27 @@ const make = Effect.gen(function* () {
               pg_advisory_xact_lock(hashtext(${`relayer-purpose:${chainId}:${purpose}`})),
               pg_advisory_xact_lock(hashtext(${`relayer-action:${chainId}:${action}`}))`,
       ),
+    /**
+     * A group's `holdSubmission`: the account's lock shared, every item's purpose and action exclusively,
+     * taken in one order (two groups holding some of the same keys wait instead of deadlocking).
+     */
+    holdItems: (chainId: number, from: string, items: ReadonlyArray<{ purpose: string; action: string }>) => {
+      const keys = [
+        ...new Set(
+          items.flatMap((item) => [
+            `relayer-purpose:${chainId}:${item.purpose}`,
+            `relayer-action:${chainId}:${item.action}`,
+          ]),
+        ),
+      ].sort();
+      return Effect.asVoid(
+        Effect.andThen(
+          sql`SELECT pg_advisory_xact_lock_shared(hashtext(${accountKey(chainId, from)}))`,
+          sql`SELECT pg_advisory_xact_lock(hashtext(k))
+            FROM (SELECT k FROM unnest(${keys}::text[]) AS k ORDER BY k COLLATE "C") AS keys`,
+        ),
+      );
+    },
     /** Creates the account's nonce sequence on the chain if missing, starting past every recorded nonce. */
     ensureNonceSequence: (chainId: number, from: string) =>
       sql.withTransaction(
@@ -253,24 +284,61 @@ const make = Effect.gen(function* () {
         return row ?? (yield* Effect.die(new Error("relayer transaction vanished")));
       }),
 
+    /**
+     * The items a transaction carries (an authorizeMany's authorisations), each a row with its own
+     * purpose, action and call (`data`), sharing the carrier's nonce and hashes. Their cost is the
+     * carrier's: each counts 0 (`spent_wei`), so no total changes.
+     */
+    insertItems: (carrier: TransactionRow, items: ReadonlyArray<NewItem>) =>
+      Effect.gen(function* () {
+        const at = yield* now;
+        const rows = [];
+        for (const item of items)
+          rows.push({
+            id: yield* newId("relayerTransaction"),
+            chain_id: carrier.chain_id,
+            from_address: carrier.from_address,
+            nonce: carrier.nonce,
+            to_address: carrier.to_address,
+            data: item.data,
+            gas_limit: "0",
+            max_fee_per_gas: carrier.max_fee_per_gas.toString(),
+            max_priority_fee_per_gas: carrier.max_priority_fee_per_gas.toString(),
+            hashes: [...carrier.hashes],
+            raw: "0x",
+            purpose: item.purpose,
+            action: item.action,
+            status: "pending",
+            spent_wei: "0",
+            carrier_id: carrier.id,
+            created_at: at,
+            last_broadcast_at: at,
+          });
+        const [first, ...rest] = rows;
+        if (first === undefined) return [];
+        return yield* sql`WITH t AS (INSERT INTO billing.relayer_transactions ${sql.insert([first, ...rest])}
+            RETURNING *)
+          SELECT ${TRANSACTIONS.columns} FROM t`.pipe(Effect.flatMap(TRANSACTIONS.decode));
+      }),
+
     /** Drops the budget's totals of minutes before `before` (nothing reads them any more). */
     pruneSpending: (before: Date) =>
       Effect.asVoid(sql`DELETE FROM billing.relayer_spending WHERE minute < ${startOfMinute(before)}`),
     /** Chains on which the account has pending transactions. */
     chainsWithPending: (from: string) =>
       sql`SELECT DISTINCT chain_id::int AS chain_id FROM billing.relayer_transactions
-        WHERE status = 'pending' AND from_address = ${from}`.pipe(
+        WHERE status = 'pending' AND from_address = ${from} AND carrier_id IS NULL`.pipe(
         Effect.flatMap(decodeChains),
         Effect.map((rows) => rows.map((row) => row.chain_id)),
       ),
     pendingNonces: (chainId: number, from: string) =>
-      select([...ofAccount(chainId, from), sql`t.status = 'pending'`]).pipe(
+      select([...ofAccount(chainId, from), sql`t.status = 'pending'`, sql`t.carrier_id IS NULL`]).pipe(
         Effect.map((rows) => rows.map((row) => row.nonce)),
       ),
-    /** The account's pending transactions, by chain and nonce. */
+    /** The account's pending transactions (not the items they carry), by chain and nonce. */
     pendingIds: (from: string) =>
-      sql`SELECT id FROM billing.relayer_transactions WHERE status = 'pending' AND from_address = ${from}
-        ORDER BY chain_id, nonce`.pipe(
+      sql`SELECT id FROM billing.relayer_transactions
+        WHERE status = 'pending' AND from_address = ${from} AND carrier_id IS NULL ORDER BY chain_id, nonce`.pipe(
         Effect.flatMap(decodeIds),
         Effect.map((rows) => rows.map((row) => row.id)),
       ),
@@ -280,28 +348,55 @@ const make = Effect.gen(function* () {
         select([sql`t.id = ${id}`, sql`t.status = 'pending'`], { lock: "update_skip_locked" }),
         (rows) => rows[0],
       ),
+    /**
+     * A receipt, and the outcome of each item the transaction carries: reverted with it, or when the
+     * escrow skipped it (`skipped`: the items' actions), mined otherwise.
+     */
     recordReceipt: (
       id: string,
-      receipt: { status: "mined" | "reverted"; blockNumber: bigint; hash: string; spentWei: bigint },
+      receipt: {
+        status: "mined" | "reverted";
+        blockNumber: bigint;
+        hash: string;
+        spentWei: bigint;
+        skipped: ReadonlyArray<string>;
+      },
     ) =>
-      updateCounted(
-        id,
-        sql`status = ${receipt.status}, block_number = ${receipt.blockNumber}, mined_hash = ${receipt.hash},
-          spent_wei = ${receipt.spentWei.toString()}`,
+      Effect.andThen(
+        updateCounted(
+          id,
+          sql`status = ${receipt.status}, block_number = ${receipt.blockNumber}, mined_hash = ${receipt.hash},
+            spent_wei = ${receipt.spentWei.toString()}`,
+        ),
+        updateItems(
+          id,
+          sql`status = CASE WHEN ${receipt.status} = 'reverted' OR action = ANY (${[...receipt.skipped]}::text[])
+              THEN 'reverted' ELSE 'mined' END,
+            block_number = ${receipt.blockNumber}, mined_hash = ${receipt.hash}`,
+        ),
       ),
-    recordSuperseded: (id: string) => updateCounted(id, sql`status = 'superseded'`),
-    /** The same nonce signed again with higher fees; every hash broadcast is kept. */
+    recordSuperseded: (id: string) =>
+      Effect.andThen(
+        updateCounted(id, sql`status = 'superseded'`),
+        updateItems(id, sql`status = 'superseded'`),
+      ),
+    /** The same nonce signed again with higher fees; every hash broadcast is kept (by its items too). */
     recordReplacement: (
       id: string,
       replacement: { raw: Hex; hash: Hex; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint },
     ) =>
       Effect.gen(function* () {
+        const at = yield* now;
         yield* updateCounted(
           id,
           sql`raw = ${replacement.raw}, hashes = array_append(hashes, ${replacement.hash}),
             max_fee_per_gas = ${replacement.maxFeePerGas.toString()},
             max_priority_fee_per_gas = ${replacement.maxPriorityFeePerGas.toString()},
-            last_broadcast_at = ${yield* now}`,
+            last_broadcast_at = ${at}`,
+        );
+        yield* updateItems(
+          id,
+          sql`hashes = array_append(hashes, ${replacement.hash}), last_broadcast_at = ${at}`,
         );
       }),
 

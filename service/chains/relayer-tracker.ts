@@ -9,6 +9,7 @@ import { Clock, Duration, Effect, Option } from "effect";
 import { SqlClient } from "effect/sql";
 import { type Hex, TransactionReceiptNotFoundError } from "viem";
 import type { Worker } from "../workers/worker.ts";
+import { skippedActions } from "./authorization-groups.ts";
 import { ChainClients } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
 import { ChainRegistry } from "./registry.ts";
@@ -21,7 +22,8 @@ type TrackerRequirements = SqlClient.SqlClient | ChainRegistry | ChainClients | 
 const SUPERSEDED_RECHECK = Duration.seconds(1);
 
 /**
- * The receipt of any hash ever broadcast for this transaction. `answered` is false when a lookup failed:
+ * The receipt of any hash ever broadcast for this transaction, with the items it carried that the
+ * escrow skipped. `answered` is false when a lookup failed:
  * only viem's not-found error means "no receipt".
  */
 const receiptOf = (row: TransactionRow) =>
@@ -44,12 +46,14 @@ const receiptOf = (row: TransactionRow) =>
         .pipe(Effect.option);
       if (Option.isNone(receipt)) answered = false;
       else if (receipt.value !== null) {
-        const { status, blockNumber, gasUsed, effectiveGasPrice } = receipt.value;
+        const { status, blockNumber, gasUsed, effectiveGasPrice, logs } = receipt.value;
         const found = {
           status: status === "success" ? ("mined" as const) : ("reverted" as const),
           blockNumber,
           hash,
           spentWei: gasUsed * effectiveGasPrice,
+          // The items an authorizeMany carried that the escrow skipped: each is recorded as failed.
+          skipped: skippedActions(chain.id, chain.escrow.address, logs),
         };
         return { answered: true, found };
       }

@@ -618,6 +618,19 @@ export const migrations = {
     ),
     `ALTER TABLE billing.mandates SET (autovacuum_analyze_scale_factor = 0.01, autovacuum_analyze_threshold = 1000)`,
   ),
+  "0024_relayer_grouped_authorizations": statements(
+    // Several authorisations in one authorizeMany transaction: each keeps a row of its own (its purpose
+    // and action, so lookups, the live-action index and the per-mandate daily count keep their meaning)
+    // that names the row of the transaction carrying it. An item shares its carrier's nonce and hashes
+    // and costs nothing itself (the carrier counts against the budget), so the nonce is unique among
+    // carriers and lone transactions only.
+    "ALTER TABLE billing.relayer_transactions ADD COLUMN carrier_id text",
+    `ALTER TABLE billing.relayer_transactions
+      DROP CONSTRAINT relayer_transactions_chain_id_from_address_nonce_key`,
+    `CREATE UNIQUE INDEX relayer_transactions_nonce ON billing.relayer_transactions (chain_id, from_address, nonce)
+      WHERE carrier_id IS NULL`,
+    "CREATE INDEX relayer_transactions_items ON billing.relayer_transactions (carrier_id) WHERE carrier_id IS NOT NULL",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -6,6 +6,7 @@
 import { Context, Effect, Layer, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import { getAddress, type Hex } from "viem";
+import { authorizationAction } from "../chains/authorization-groups.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -58,14 +59,6 @@ export const notFoundAuthorization = new NotFound({
 
 /** An authorization link's token: 24 random bytes in base64url (32 characters; 20-80 accepted). */
 export const AUTHORIZATION_TOKEN_PATTERN = /^[A-Za-z0-9_-]{20,80}$/;
-
-/**
- * The relayer action of one signature version of a mandate. Each attempt is a transaction of its own
- * (`<action>:<id>`): after one reverts, the same signature can be sent again; while one is pending or
- * mined, submitting again returns it.
- */
-export const authorizationAction = (chainId: number, onchainId: string, nonce: bigint) =>
-  `authorize:${chainId}:${onchainId.toLowerCase()}:${nonce}`;
 
 export const needsSignature = (mandate: MandateRow) =>
   mandate.status === "pending" || mandate.status === "requires_authorization";

@@ -6,9 +6,10 @@
  * helper goes through the same path with a deterministic test wallet.
  */
 import { Context, Effect, Layer, Option } from "effect";
-import { SqlClient, type SqlError } from "effect/sql";
+import type { SqlError } from "effect/sql";
 import { encodeFunctionData, erc20Abi, getAddress, type Hex, isAddress, parseSignature } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
+import { type AuthorizationItem, authorizationAction } from "../chains/authorization-groups.ts";
 import { ChainClients, type ChainUnavailable, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
@@ -23,7 +24,7 @@ import type {
   SignaturesRequest,
   TypedAuthorizationRequest,
 } from "./authorization-requests.ts";
-import { authorizationAction, chainOfMandate, needsSignature } from "./authorization-session.ts";
+import { chainOfMandate, needsSignature } from "./authorization-session.ts";
 import type { MandateRow } from "./mandate-object.ts";
 import { MandateStore } from "./mandate-store.ts";
 import {
@@ -78,7 +79,6 @@ const sameTerms = (signed: SignaturesRequest["terms"], expected: TermsMessage) =
   BigInt(signed.holdSeconds) === expected.holdSeconds;
 
 const make = Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient;
   const registry = yield* ChainRegistry;
   const clients = yield* ChainClients;
   const heads = yield* ChainHeads;
@@ -231,18 +231,25 @@ const make = Effect.gen(function* () {
         });
     });
 
-  /** The escrow call that records the signatures (with the permit, when there is one). */
-  const authorizeCall = (expected: TermsMessage, input: SignaturesRequest) => {
+  /** The signatures as an item of the relayer's `authorizeMany` groups (with the permit, when there is one). */
+  const authorizationItem = (expected: TermsMessage, input: SignaturesRequest): AuthorizationItem => {
     const permitSignature = input.permit_signature ?? null;
-    if (permitSignature === null)
-      return { functionName: "authorize" as const, args: [expected, input.signature] };
+    const signature = input.signature as Hex;
+    if (permitSignature === null) return { terms: expected, signature, permit: null };
     const { v, r, s, yParity } = parseSignature(permitSignature as Hex);
     const value = expected.cap * BigInt(expected.approvalPeriods);
-    return {
-      functionName: "authorizeWithPermit" as const,
-      args: [expected, input.signature, value, expected.deadline, Number(v ?? BigInt(yParity + 27)), r, s],
-    };
+    const permit = { value, deadline: expected.deadline, v: Number(v ?? BigInt(yParity + 27)), r, s };
+    return { terms: expected, signature, permit };
   };
+
+  /** The escrow call that records one item's signatures alone: what `/signatures` checks and measures. */
+  const authorizeCall = ({ terms, signature, permit }: AuthorizationItem) =>
+    permit === null
+      ? { functionName: "authorize" as const, args: [terms, signature] }
+      : {
+          functionName: "authorizeWithPermit" as const,
+          args: [terms, signature, permit.value, permit.deadline, permit.v, permit.r, permit.s],
+        };
 
   /** Verifies the signatures, binds the wallet and submits the authorization; returns the relayer purpose. */
   const submit = (mandate: MandateRow, input: SignaturesRequest) =>
@@ -292,7 +299,8 @@ const make = Effect.gen(function* () {
           "The signature does not match these terms and this wallet.",
           "signature",
         );
-      const { functionName, args } = authorizeCall(expected, input);
+      const item = authorizationItem(expected, input);
+      const { functionName, args } = authorizeCall(item);
       if (relayer.address === undefined) return yield* relayerUnavailable("send transactions");
       // One run of the call says that it succeeds and gives the relayer its gas; only a call that
       // fails it costs the simulation that names the escrow's error.
@@ -311,28 +319,27 @@ const make = Effect.gen(function* () {
           );
       }
       const action = authorizationAction(chain.id, expected.mandateId, nonce);
-      return yield* sql.withTransaction(
-        Effect.gen(function* () {
-          if (!(yield* store.bindWallet(mandate.id, customer, expected.mandateId)))
-            return yield* refuse(
-              "wrong_account",
-              "Another wallet signed this mandate first.",
-              "customer_address",
-            );
-          // Under the mandate's row lock (taken by the binding): one decision per mandate at a time.
-          yield* checkTransactionLimit(chain, expected.mandateId, action);
-          const sent = yield* relayer
-            .submit(chain.id, {
-              to: chain.escrow.address,
-              data: escrowCallData(functionName, args),
-              purpose: `${action}:${yield* newId("request")}`,
-              action,
-              gasUsed: Option.getOrUndefined(measured),
-            })
-            .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
-          return { purpose: sent.purpose, nonce };
-        }),
-      );
+      const sent = yield* relayer
+        .submitAuthorization(chain.id, {
+          item,
+          purpose: `${action}:${yield* newId("request")}`,
+          action,
+          data: escrowCallData(functionName, args),
+          gasUsed: Option.getOrUndefined(measured),
+          // Inside the group's transaction, before the item is recorded.
+          admit: Effect.gen(function* () {
+            if (!(yield* store.bindWallet(mandate.id, customer, expected.mandateId)))
+              return yield* refuse(
+                "wrong_account",
+                "Another wallet signed this mandate first.",
+                "customer_address",
+              );
+            // Under the mandate's row lock (taken by the binding): one decision per mandate at a time.
+            yield* checkTransactionLimit(chain, expected.mandateId, action);
+          }),
+        })
+        .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
+      return { purpose: sent.purpose, nonce };
     });
 
   return { request, submit };

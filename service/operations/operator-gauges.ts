@@ -60,7 +60,9 @@ const databaseCounts = (chains: ReadonlyArray<ChainWatchEntry>) =>
           Effect.flatMap(decodeTotals),
         ),
         sql`SELECT chain_id, count(*)::text AS n FROM billing.relayer_transactions
-            WHERE status = 'pending' GROUP BY chain_id`.pipe(Effect.flatMap(decodePerChain)),
+            WHERE status = 'pending' AND carrier_id IS NULL GROUP BY chain_id`.pipe(
+          Effect.flatMap(decodePerChain),
+        ),
         dueClauses.length === 0
           ? Effect.succeed([])
           : sql`SELECT chain_id, count(*)::text AS n FROM billing.subscriptions

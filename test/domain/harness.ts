@@ -126,6 +126,7 @@ const fakeRelayer = (state: FakeChain) => {
         sent.set(tx.purpose, relayed);
         return relayed;
       }),
+    submitAuthorization: () => Effect.die(new Error("the billing domain tests send no authorisations")),
     find: (_chainId, purpose) => Effect.sync(() => sent.get(purpose)),
     findAction: () => Effect.succeed(undefined),
     recentActions: () => Effect.succeed({ count: 0, retryAfterSeconds: 0 }),

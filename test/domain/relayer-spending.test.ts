@@ -133,6 +133,7 @@ describe("the relayer's budget totals", () => {
                         blockNumber: 1n,
                         hash: "0x01",
                         spentWei: step.spent,
+                        skipped: [],
                       }),
                     ),
                   );

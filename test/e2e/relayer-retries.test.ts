@@ -4,7 +4,8 @@
  * block is mined), and their retries, which must each send a new transaction and succeed: a charge, a
  * return and an authorization. Then the gas a holder of an authorization link can make the relayer
  * spend: many valid re-signatures pay for at most the per-mandate limit of transactions, and the
- * page's routes answer 429 beyond their per-token and per-address limits.
+ * page's routes answer 429 beyond their per-token and per-address limits. Last, authorisations sent
+ * together: several customers' in one authorizeMany, and an item the escrow skips failing alone.
  */
 import { randomUUID } from "node:crypto";
 import { Agent, fetch } from "undici";
@@ -16,13 +17,20 @@ import {
   keccak256,
   type PrivateKeyAccount,
   pad,
+  parseEventLogs,
+  parseSignature,
+  type TransactionReceipt,
+  toFunctionSelector,
   toHex,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
+import { GROUPS_IN_FLIGHT } from "../../service/chains/relayer.ts";
+import { PERMIT_TYPES } from "../../service/mandates/terms.ts";
 import { type PageTypedData, signPageTerms } from "../contract/harness.ts";
 import { chainDriver } from "./chain-driver.ts";
 import { api, expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
@@ -46,15 +54,20 @@ afterAll(async () => {
 const tokenOf = (mandate: { authorization_url: string }) =>
   mandate.authorization_url.split("/authorize/")[1] ?? "";
 
-/** What the hosted page does: fetch the terms, sign them (and the permit) with the wallet, submit. */
-const signAndSubmit = async (token: string, customer: PrivateKeyAccount) => {
+/** The terms (and the permit) the page asks the wallet to sign. */
+const termsFor = async (token: string, customer: PrivateKeyAccount) => {
   const request = await api(`/authorize/${token}/terms`, {
     key: null,
     idempotencyKey: null,
     body: { customer_address: customer.address },
   });
   if (request.status !== 200) throw new Error(`terms: ${request.text}`);
-  const { terms, permit } = request.json as { terms: PageTypedData; permit: PageTypedData | null };
+  return request.json as { terms: PageTypedData; permit: PageTypedData | null };
+};
+
+/** What the hosted page does: fetch the terms, sign them (and the permit) with the wallet, submit. */
+const signAndSubmit = async (token: string, customer: PrivateKeyAccount) => {
+  const { terms, permit } = await termsFor(token, customer);
   return { terms, ...(await submitSigned(token, customer, terms, permit)) };
 };
 
@@ -140,6 +153,12 @@ const relayedInPool = async (purpose: string) => {
   return hash as Hex;
 };
 
+/** The reasons (error selectors) of the items an authorizeMany's receipt says the escrow skipped. */
+const skippedIn = (receipt: TransactionReceipt) =>
+  parseEventLogs({ abi: MandateEscrowAbi, eventName: "AuthorizationSkipped", logs: receipt.logs }).map(
+    (log) => log.args.reason,
+  );
+
 const receiptStatus = async (hash: Hex) => (await driver.client.getTransactionReceipt({ hash })).status;
 
 /** Runs `during` with automine off, then mines one block and turns automine back on. */
@@ -196,8 +215,11 @@ describe("a transaction that reverts on chain is retried with a new transaction"
       // The block that includes it comes after the signature's deadline (an hour and a bit later).
       () => driver.increaseTime(3_700),
     );
-    expect(await receiptStatus(firstHash as Hex)).toBe("reverted");
-    // The page offers to sign again once the relayer saw the revert.
+    // The authorizeMany that carried it was mined; the escrow skipped this item (SignatureExpired).
+    const carrier = await driver.client.getTransactionReceipt({ hash: firstHash as Hex });
+    expect(carrier.status).toBe("success");
+    expect(skippedIn(carrier)).toEqual([toFunctionSelector("SignatureExpired(uint64)")]);
+    // The page offers to sign again once the relayer saw the skipped item.
     await waitUntil("the session to ask for a signature again", async () => {
       const session = await api(`/authorize/${token}/session`, { key: null });
       return session.json.needs_signature === true && session.json.pending_transaction === null;
@@ -373,15 +395,17 @@ describe("the relayer's gas, spent through the public page", () => {
     expect(Number(refusal?.headers.get("retry-after"))).toBeGreaterThan(0);
     expect((await mandateOf(mandate.id)).signature_version).toBe(LIMIT);
 
-    const paid = await query<{ action: string | null }>(
-      `SELECT action FROM billing.relayer_transactions WHERE chain_id = $1 AND created_at >= $2::timestamptz`,
+    const paid = await query<{ action: string | null; carrier_id: string | null }>(
+      `SELECT action, carrier_id FROM billing.relayer_transactions
+        WHERE chain_id = $1 AND created_at >= $2::timestamptz`,
       [CHAIN, started],
     );
     const forMandate = paid.filter((row) => row.action?.startsWith(`authorize:${CHAIN}:`));
     expect(forMandate).toHaveLength(LIMIT);
-    // Every transaction the relayer's account sent in the meantime is one of those recorded.
+    // Every transaction the relayer's account sent in the meantime is one of those recorded (the
+    // authorisations are items of the authorizeMany transactions that carried them).
     const nonceAfter = await driver.client.getTransactionCount({ address: relayer.address });
-    expect(nonceAfter - nonceBefore).toBe(paid.length);
+    expect(nonceAfter - nonceBefore).toBe(paid.filter((row) => row.carrier_id === null).length);
   });
 
   it("refuses terms signed by another wallet (signature_invalid) and sends nothing", async () => {
@@ -470,5 +494,178 @@ describe("the relayer's gas, spent through the public page", () => {
     } finally {
       await hammer.close();
     }
+  });
+});
+
+/**
+ * Runs `submit` while the relayer's collector is held, so that what it submits waits and goes out as
+ * one group: the test holds the relayer account's lock exclusively for a few seconds (a group's
+ * transaction takes it shared), `primer` authorisations sent one by one form as many groups as the
+ * relayer lets be on their way at once, each waiting for the lock, and the authorisations `submit`
+ * sends meanwhile queue behind them and leave together once the lock is gone.
+ */
+const asOneGroup = async <A>(primers: Array<() => Promise<unknown>>, submit: () => Promise<A>) => {
+  expect(primers).toHaveLength(GROUPS_IN_FLIGHT);
+  const holder = query("SELECT pg_advisory_xact_lock(hashtext($1)), pg_sleep($2)", [
+    `relayer:${CHAIN}:${relayer.address.toLowerCase()}`,
+    0.5 + 0.4 * primers.length + 1.5,
+  ]);
+  const pause = () => new Promise((resolve) => setTimeout(resolve, 400));
+  await pause();
+  const primed: Promise<unknown>[] = [];
+  for (const primer of primers) {
+    primed.push(primer());
+    await pause();
+  }
+  const result = await submit();
+  await Promise.all([holder, ...primed]);
+  return result;
+};
+
+/** Authorisations of fresh mandates, one per group the relayer lets be on its way at once. */
+const primers = async () =>
+  Promise.all(
+    Array.from({ length: GROUPS_IN_FLIGHT }, async () => {
+      const [mandate, customer] = [await openMandate(), await driver.newCustomer()];
+      return () => signAndSubmit(tokenOf(mandate), customer);
+    }),
+  );
+
+/** The relayer's rows of authorisation items of these mandates' first signature, with their carriers' hashes. */
+const itemsOf = (mandateIds: string[]) =>
+  query<{ mandate_id: string; status: string; carrier_id: string | null; hash: string }>(
+    `SELECT m.id AS mandate_id, t.status, t.carrier_id, t.hashes[cardinality(t.hashes)] AS hash
+      FROM billing.mandates m JOIN billing.relayer_transactions t
+        ON t.chain_id = m.chain_id AND t.action = 'authorize:' || m.chain_id || ':' || lower(m.onchain_id) || ':1'
+      WHERE m.id = ANY ($1::text[])`,
+    [mandateIds],
+  );
+
+describe("authorisations sent together in one authorizeMany", () => {
+  it("several customers sign at once and one transaction carries their authorisations", async () => {
+    const first = await primers();
+    const together = await Promise.all(
+      Array.from({ length: 4 }, async () => ({
+        mandate: await openMandate(),
+        customer: await driver.newCustomer(),
+      })),
+    );
+    const signed = await Promise.all(
+      together.map(async ({ mandate, customer }) => {
+        const { terms, permit } = await termsFor(tokenOf(mandate), customer);
+        return { mandate, customer, terms, permit };
+      }),
+    );
+    const nonceBefore = await driver.client.getTransactionCount({ address: relayer.address });
+    const answers = await asOneGroup(first, () =>
+      Promise.all(
+        signed.map(({ mandate, customer, terms, permit }) =>
+          submitSigned(tokenOf(mandate), customer, terms, permit),
+        ),
+      ),
+    );
+    for (const {
+      answers: [answer],
+    } of answers)
+      expect(answer?.status).toBe(200);
+    const hashes = new Set(answers.map(({ answers: [answer] }) => answer?.json.pending_transaction));
+    expect(hashes.size).toBe(1);
+    const [hash] = [...hashes] as Hex[];
+    for (const { mandate } of together)
+      await waitUntil(
+        "each mandate to be active",
+        async () => (await mandateOf(mandate.id)).status === "active",
+      );
+    expect(await receiptStatus(hash as Hex)).toBe("success");
+    const ids = together.map(({ mandate }) => mandate.id);
+    await waitUntil("the tracker to record each item mined", async () =>
+      (await itemsOf(ids)).every((item) => item.status === "mined"),
+    );
+    const items = await itemsOf(ids);
+    expect(items).toHaveLength(4);
+    expect(new Set(items.map((item) => item.carrier_id)).size).toBe(1);
+    for (const item of items) expect(item.hash).toBe(hash);
+    // One transaction per primer's group, and one for these four.
+    const nonceAfter = await driver.client.getTransactionCount({ address: relayer.address });
+    expect(nonceAfter - nonceBefore).toBe(GROUPS_IN_FLIGHT + 1);
+  });
+
+  it("an item whose permit is used up meanwhile is skipped: only its customer is asked to sign again", async () => {
+    const first = await primers();
+    const [late, onTime] = [await openMandate(), await openMandate()];
+    const [lateCustomer, onTimeCustomer] = [await driver.newCustomer(), await driver.newCustomer()];
+    const lateTerms = await termsFor(tokenOf(late), lateCustomer);
+    const onTimeTerms = await termsFor(tokenOf(onTime), onTimeCustomer);
+    const permit = lateTerms.permit;
+    if (permit === null) throw new Error("the test token has permits");
+    const answers = await withoutAutomine(
+      () =>
+        asOneGroup(first, () =>
+          Promise.all([
+            submitSigned(tokenOf(late), lateCustomer, lateTerms.terms, lateTerms.permit),
+            submitSigned(tokenOf(onTime), onTimeCustomer, onTimeTerms.terms, onTimeTerms.permit),
+          ]),
+        ),
+      // Before the group is mined, the late customer spends the permit nonce on a permit of 1 unit to
+      // the escrow: the group's permit then fails, and the allowance in place is too small for it.
+      async () => {
+        const message = {
+          owner: lateCustomer.address,
+          spender: String(permit.message.spender) as Hex,
+          value: 1n,
+          nonce: BigInt(String(permit.message.nonce)),
+          deadline: BigInt(String(permit.message.deadline)),
+        };
+        const signature = await lateCustomer.signTypedData({
+          domain: permit.domain as Parameters<PrivateKeyAccount["signTypedData"]>[0]["domain"],
+          types: PERMIT_TYPES,
+          primaryType: "Permit",
+          message,
+        });
+        const { v, r, s: sigS } = parseSignature(signature);
+        await sendAhead(
+          lateCustomer,
+          driver.usdc,
+          encodeFunctionData({
+            abi: TestUSDCAbi,
+            functionName: "permit",
+            args: [message.owner, message.spender, message.value, message.deadline, Number(v), r, sigS],
+          }),
+        );
+      },
+    );
+    const hashes = answers.map(({ answers: [answer] }) => {
+      expect(answer?.status).toBe(200);
+      return answer?.json.pending_transaction as Hex;
+    });
+    expect(hashes[0]).toBe(hashes[1]);
+    const carrier = await driver.client.getTransactionReceipt({ hash: hashes[0] as Hex });
+    expect(carrier.status).toBe("success");
+    expect(skippedIn(carrier)).toEqual([toFunctionSelector("PermitFailed()")]);
+    await waitUntil(
+      "the on-time mandate to be active",
+      async () => (await mandateOf(onTime.id)).status === "active",
+    );
+    // The late customer's page asks to sign again; nothing was recorded for that mandate on chain.
+    await waitUntil("the late session to ask for a signature again", async () => {
+      const session = await api(`/authorize/${tokenOf(late)}/session`, { key: null });
+      return session.json.needs_signature === true && session.json.pending_transaction === null;
+    });
+    expect((await mandateOf(late.id)).status).not.toBe("active");
+    await relayerStatuses(
+      "the late item failed, the on-time one mined",
+      `SELECT t.status FROM billing.mandates m JOIN billing.relayer_transactions t
+          ON t.action = 'authorize:' || m.chain_id || ':' || lower(m.onchain_id) || ':1'
+        WHERE m.id = ANY ($1::text[]) ORDER BY array_position($1::text[], m.id)`,
+      [[late.id, onTime.id]],
+      ["reverted", "mined"],
+    );
+    // Signing again (a new permit) authorises the late mandate.
+    const again = await signAndSubmit(tokenOf(late), lateCustomer);
+    expect(again.answers[0]?.status).toBe(200);
+    await waitUntil(
+      "the late mandate to be active",
+      async () => (await mandateOf(late.id)).status === "active",
+    );
   });
 });
