@@ -5,6 +5,7 @@
  * outcome: the relayer records one row per item (its purpose and action, as a lone `authorize` had)
  * beside the row of the transaction that carries them.
  */
+import { type Duration, Effect, Queue } from "effect";
 import { type Hex, type Log, parseEventLogs, zeroHash } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { escrowCallData } from "./chain-clients.ts";
@@ -46,3 +47,16 @@ export const skippedActions = (chainId: number, escrow: Hex, logs: ReadonlyArray
   parseEventLogs({ abi: MandateEscrowAbi, eventName: "AuthorizationSkipped", logs: [...logs] })
     .filter((log) => log.address.toLowerCase() === escrow.toLowerCase())
     .map((log) => authorizationAction(chainId, log.args.mandateId, BigInt(log.args.nonce)));
+
+/**
+ * The next group from a chain's queue of waiting authorisations: waits for the first, gathers what
+ * arrives within `window` after it, and takes at most `max` (the rest wait for the next group). The
+ * caller must be the queue's only taker: what `size` counts is then there to take without waiting.
+ */
+export const takeGroup = <A>(queue: Queue.Queue<A>, max: number, window: Duration.Input) =>
+  Effect.gen(function* () {
+    const first = yield* Queue.takeBetween(queue, 1, max);
+    yield* Effect.sleep(window);
+    const more = Math.min(yield* Queue.size(queue), max - first.length);
+    return more > 0 ? [...first, ...(yield* Queue.takeBetween(queue, 1, more))] : first;
+  });

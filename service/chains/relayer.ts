@@ -36,7 +36,12 @@ import { outsideTransaction } from "../db/client.ts";
 import { Unavailable } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { recordMetric } from "../metrics/metrics.ts";
-import { type AuthorizationItem, authorizeManyData, skippedActions } from "./authorization-groups.ts";
+import {
+  type AuthorizationItem,
+  authorizeManyData,
+  skippedActions,
+  takeGroup,
+} from "./authorization-groups.ts";
 import { ChainClients } from "./chain-clients.ts";
 import { ChainHeads } from "./chain-heads.ts";
 import { DEFAULT_RELAYER_BUDGET_WEI_PER_HOUR, type ResolvedChain } from "./config.ts";
@@ -428,11 +433,7 @@ const make = Effect.gen(function* () {
     const inFlight = yield* Semaphore.make(GROUPS_IN_FLIGHT);
     const group = Effect.gen(function* () {
       yield* Semaphore.take(inFlight, 1);
-      const first = yield* Queue.takeBetween(queue, 1, GROUP_MAX);
-      yield* Effect.sleep(GROUP_WINDOW);
-      // This fiber is the queue's only taker: what `size` counts is there to take without waiting.
-      const more = Math.min(yield* Queue.size(queue), GROUP_MAX - first.length);
-      const waiting = more > 0 ? [...first, ...(yield* Queue.takeBetween(queue, 1, more))] : first;
+      const waiting = yield* takeGroup(queue, GROUP_MAX, GROUP_WINDOW);
       yield* Effect.forkScoped(
         sendGroup(chain, waiting).pipe(Effect.ensuring(Semaphore.release(inFlight, 1))),
       );
