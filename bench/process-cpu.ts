@@ -71,3 +71,24 @@ export const cpuBetween = (before: Record<string, number>, after: Record<string,
       Math.round((seconds - (before[name] ?? 0)) * 100) / 100,
     ]),
   );
+
+/**
+ * This process's CPU seconds by thread name (/proc/self/task): `MainThread` (the service and the
+ * bench's own HTTP client), `WorkerThread` (the bench's signing workers), V8's helpers (GC). Only each
+ * thread's own time: a thread's reaped-children fields are the whole process's.
+ */
+export const threadCpuSeconds = (): Record<string, number> => {
+  const totals: Record<string, number> = {};
+  for (const tid of readdirSync("/proc/self/task")) {
+    try {
+      const text = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+      const close = text.lastIndexOf(")");
+      const name = text.slice(text.indexOf("(") + 1, close);
+      const fields = text.slice(close + 2).split(" ");
+      totals[name] = (totals[name] ?? 0) + (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return totals;
+};
