@@ -99,12 +99,8 @@ export interface GroupedAuthorization<E> {
 }
 
 /** An authorisation waiting in its chain's collector. */
-interface Waiting {
-  readonly item: AuthorizationItem;
-  readonly purpose: string;
-  readonly action: string;
-  readonly data: Hex;
-  readonly gasUsed: bigint | undefined;
+interface Waiting
+  extends Pick<GroupedAuthorization<unknown>, "item" | "purpose" | "action" | "data" | "gasUsed"> {
   /** Runs the caller's checks; false when they refused (the caller then has its answer already). */
   readonly admit: Effect.Effect<boolean>;
   readonly answer: (
@@ -244,6 +240,61 @@ const make = Effect.gen(function* () {
       });
     });
 
+  /** What every transaction sent needs read first, outside the database transaction that sends it. */
+  const prepareSend = (chain: ResolvedChain, address: Hex, from: string) =>
+    Effect.gen(function* () {
+      const fees = yield* currentFees(chain);
+      const nodePending = yield* account.rpc("nonce", () =>
+        clients.client(chain).getTransactionCount({ address, blockTag: "pending" }),
+      );
+      yield* ensureNonces(chain.id, from);
+      return { fees, nodePending };
+    });
+
+  /**
+   * Inside the sending transaction: the hourly budget's check, the nonce, the signature and the row;
+   * the bytes go out once the transaction commits, never for a rollback.
+   */
+  const signAndRecord = (
+    chain: ResolvedChain,
+    from: string,
+    { fees, nodePending }: Effect.Success<ReturnType<typeof prepareSend>>,
+    gas: bigint,
+    tx: RelayerSubmission,
+  ) =>
+    Effect.gen(function* () {
+      const gasLimit = gasLimitForUsed(gas);
+      const cost = gasLimit * fees.maxFeePerGas;
+      const spent = yield* store.spentSince(chain.id, from, yield* since(HOUR_MS));
+      if (!withinBudget(spent, cost, relayerBudget(chain)))
+        return yield* refuseOverBudget(chain, tx, spent, cost);
+      const nonce = yield* store.takeNonce(chain.id, from, nodePending);
+      const signed = yield* account.sign(chain, {
+        to: tx.to,
+        data: tx.data,
+        nonce,
+        gas: gasLimit,
+        maxFeePerGas: fees.maxFeePerGas,
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+      });
+      const row = yield* store.insert({
+        chainId: chain.id,
+        from,
+        nonce,
+        to: tx.to,
+        data: tx.data,
+        gasLimit,
+        maxFeePerGas: fees.maxFeePerGas,
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+        hash: signed.hash,
+        raw: signed.raw,
+        purpose: tx.purpose,
+        action: tx.action ?? null,
+      });
+      yield* sql.afterCommit(account.broadcast(chain, signed.raw));
+      return row;
+    });
+
   const submit = (
     chainId: number,
     tx: RelayerSubmission,
@@ -260,49 +311,14 @@ const make = Effect.gen(function* () {
       if (!chain) return yield* new RelayerError({ reason: "unknown_chain", message: `no chain ${chainId}` });
       const answered = yield* existing(chainId, tx);
       if (answered) return answered;
-      const client = clients.client(chain);
       const gas = tx.gasUsed ?? (yield* measure(chain, address, tx.to, tx.data));
-      const fees = yield* currentFees(chain);
-      const nodePending = yield* account.rpc("nonce", () =>
-        client.getTransactionCount({ address, blockTag: "pending" }),
-      );
-      yield* ensureNonces(chainId, from);
+      const sending = yield* prepareSend(chain, address, from);
       return yield* sql.withTransaction(
         Effect.gen(function* () {
           yield* store.holdSubmission(chainId, from, tx.purpose, tx.action ?? null);
           const again = yield* existing(chainId, tx);
           if (again) return again;
-          const gasLimit = gasLimitForUsed(gas);
-          const cost = gasLimit * fees.maxFeePerGas;
-          const spent = yield* store.spentSince(chainId, from, yield* since(HOUR_MS));
-          if (!withinBudget(spent, cost, relayerBudget(chain)))
-            return yield* refuseOverBudget(chain, tx, spent, cost);
-          const nonce = yield* store.takeNonce(chainId, from, nodePending);
-          const signed = yield* account.sign(chain, {
-            to: tx.to,
-            data: tx.data,
-            nonce,
-            gas: gasLimit,
-            maxFeePerGas: fees.maxFeePerGas,
-            maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-          });
-          const row = yield* store.insert({
-            chainId,
-            from,
-            nonce,
-            to: tx.to,
-            data: tx.data,
-            gasLimit,
-            maxFeePerGas: fees.maxFeePerGas,
-            maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-            hash: signed.hash,
-            raw: signed.raw,
-            purpose: tx.purpose,
-            action: tx.action ?? null,
-          });
-          // Inside a caller's transaction the bytes go out once it commits, never for a rollback.
-          yield* sql.afterCommit(account.broadcast(chain, signed.raw));
-          return toRelayed(row);
+          return toRelayed(yield* signAndRecord(chain, from, sending, gas, tx));
         }),
       );
     });
@@ -325,11 +341,7 @@ const make = Effect.gen(function* () {
       const gas = ordered.every((w) => w.gasUsed !== undefined)
         ? ordered.reduce((sum, w) => sum + (w.gasUsed ?? 0n), 0n)
         : yield* measure(chain, address, to, authorizeManyData(ordered.map((w) => w.item)));
-      const fees = yield* currentFees(chain);
-      const nodePending = yield* account.rpc("nonce", () =>
-        clients.client(chain).getTransactionCount({ address, blockTag: "pending" }),
-      );
-      yield* ensureNonces(chain.id, from);
+      const sending = yield* prepareSend(chain, address, from);
       return yield* sql.withTransaction(
         Effect.gen(function* () {
           yield* store.holdItems(
@@ -358,34 +370,7 @@ const make = Effect.gen(function* () {
           const items = [...admitted.values()];
           const data = authorizeManyData(items.map((w) => w.item));
           const purpose = `authorizeMany:${chain.id}:${yield* newId("request")}`;
-          const gasLimit = gasLimitForUsed(gas);
-          const cost = gasLimit * fees.maxFeePerGas;
-          const spent = yield* store.spentSince(chain.id, from, yield* since(HOUR_MS));
-          if (!withinBudget(spent, cost, relayerBudget(chain)))
-            return yield* refuseOverBudget(chain, { to, data, purpose }, spent, cost);
-          const nonce = yield* store.takeNonce(chain.id, from, nodePending);
-          const signed = yield* account.sign(chain, {
-            to,
-            data,
-            nonce,
-            gas: gasLimit,
-            maxFeePerGas: fees.maxFeePerGas,
-            maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-          });
-          const carrier = yield* store.insert({
-            chainId: chain.id,
-            from,
-            nonce,
-            to,
-            data,
-            gasLimit,
-            maxFeePerGas: fees.maxFeePerGas,
-            maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-            hash: signed.hash,
-            raw: signed.raw,
-            purpose,
-            action: null,
-          });
+          const carrier = yield* signAndRecord(chain, from, sending, gas, { to, data, purpose });
           const rows = yield* store.insertItems(
             carrier,
             items.map((w) => ({ purpose: w.purpose, action: w.action, data: w.data })),
@@ -395,7 +380,6 @@ const make = Effect.gen(function* () {
             const row = byAction.get(w.action);
             if (row) answers.push([w, row]);
           }
-          yield* sql.afterCommit(account.broadcast(chain, signed.raw));
           return answers;
         }),
       );
