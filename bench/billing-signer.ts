@@ -1,27 +1,16 @@
 /**
  * The billing bench's signing, off the main thread (which also runs the service under test): customers'
- * keys and addresses, the faucet's mint transactions, and each customer's EIP-712 signatures of the
+ * keys and addresses, and each customer's EIP-712 signatures of the
  * hosted page's terms and permit. `startSigners` runs this file in worker threads; each worker answers
  * one request at a time.
  */
 import { isMainThread, parentPort, Worker } from "node:worker_threads";
-import { encodeFunctionData, type Hex } from "viem";
+import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { TestUSDCAbi } from "../abis/TestUSDC.ts";
 import { type PageTypedData, signPageTerms } from "../test/contract/harness.ts";
 
 export type SignRequest =
   | { readonly kind: "customers"; readonly count: number }
-  | {
-      readonly kind: "mints";
-      readonly key: Hex;
-      readonly firstNonce: number;
-      readonly token: Hex;
-      readonly recipients: readonly Hex[];
-      readonly amount: string;
-      readonly maxFeePerGas: string;
-      readonly maxPriorityFeePerGas: string;
-    }
   | {
       readonly kind: "terms";
       readonly key: Hex;
@@ -36,28 +25,6 @@ const answer = async (request: SignRequest): Promise<unknown> => {
         const key = generatePrivateKey();
         return { key, address: privateKeyToAccount(key).address };
       });
-    case "mints": {
-      const faucet = privateKeyToAccount(request.key);
-      const raw: Hex[] = [];
-      for (const [i, recipient] of request.recipients.entries())
-        raw.push(
-          await faucet.signTransaction({
-            chainId: 31337,
-            type: "eip1559",
-            nonce: request.firstNonce + i,
-            to: request.token,
-            gas: 100_000n,
-            maxFeePerGas: BigInt(request.maxFeePerGas),
-            maxPriorityFeePerGas: BigInt(request.maxPriorityFeePerGas),
-            data: encodeFunctionData({
-              abi: TestUSDCAbi,
-              functionName: "mint",
-              args: [recipient, BigInt(request.amount)],
-            }),
-          }),
-        );
-      return raw;
-    }
     case "terms":
       return signPageTerms(privateKeyToAccount(request.key), request.terms, request.permit);
   }
