@@ -56,7 +56,6 @@ const refuse = (code: ErrorCode, message: string, param: string | null = null) =
 
 const authorizeFailure: Record<string, string> = {
   SignatureExpired: "The signature expired before it reached the chain. Sign again.",
-  StaleNonce: "These terms were already signed. Reload the page.",
   TermsMismatch: "The terms differ from the mandate already on chain.",
   PermitFailed: "The token refused the spending permission (permit). Sign again.",
   Revoked: "You revoked this mandate; it cannot be signed again.",
@@ -263,27 +262,23 @@ const make = Effect.gen(function* () {
           "These are not the mandate's terms. Reload the page and sign again.",
           "terms",
         );
-      const [now, onchain] = yield* Effect.all(
-        [heads.latestTime(chain).pipe(Effect.mapError(unavailable)), onchainNonce(chain, expected.mandateId)],
-        { concurrency: "unbounded" },
-      );
+      const now = yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable));
       if (deadline < now)
         return yield* refuse(
           "terms_expired",
           "The signature's deadline has passed. Sign the new terms.",
           "terms",
         );
-      if (nonce <= onchain)
-        return yield* refuse("terms_changed", "These terms were already signed. Reload the page.", "terms");
       const item = authorizationItem(expected, input);
       const { functionName, args } = authorizeCall(item);
       if (relayer.address === undefined) return yield* relayerUnavailable("send transactions");
       // One run of the call checks the signature as the escrow will (an EOA's by recovery, a contract
-      // wallet's by ERC-1271) and gives the relayer its gas; only a call that fails it costs the
-      // simulation that names the escrow's error. Recovering the signature here as well cost the
-      // service 1.5 ms of CPU per authorisation (pure-JS secp256k1). At `latest`: nothing pending
-      // changes whether a signature holds, except an earlier attempt of this same action, which the
-      // relayer answers instead of sending; and an item the chain refuses after all is skipped alone.
+      // wallet's by ERC-1271) and the nonce against the chain's, and gives the relayer its gas; only a
+      // call that fails it costs the simulation that names the escrow's error. Recovering the signature
+      // here as well cost the service 1.5 ms of CPU per authorisation (pure-JS secp256k1), and reading
+      // the nonce first an RPC. At `latest`: nothing pending changes whether a signature holds, except
+      // an earlier attempt of this same action, which the relayer answers instead of sending; and an
+      // item the chain refuses after all is skipped alone.
       const measured = yield* clients
         .measureEscrow(chain, relayer.address, functionName, args, "latest")
         .pipe(Effect.option);
@@ -297,6 +292,8 @@ const make = Effect.gen(function* () {
             "The signature does not match these terms and this wallet.",
             "signature",
           );
+        if (refused?.errorName === "StaleNonce")
+          return yield* refuse("terms_changed", "These terms were already signed. Reload the page.", "terms");
         if (refused !== undefined)
           return yield* refuse(
             "authorization_failed",

@@ -435,6 +435,34 @@ describe("the relayer's gas, spent through the public page", () => {
     expect(sent).toHaveLength(0);
   });
 
+  it("refuses terms signed again once the chain has them (terms_changed) and sends nothing", async () => {
+    const customer = await driver.newCustomer();
+    const mandate = await openMandate();
+    const token = tokenOf(mandate);
+    const request = await api(`/authorize/${token}/terms`, {
+      key: null,
+      idempotencyKey: null,
+      body: { customer_address: customer.address },
+    });
+    expect(request.status, request.text).toBe(200);
+    const { terms, permit } = request.json as { terms: PageTypedData; permit: PageTypedData | null };
+    const body = { ...(await signPageTerms(customer, terms, permit)), customer_address: customer.address };
+    const first = await api(`/authorize/${token}/signatures`, { key: null, idempotencyKey: null, body });
+    expect(first.status, first.text).toBe(200);
+    await waitUntil("the mandate active", async () => (await mandateOf(mandate.id)).status === "active");
+    const [{ started } = { started: "" }] = await query<{ started: string }>("SELECT now()::text AS started");
+    // The same signatures again: the escrow's nonce has passed them (the simulation says StaleNonce).
+    const again = await api(`/authorize/${token}/signatures`, { key: null, idempotencyKey: null, body });
+    expect(again.status, again.text).toBe(400);
+    expect(expectErrorShape(again.json)).toMatchObject({ code: "terms_changed", param: "terms" });
+    const sent = await query(
+      `SELECT 1 FROM billing.relayer_transactions
+        WHERE chain_id = $1 AND created_at >= $2::timestamptz AND action LIKE 'authorize:%'`,
+      [CHAIN, started],
+    );
+    expect(sent).toHaveLength(0);
+  });
+
   it("answers 429 with Retry-After beyond the per-token request limit", async () => {
     const mandate = await openMandate();
     const token = tokenOf(mandate);
