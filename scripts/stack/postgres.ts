@@ -83,13 +83,6 @@ export const startEmbeddedPostgres = async (options: {
       "max_connections=200",
       "-c",
       "unix_socket_directories=",
-      // A fresh database plans with empty statistics until autovacuum first analyses its tables; a
-      // prepared statement's generic plan made then stays until that analyse. At the default minute,
-      // a burst on a new stack ran for a minute on plans that scan: the billing bench's set-up read every
-      // relayer transaction twice per authorisation (2 ms of its 5 ms of Postgres time). Analysed
-      // every few seconds, the plans are right by the burst's first thousand rows.
-      "-c",
-      "autovacuum_naptime=5s",
       ...(process.env.POSTGRES_FLAGS ?? "").split(" ").filter(Boolean),
     ],
     { detached: true, stdio: ["ignore", "ignore", "pipe"], ...(owner ?? {}) },
