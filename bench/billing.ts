@@ -563,8 +563,9 @@ try {
       unit: "subscriptions/s",
       baseline: null,
       baseline_what: null,
-      target: `≥ ${TARGET_PER_SECOND.toLocaleString("en-US")}`,
-      meets_target: perSecond >= TARGET_PER_SECOND,
+      // The issue sets the rate at 10,000 due; at another size it is shown for reference.
+      target: N === 10_000 ? `≥ ${TARGET_PER_SECOND.toLocaleString("en-US")}` : null,
+      meets_target: N === 10_000 ? perSecond >= TARGET_PER_SECOND : null,
     },
   ];
   // Cost per subscription beside the 10,000 figure (the last `npm run bench:billing` on this machine).
