@@ -132,8 +132,9 @@ console.log("starting the stack ...");
 const scratch = await startScratchStack("billing", {
   chains: [benchChain("billing")],
   // Every block's state in anvil's memory outgrew the machine at 100,000 due (21.7 GB). Keeping 256
-  // (or 32) does not bound it: anvil 1.7.1 still grows by about the state's size a block, so 50,000
-  // and 100,000 due run this 23.5 GB machine out of memory in the set-up (docs/performance.md).
+  // (or 32) does not bound it: anvil 1.7.1 still grows by about the state's size a block, so 100,000
+  // due fits this 23.5 GB machine only with fewer set-up blocks (BILLING_SETUP_BLOCK_SECONDS=6: 16 GB
+  // at the end; docs/performance.md).
   anvilStates: 256,
   // Every customer signs from this one address, through the page's API.
   page: {
@@ -246,9 +247,9 @@ try {
   // The set-up fills an empty database within a minute. Postgres plans a prepared statement with the
   // statistics it has when the statement is first used, and a table gets statistics only at autovacuum's
   // first analyse (autovacuum_naptime, a minute by default): until then the relayer's lookups by purpose
-  // and by action scanned every transaction of the chain (2 of the 5 ms of Postgres per authorisation).
-  // A database in service has statistics; analysing every 5 s during the set-up stands for that. The
-  // measured phase runs with the default again.
+  // and by action scanned every transaction of the chain (about 2 of the 4 ms of Postgres per
+  // authorisation). A database in service has statistics; analysing every 5 s during the set-up stands
+  // for that. The measured phase runs with the default again.
   const naptime = (setting: "'5s'" | "DEFAULT") =>
     database.runPromise(
       Effect.flatMap(Effect.service(PgClient.PgClient), (sql) =>
