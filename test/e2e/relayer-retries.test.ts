@@ -88,6 +88,17 @@ const submitSigned = async (
   return { nonce: Number(terms.message.nonce), answers };
 };
 
+/** The database's clock now, to select what the relayer recorded after it. */
+const databaseNow = async () => (await query<{ now: string }>("SELECT now()::text AS now"))[0]?.now ?? "";
+
+/** The authorisations the relayer recorded since `started` (the database's clock). */
+const authorizationsSentSince = (started: string) =>
+  query(
+    `SELECT 1 FROM billing.relayer_transactions
+      WHERE chain_id = $1 AND created_at >= $2::timestamptz AND action LIKE 'authorize:%'`,
+    [CHAIN, started],
+  );
+
 /** Waits until the relayer recorded these outcomes for the transactions a query selects. */
 const relayerStatuses = (what: string, text: string, params: unknown[], expected: string[]) =>
   waitUntil(what, async () => {
@@ -413,54 +424,31 @@ describe("the relayer's gas, spent through the public page", () => {
     const other = await driver.newCustomer();
     const mandate = await openMandate();
     const token = tokenOf(mandate);
-    const request = await api(`/authorize/${token}/terms`, {
-      key: null,
-      idempotencyKey: null,
-      body: { customer_address: customer.address },
-    });
-    expect(request.status, request.text).toBe(200);
-    const { terms, permit } = request.json as { terms: PageTypedData; permit: PageTypedData | null };
-    const [{ started } = { started: "" }] = await query<{ started: string }>("SELECT now()::text AS started");
+    const { terms, permit } = await termsFor(token, customer);
+    const started = await databaseNow();
     // The wallet that signed is not the one the terms (and the mandate id) name.
     const body = { ...(await signPageTerms(other, terms, permit)), customer_address: customer.address };
     const answer = await api(`/authorize/${token}/signatures`, { key: null, idempotencyKey: null, body });
     expect(answer.status, answer.text).toBe(400);
     expect(expectErrorShape(answer.json)).toMatchObject({ code: "signature_invalid", param: "signature" });
     expect((await mandateOf(mandate.id)).customer_address).toBeNull();
-    const sent = await query(
-      `SELECT 1 FROM billing.relayer_transactions
-        WHERE chain_id = $1 AND created_at >= $2::timestamptz AND action LIKE 'authorize:%'`,
-      [CHAIN, started],
-    );
-    expect(sent).toHaveLength(0);
+    expect(await authorizationsSentSince(started)).toHaveLength(0);
   });
 
   it("refuses terms signed again once the chain has them (terms_changed) and sends nothing", async () => {
     const customer = await driver.newCustomer();
     const mandate = await openMandate();
     const token = tokenOf(mandate);
-    const request = await api(`/authorize/${token}/terms`, {
-      key: null,
-      idempotencyKey: null,
-      body: { customer_address: customer.address },
-    });
-    expect(request.status, request.text).toBe(200);
-    const { terms, permit } = request.json as { terms: PageTypedData; permit: PageTypedData | null };
-    const body = { ...(await signPageTerms(customer, terms, permit)), customer_address: customer.address };
-    const first = await api(`/authorize/${token}/signatures`, { key: null, idempotencyKey: null, body });
-    expect(first.status, first.text).toBe(200);
+    const { terms, permit } = await termsFor(token, customer);
+    const first = await submitSigned(token, customer, terms, permit);
+    expect(first.answers[0]?.status, first.answers[0]?.text).toBe(200);
     await waitUntil("the mandate active", async () => (await mandateOf(mandate.id)).status === "active");
-    const [{ started } = { started: "" }] = await query<{ started: string }>("SELECT now()::text AS started");
-    // The same signatures again: the escrow's nonce has passed them (the simulation says StaleNonce).
-    const again = await api(`/authorize/${token}/signatures`, { key: null, idempotencyKey: null, body });
-    expect(again.status, again.text).toBe(400);
-    expect(expectErrorShape(again.json)).toMatchObject({ code: "terms_changed", param: "terms" });
-    const sent = await query(
-      `SELECT 1 FROM billing.relayer_transactions
-        WHERE chain_id = $1 AND created_at >= $2::timestamptz AND action LIKE 'authorize:%'`,
-      [CHAIN, started],
-    );
-    expect(sent).toHaveLength(0);
+    const started = await databaseNow();
+    // The same terms signed again: the escrow's nonce has passed them (the simulation says StaleNonce).
+    const again = (await submitSigned(token, customer, terms, permit)).answers[0];
+    expect(again?.status, again?.text).toBe(400);
+    expect(expectErrorShape(again?.json)).toMatchObject({ code: "terms_changed", param: "terms" });
+    expect(await authorizationsSentSince(started)).toHaveLength(0);
   });
 
   it("answers 429 with Retry-After beyond the per-token request limit", async () => {
