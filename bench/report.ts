@@ -6,6 +6,9 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 
+/** The target for the billing bench's cost per subscription at another size than 10,000. */
+export const AGAINST_TEN_THOUSAND = "≤ 1.2× the 10,000 figure";
+
 export interface SummaryRow {
   /** What was measured, e.g. "webhook deliveries/s, burst". */
   readonly what: string;

@@ -376,7 +376,7 @@ describe("the relayer's gas, spent through the public page", () => {
     const mandate = await openMandate();
     const token = tokenOf(mandate);
     const nonceBefore = await driver.client.getTransactionCount({ address: relayer.address });
-    const [{ started } = { started: "" }] = await query<{ started: string }>("SELECT now()::text AS started");
+    const started = await databaseNow();
 
     // The first signature through the page; then re-signatures the page would not even ask for (the
     // mandate is active), each valid: the next signature version, a fresh deadline, sent four times at once.
