@@ -155,10 +155,12 @@ const make = Effect.gen(function* () {
         })}`;
         return yield* reload(subscription.id);
       }),
-    /** The customer authorised: active, with its current period due at once (chain time `now`). */
-    activate: (id: string, now: number) =>
-      Effect.asVoid(sql`UPDATE billing.subscriptions SET status = 'active', next_billing_at = ${now},
-          updated_at = now() WHERE id = ${id}`),
+    /** Their customers authorised: active, with their current period due at once (chain time `now`). */
+    activate: (ids: ReadonlyArray<string>, now: number) =>
+      ids.length === 0
+        ? Effect.void
+        : Effect.asVoid(sql`UPDATE billing.subscriptions SET status = 'active', next_billing_at = ${now},
+            updated_at = now() WHERE id = ANY (${ids}::text[])`),
     cancelAtPeriodEnd: (id: string) =>
       Effect.asVoid(sql`UPDATE billing.subscriptions SET cancel_at_period_end = true, updated_at = now()
         WHERE id = ${id}`),

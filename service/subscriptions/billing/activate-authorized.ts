@@ -5,19 +5,23 @@
 import { Effect } from "effect";
 import { SubscriptionStore } from "../subscription-store.ts";
 import { Subscriptions } from "../subscriptions.ts";
-import { BATCH, type BillingRound, eachInTransaction } from "./round.ts";
+import { BATCH, type BillingRound, inTransactions } from "./round.ts";
 
 export const activateAuthorized = (round: BillingRound) =>
   Effect.gen(function* () {
     const store = yield* SubscriptionStore;
     const subscriptions = yield* Subscriptions;
     const ids = yield* store.authorised(round.chain.id, BATCH);
-    yield* eachInTransaction(ids, (id) =>
+    // A batch's rows are locked and activated with one statement each; a revoked mandate's ends alone.
+    yield* inTransactions(ids, (batch) =>
       Effect.gen(function* () {
-        const [row] = yield* store.lock([id], { kind: "incomplete" });
-        if (!row) return;
-        if (row.mandate_status === "revoked") return yield* subscriptions.end(id, "mandate_revoked");
-        yield* store.activate(id, round.now);
+        const rows = yield* store.lock(batch, { kind: "incomplete" });
+        for (const row of rows)
+          if (row.mandate_status === "revoked") yield* subscriptions.end(row.id, "mandate_revoked");
+        yield* store.activate(
+          rows.filter((row) => row.mandate_status !== "revoked").map((row) => row.id),
+          round.now,
+        );
       }),
     );
     return ids.length === BATCH;
