@@ -171,29 +171,13 @@ const make = Effect.gen(function* () {
   const applyMandateFact = (fact: MandateFact, owner: FactOwner) =>
     Effect.gen(function* () {
       const { chain } = owner;
-      const scope = { merchantId: owner.merchantId, livemode: chain.livemode };
       if (fact.mandate_id === null || fact.customer === null) return undefined;
-      let mandateId = (yield* mandateStore.lockOnChain(chain.id, [fact.mandate_id]))[0]?.id;
+      if (fact.kind === "mandate.authorized") {
+        const events = yield* applyMandatesAuthorized([fact], owner);
+        return events.length === 0 ? undefined : events;
+      }
+      const mandateId = (yield* mandateStore.lockOnChain(chain.id, [fact.mandate_id]))[0]?.id;
       switch (fact.kind) {
-        case "mandate.authorized": {
-          const terms = authorizedTerms(fact);
-          if (mandateId === undefined) {
-            const known = chain.tokens.some((t) => t.address.toLowerCase() === fact.token.toLowerCase());
-            if (!known) return undefined;
-            mandateId = yield* mandateStore.insertFromChain({
-              scope,
-              chainId: chain.id,
-              onchainId: fact.mandate_id as Hex,
-              token: fact.token as Hex,
-              payee: fact.payee as Hex,
-              anchor: detailNumber(fact, "anchor"),
-              salt: saltOf(fact.mandate_id as Hex),
-              terms,
-            });
-          }
-          yield* mandateStore.recordAuthorized(mandateId, terms);
-          return yield* mandateEvent(fact, owner, mandateId);
-        }
         case "mandate.revoked": {
           if (mandateId === undefined) return undefined;
           yield* mandateStore.recordRevoked(mandateId);
@@ -224,6 +208,53 @@ const make = Effect.gen(function* () {
           return yield* chargeEvent(fact, owner, chargeId);
         }
       }
+    });
+
+  /**
+   * Consecutive `mandate.authorized` facts of one merchant, each of another mandate (relay-plan.ts),
+   * applied with two statements instead of three per fact. A mandate signed directly on chain to the
+   * merchant is recorded first, on its own; one in a token the chain does not list is declined.
+   */
+  const applyMandatesAuthorized = (facts: ReadonlyArray<FactRow>, owner: FactOwner) =>
+    Effect.gen(function* () {
+      const { chain } = owner;
+      const scope = { merchantId: owner.merchantId, livemode: chain.livemode };
+      const signed = facts.filter(
+        (fact): fact is MandateFact & { readonly mandate_id: string } =>
+          fact.kind === "mandate.authorized" && fact.mandate_id !== null && fact.customer !== null,
+      );
+      const known = new Map(
+        (yield* mandateStore.lockOnChain(
+          chain.id,
+          signed.map((fact) => fact.mandate_id),
+        )).map((row) => [row.onchain_id, row.id] as const),
+      );
+      const applied: { fact: MandateFact; mandateId: string; terms: AuthorizedTerms }[] = [];
+      for (const fact of signed) {
+        const terms = authorizedTerms(fact);
+        let mandateId = known.get(fact.mandate_id);
+        if (mandateId === undefined) {
+          if (!chain.tokens.some((t) => t.address.toLowerCase() === fact.token.toLowerCase())) continue;
+          mandateId = yield* mandateStore.insertFromChain({
+            scope,
+            chainId: chain.id,
+            onchainId: fact.mandate_id as Hex,
+            token: fact.token as Hex,
+            payee: fact.payee as Hex,
+            anchor: detailNumber(fact, "anchor"),
+            salt: saltOf(fact.mandate_id as Hex),
+            terms,
+          });
+        }
+        applied.push({ fact, mandateId, terms });
+      }
+      const rows = new Map(
+        (yield* mandateStore.recordAuthorized(applied)).map((row) => [row.id, row] as const),
+      );
+      return applied.flatMap(({ fact, mandateId }) => {
+        const row = rows.get(mandateId);
+        return row ? [factEvent(fact, owner, mandates.render(row))] : [];
+      });
     });
 
   /**
@@ -280,7 +311,7 @@ const make = Effect.gen(function* () {
       });
     });
 
-  return { apply, applyChargesSucceeded };
+  return { apply, applyChargesSucceeded, applyMandatesAuthorized };
 });
 
 export class FactApplication extends Context.Service<FactApplication>()("FactApplication", { make }) {

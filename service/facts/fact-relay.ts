@@ -80,8 +80,11 @@ const applyOwned = (
     const applied = new Set<string>();
     for (const step of planSteps(owned)) {
       const owner = { merchantId: step.merchantId, chain };
-      if (step.kind === "charges") {
-        const reported = yield* application.applyChargesSucceeded(step.facts, owner);
+      if (step.kind !== "one") {
+        const reported =
+          step.kind === "charges"
+            ? yield* application.applyChargesSucceeded(step.facts, owner)
+            : yield* application.applyMandatesAuthorized(step.facts, owner);
         events.push(...reported);
         for (const event of reported) applied.add(event.key);
       } else {

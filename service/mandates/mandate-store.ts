@@ -204,14 +204,39 @@ const make = Effect.gen(function* () {
         (rows) => rows.length > 0,
       ),
 
-    /** The customer signed (or re-signed) on chain: the mandate is active under the signed terms. */
-    recordAuthorized: (id: string, terms: AuthorizedTerms) =>
-      Effect.asVoid(sql`UPDATE billing.mandates SET status = 'active',
-          customer_address = ${getAddress(terms.customer)}, signature_version = ${terms.nonce},
-          approval_left = ${terms.approval}, cap = ${terms.cap}, approval_periods = ${terms.approvalPeriods},
-          operator_address = ${getAddress(terms.operator)}, hold_seconds = ${terms.holdSeconds},
-          authorized_at = to_timestamp(${terms.authorizedAt}), updated_at = now()
-        WHERE id = ${id}`),
+    /**
+     * Customers signed (or re-signed) on chain: each mandate is active under its signed terms (one entry
+     * per mandate). Returns the rows as they now stand, in no particular order.
+     */
+    recordAuthorized: (
+      authorized: ReadonlyArray<{ readonly mandateId: string; readonly terms: AuthorizedTerms }>,
+    ) => {
+      if (authorized.length === 0) return Effect.succeed([] as ReadonlyArray<MandateRow>);
+      // The signed terms' columns are named apart from the mandate's, which RETURNING reads unqualified.
+      const rows = authorized.map(({ mandateId, terms }) => ({
+        signed_id: mandateId,
+        signed_customer: getAddress(terms.customer),
+        signed_nonce: terms.nonce,
+        signed_approval: terms.approval,
+        signed_cap: terms.cap,
+        signed_periods: terms.approvalPeriods,
+        signed_operator: getAddress(terms.operator),
+        signed_hold: terms.holdSeconds,
+        signed_at: terms.authorizedAt,
+      }));
+      return Effect.flatMap(
+        sql`UPDATE billing.mandates m SET status = 'active', customer_address = v.signed_customer,
+            signature_version = v.signed_nonce, approval_left = v.signed_approval, cap = v.signed_cap,
+            approval_periods = v.signed_periods, operator_address = v.signed_operator,
+            hold_seconds = v.signed_hold, authorized_at = to_timestamp(v.signed_at), updated_at = now()
+          FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(signed_id text, signed_customer text,
+            signed_nonce bigint, signed_approval numeric, signed_cap numeric, signed_periods int,
+            signed_operator text, signed_hold bigint, signed_at bigint)
+          WHERE m.id = ANY (${rows.map((r) => r.signed_id)}::text[]) AND m.id = v.signed_id
+          RETURNING ${MANDATES.columns}`,
+        MANDATES.decode,
+      );
+    },
 
     recordRevoked: (id: string) =>
       Effect.asVoid(sql`UPDATE billing.mandates SET status = 'revoked', updated_at = now() WHERE id = ${id}`),

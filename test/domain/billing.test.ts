@@ -57,16 +57,21 @@ const signedSubscription = (scope: MerchantScope, price: string) =>
     const customer = nextWallet();
     const onchainId = onchainMandateId(customer, BigInt(mandate.salt));
     yield* mandates.bindWallet(mandate.id, customer, onchainId);
-    yield* mandates.recordAuthorized(mandate.id, {
-      customer,
-      nonce: "1",
-      approval: (BigInt(mandate.cap) * 12n).toString(),
-      cap: mandate.cap,
-      approvalPeriods: 12,
-      operator: mandate.operator_address as Hex,
-      holdSeconds: 0,
-      authorizedAt: chain.time,
-    });
+    yield* mandates.recordAuthorized([
+      {
+        mandateId: mandate.id,
+        terms: {
+          customer,
+          nonce: "1",
+          approval: (BigInt(mandate.cap) * 12n).toString(),
+          cap: mandate.cap,
+          approvalPeriods: 12,
+          operator: mandate.operator_address as Hex,
+          holdSeconds: 0,
+          authorizedAt: chain.time,
+        },
+      },
+    ]);
     return { id: subscription.id, mandate: mandate.id, onchainId, customer, anchor: mandate.anchor };
   });
 
