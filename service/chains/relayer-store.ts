@@ -88,6 +88,7 @@ export interface NewItem {
 
 const decodeText = decodeRows(Schema.Struct({ value: Schema.NullOr(Schema.String) }));
 const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
+const decodeAsked = decodeRows(Schema.Struct({ asked: Schema.Number }));
 const decodeChains = decodeRows(Schema.Struct({ chain_id: Schema.Number }));
 const decodeNonces = decodeRows(Schema.Struct({ nonce: Schema.Number }));
 const decodeNames = decodeRows(Schema.Struct({ name: Schema.String }));
@@ -151,6 +152,29 @@ const make = Effect.gen(function* () {
         }),
         (rows) => rows[0],
       ),
+    /**
+     * For each item, what `byPurpose` and then `latestOfAction` would find (the row with its purpose,
+     * else the newest attempt of its action), in one statement for a group's items: by item index.
+     */
+    byPurposeOrAction: (
+      chainId: number,
+      items: ReadonlyArray<{ readonly purpose: string; readonly action: string }>,
+    ) =>
+      Effect.gen(function* () {
+        if (items.length === 0) return new Map<number, TransactionRow>();
+        const rows = yield* sql`SELECT k.i::int AS asked, ${TRANSACTIONS.columns}
+          FROM unnest(${items.map((i) => i.purpose)}::text[], ${items.map((i) => i.action)}::text[])
+            WITH ORDINALITY AS k(purpose, action, i)
+          CROSS JOIN LATERAL (
+            (SELECT * FROM billing.relayer_transactions r WHERE r.chain_id = ${chainId} AND r.purpose = k.purpose
+              ORDER BY r.chain_id, r.purpose LIMIT 1)
+            UNION ALL
+            (SELECT * FROM billing.relayer_transactions r WHERE r.chain_id = ${chainId} AND r.action = k.action
+              ORDER BY r.created_at DESC, r.id DESC LIMIT 1)
+            LIMIT 1) t`;
+        const [asked, found] = yield* Effect.all([decodeAsked(rows), TRANSACTIONS.decode(rows)]);
+        return new Map(found.map((row, n) => [(asked[n]?.asked ?? 0) - 1, row] as const));
+      }),
     /** The newest attempt of an action. */
     latestOfAction: (chainId: number, action: string) =>
       Effect.map(

@@ -93,7 +93,8 @@ export interface GroupedAuthorization<E> {
   readonly gasUsed?: bigint;
   /**
    * The caller's checks and writes, run inside the group's database transaction before the item is
-   * recorded (in a savepoint: a failure is the caller's answer and leaves the rest of the group).
+   * recorded (in a savepoint: a failure is the caller's answer and leaves the rest of the group), and
+   * only when nothing answers the item already (its purpose, or a pending or mined attempt of its action).
    */
   readonly admit: Effect.Effect<void, E>;
 }
@@ -352,17 +353,20 @@ const make = Effect.gen(function* () {
           const answers: Array<readonly [Waiting, RelayedTransaction]> = [];
           const admitted = new Map<string, Waiting>();
           const sameAction: Waiting[] = [];
-          for (const w of ordered) {
+          // What `existing` reads for one submission, read for the whole group at once.
+          const found = yield* store.byPurposeOrAction(chain.id, ordered);
+          for (const [n, w] of ordered.entries()) {
             if (admitted.has(w.action)) {
               sameAction.push(w);
               continue;
             }
-            const answered = yield* existing(chain.id, {
-              to,
-              data: w.data,
-              purpose: w.purpose,
-              action: w.action,
-            });
+            const row = found.get(n);
+            const answered =
+              row === undefined
+                ? undefined
+                : row.purpose === w.purpose || row.status === "pending" || row.status === "mined"
+                  ? toRelayed(row)
+                  : undefined;
             if (answered) answers.push([w, answered]);
             else if (yield* w.admit) admitted.set(w.action, w);
           }

@@ -9,7 +9,7 @@ import { getAddress, type Hex } from "viem";
 import { authorizationAction } from "../chains/authorization-groups.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
-import { Relayer } from "../chains/relayer.ts";
+import { type RelayedTransaction, Relayer } from "../chains/relayer.ts";
 import { NotFound } from "../errors.ts";
 import { Merchants } from "../merchants/merchants.ts";
 import { formatDecimal } from "../money/decimal.ts";
@@ -94,7 +94,11 @@ const make = Effect.gen(function* () {
       : Effect.succeed(undefined)
     ).pipe(Effect.flatMap((row) => (row ? Effect.succeed(row) : Effect.fail(notFoundAuthorization))));
 
-  const session = (mandate: MandateRow): Effect.Effect<AuthorizationSession, SqlError.SqlError> =>
+  /** The session; `submitted` is the transaction a submission was just answered with, if any. */
+  const session = (
+    mandate: MandateRow,
+    submitted?: RelayedTransaction,
+  ): Effect.Effect<AuthorizationSession, SqlError.SqlError> =>
     Effect.gen(function* () {
       const chain = yield* chainOfMandate(registry, mandate);
       const token = tokenOf(chain, mandate.token_address);
@@ -102,10 +106,12 @@ const make = Effect.gen(function* () {
       const merchant = yield* merchants.byId(mandate.merchant_id);
       let pending: string | null = null;
       if (mandate.onchain_id !== null && needsSignature(mandate)) {
-        const tx = yield* relayer.findAction(
+        const action = authorizationAction(
           chain.id,
-          authorizationAction(chain.id, mandate.onchain_id, BigInt((mandate.signature_version ?? 0) + 1)),
+          mandate.onchain_id,
+          BigInt((mandate.signature_version ?? 0) + 1),
         );
+        const tx = submitted?.action === action ? submitted : yield* relayer.findAction(chain.id, action);
         if (tx && (tx.status === "pending" || tx.status === "mined")) pending = tx.hash;
       }
       const permit = yield* tokens.permitDomain(chain, mandate.token_address as Hex);

@@ -207,13 +207,12 @@ const make = Effect.gen(function* () {
 
   /**
    * Every authorize transaction is paid by the relayer, and anyone holding the link can re-sign, so a
-   * mandate gets at most `transactionsPerMandatePerDay` of them (a submission answered by an attempt
-   * already pending or mined sends nothing and is not refused).
+   * mandate gets at most `transactionsPerMandatePerDay` of them. Checked only when the submission is
+   * admitted: one answered by an attempt already pending or mined sends nothing and is not refused (the
+   * relayer answers it before admitting).
    */
-  const checkTransactionLimit = (chain: ResolvedChain, onchainId: Hex, action: string) =>
+  const checkTransactionLimit = (chain: ResolvedChain, onchainId: Hex) =>
     Effect.gen(function* () {
-      const live = yield* relayer.findAction(chain.id, action);
-      if (live && (live.status === "pending" || live.status === "mined")) return;
       const recent = yield* relayer.recentActions(
         chain.id,
         `authorize:${chain.id}:${onchainId.toLowerCase()}:`,
@@ -318,11 +317,11 @@ const make = Effect.gen(function* () {
                 "customer_address",
               );
             // Under the mandate's row lock (taken by the binding): one decision per mandate at a time.
-            yield* checkTransactionLimit(chain, expected.mandateId, action);
+            yield* checkTransactionLimit(chain, expected.mandateId);
           }),
         })
         .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
-      return { purpose: sent.purpose, nonce };
+      return { purpose: sent.purpose, nonce, transaction: sent };
     });
 
   return { request, submit };

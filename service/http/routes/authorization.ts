@@ -50,8 +50,8 @@ export const authorizationRoutes = [
     handler: ({ body, params }) =>
       Effect.gen(function* () {
         const { sessions, mandate } = yield* sessionOf(params.token ?? "");
-        yield* (yield* Authorizations).submit(mandate, body);
-        return yield* sessions.session(yield* (yield* MandateStore).reload(mandate.id));
+        const { transaction } = yield* (yield* Authorizations).submit(mandate, body);
+        return yield* sessions.session(yield* (yield* MandateStore).reload(mandate.id), transaction);
       }),
   }),
 ];
