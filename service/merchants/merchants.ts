@@ -8,6 +8,8 @@ import { newId } from "../ids.ts";
 const MerchantRow = Schema.Struct({ id: Schema.String, name: Schema.String, created_at: Schema.Date });
 export type Merchant = typeof MerchantRow.Type;
 const decodeMerchants = decodeRows(MerchantRow);
+/** Merchants `byId` keeps in memory at most. */
+const KNOWN_MERCHANTS_MAX = 10_000;
 
 export class Merchants extends Context.Service<
   Merchants,
@@ -40,11 +42,24 @@ export class Merchants extends Context.Service<
       const list = sql`SELECT id, name, created_at FROM billing.merchants ORDER BY id`.pipe(
         Effect.flatMap(decodeMerchants),
       );
-      const byId = (id: string) =>
-        sql`SELECT id, name, created_at FROM billing.merchants WHERE id = ${id}`.pipe(
+      // A merchant's row never changes once created (nothing updates or deletes it), so a row read once
+      // is kept: the hosted pages name the merchant on every request. Bounded by clearing when full.
+      const known = new Map<string, Merchant>();
+      const byId = (id: string) => {
+        const cached = known.get(id);
+        if (cached !== undefined) return Effect.succeed<Merchant | undefined>(cached);
+        return sql`SELECT id, name, created_at FROM billing.merchants WHERE id = ${id}`.pipe(
           Effect.flatMap(decodeMerchants),
-          Effect.map((rows) => rows[0]),
+          Effect.map((rows) => {
+            const [row] = rows;
+            if (row !== undefined) {
+              if (known.size >= KNOWN_MERCHANTS_MAX) known.clear();
+              known.set(id, row);
+            }
+            return row;
+          }),
         );
+      };
       return { create, list, byId };
     }),
   );
