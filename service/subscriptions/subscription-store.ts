@@ -141,20 +141,22 @@ const make = Effect.gen(function* () {
       readonly chainId: number;
       readonly couponId: string | null;
     }) =>
-      Effect.gen(function* () {
-        yield* sql`INSERT INTO billing.subscriptions ${sql.insert({
-          id: subscription.id,
-          merchant_id: subscription.scope.merchantId,
-          livemode: subscription.scope.livemode,
-          customer: subscription.customer,
-          price_id: subscription.priceId,
-          mandate_id: subscription.mandateId,
-          chain_id: subscription.chainId,
-          coupon_id: subscription.couponId,
-          status: "incomplete",
-        })}`;
-        return yield* reload(subscription.id);
-      }),
+      // The new row with its mandate's columns, as every read returns it, in the insert's statement.
+      sql`WITH s AS (INSERT INTO billing.subscriptions ${sql.insert({
+        id: subscription.id,
+        merchant_id: subscription.scope.merchantId,
+        livemode: subscription.scope.livemode,
+        customer: subscription.customer,
+        price_id: subscription.priceId,
+        mandate_id: subscription.mandateId,
+        chain_id: subscription.chainId,
+        coupon_id: subscription.couponId,
+        status: "incomplete",
+      })} RETURNING *)
+        SELECT ${SUBSCRIPTIONS.columns} FROM s JOIN billing.mandates m ON m.id = s.mandate_id`.pipe(
+        Effect.flatMap(SUBSCRIPTIONS.decode),
+        Effect.flatMap(theRow(`new subscription ${subscription.id}`)),
+      ),
     /** Their customers authorised: active, with their current period due at once (chain time `now`). */
     activate: (ids: ReadonlyArray<string>, now: number) =>
       ids.length === 0
