@@ -89,20 +89,27 @@ const authorisationCpuMs = (cpu: Record<string, number>, threads: Record<string,
 /**
  * What billing one subscription at the boundary costs, measured so that other work on the machine
  * moves it little: `cpu_ms`, the CPU time over the measured phase of the processes that do the
- * product's work (this process, i.e. the service and the bench's end polling; Postgres; Ponder) per
+ * product's work (this process, i.e. the service and the bench's end polling; Postgres; Ponder), and
+ * Postgres's CPU for the VACUUM (ANALYZE) the phase's writes call for, run right after it, per
  * subscription. anvil's time is the chain's, not ours, and is left out. Beside it the wall time per
  * subscription, and the same once the chain's pace is taken out: `chain_seconds` is the block interval
  * times the blocks the phase's charges need at the block gas limit (the least time the chain itself
  * takes to carry them).
  */
-const costPerSubscription = (cpu: Record<string, number>, elapsed: number, gas: bigint) => {
-  const ours = (cpu.self ?? 0) + (cpu.postgres ?? 0) + (cpu.ponder ?? 0);
+const costPerSubscription = (
+  cpu: Record<string, number>,
+  maintenanceSeconds: number,
+  elapsed: number,
+  gas: bigint,
+) => {
+  const ours = (cpu.self ?? 0) + (cpu.postgres ?? 0) + (cpu.ponder ?? 0) + maintenanceSeconds;
   const chainSeconds = Number((gas + BLOCK_GAS_LIMIT - 1n) / BLOCK_GAS_LIMIT) * BLOCK_SECONDS;
   return {
     cpu_ms: thousandths((ours * 1_000) / N),
     cpu_ms_by_process: {
       service: thousandths(((cpu.self ?? 0) * 1_000) / N),
       postgres: thousandths(((cpu.postgres ?? 0) * 1_000) / N),
+      postgres_maintenance: thousandths((maintenanceSeconds * 1_000) / N),
       ponder: thousandths(((cpu.ponder ?? 0) * 1_000) / N),
       anvil: thousandths(((cpu.anvil ?? 0) * 1_000) / N),
     },
@@ -126,8 +133,18 @@ const pool = async <T>(items: readonly T[], task: (item: T, index: number) => Pr
 // charges, events, subscriptions, mandates and their indexes) outgrows it, and every page read past it is
 // a copy from the kernel's cache. A database in service is given a quarter of its machine or so; 1 GB
 // (of this machine's 23.5 GB) stands for that at every size of the bench.
-if (!process.env.POSTGRES_FLAGS?.includes("shared_buffers"))
-  process.env.POSTGRES_FLAGS = `${process.env.POSTGRES_FLAGS ?? ""} -c shared_buffers=1GB`.trim();
+//
+// Postgres checkpoints whenever about half of `max_wal_size` (1 GB unless set) of WAL has been written
+// since the last one, and the first change to each page after a checkpoint writes the whole page to
+// the WAL again. A boundary writes ~26 KB of WAL per subscription, so at 100,000 due the default made
+// ten checkpoints in the measured phase, each followed by a wave of full-page images (5.8 per
+// subscription against 0.8 at 10,000), which made yet more WAL: the cost per subscription grew with N
+// for that alone. Postgres's guidance is a `max_wal_size` large enough that checkpoints come from
+// `checkpoint_timeout`; 16 GB stands for that (the README sizes it for a deployment).
+const tuned: Record<string, string> = { shared_buffers: "1GB", max_wal_size: "16GB" };
+for (const [setting, value] of Object.entries(tuned))
+  if (!process.env.POSTGRES_FLAGS?.includes(setting))
+    process.env.POSTGRES_FLAGS = `${process.env.POSTGRES_FLAGS ?? ""} -c ${setting}=${value}`.trim();
 console.log("starting the stack ...");
 const scratch = await startScratchStack("billing", {
   chains: [benchChain("billing")],
@@ -216,6 +233,30 @@ try {
     );
     return row?.open ?? false;
   };
+  /**
+   * Postgres's own counters of work beside the statements (cumulative): WAL written and its full-page
+   * images, checkpoints, and autovacuum's vacuums and analyses. Their growth over the measured phase is
+   * counted in Postgres's CPU there but is not any statement's.
+   */
+  const postgresActivity = async () => {
+    const [row] = await database.runPromise(
+      Effect.flatMap(
+        Effect.service(PgClient.PgClient),
+        (sql) => sql<{
+          wal_bytes: number;
+          full_page_images: number;
+          checkpoints: number;
+          autovacuums: number;
+          autoanalyzes: number;
+        }>`SELECT (SELECT wal_bytes FROM pg_stat_wal)::float8 AS wal_bytes,
+            (SELECT wal_fpi FROM pg_stat_wal)::float8 AS full_page_images,
+            (SELECT num_timed + num_requested FROM pg_stat_checkpointer)::int AS checkpoints,
+            (SELECT coalesce(sum(autovacuum_count), 0) FROM pg_stat_all_tables)::int AS autovacuums,
+            (SELECT coalesce(sum(autoanalyze_count), 0) FROM pg_stat_all_tables)::int AS autoanalyzes`,
+      ),
+    );
+    return row ?? { wal_bytes: 0, full_page_images: 0, checkpoints: 0, autovacuums: 0, autoanalyzes: 0 };
+  };
   /** Waits for N paid invoices of `period`; counted only once no invoice is open when `cheap`. */
   const waitPaid = async (period: number, what: string, pollMs: number, cheap = false) => {
     const since = performance.now();
@@ -250,16 +291,24 @@ try {
   // and by action scanned every transaction of the chain (about 2 of the 4 ms of Postgres per
   // authorisation). A database in service has statistics; analysing every 5 s during the set-up stands
   // for that. The measured phase runs with the default again.
-  const naptime = (setting: "'5s'" | "DEFAULT") =>
+  const setSystem = (setting: "autovacuum_naptime" | "autovacuum", value: "'5s'" | "off" | "DEFAULT") =>
     database.runPromise(
       Effect.flatMap(Effect.service(PgClient.PgClient), (sql) =>
-        Effect.andThen(
-          sql.unsafe(`ALTER SYSTEM SET autovacuum_naptime = ${setting}`),
-          sql`SELECT pg_reload_conf()`,
+        Effect.andThen(sql.unsafe(`ALTER SYSTEM SET ${setting} = ${value}`), sql`SELECT pg_reload_conf()`),
+      ),
+    );
+  await setSystem("autovacuum_naptime", "'5s'");
+  /** VACUUM (ANALYZE) of every table of the database (the service's and Ponder's). */
+  const vacuumAll = () =>
+    database.runPromise(
+      Effect.flatMap(Effect.service(PgClient.PgClient), (sql) =>
+        Effect.flatMap(
+          sql<{ name: string }>`SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables
+            WHERE schemaname NOT IN ('pg_catalog', 'information_schema')`,
+          (tables) => sql.unsafe(`VACUUM (ANALYZE) ${tables.map((t) => t.name).join(", ")}`),
         ),
       ),
     );
-  await naptime("'5s'");
 
   // A block a second (SETUP_BLOCK_SECONDS), each big enough for a few thousand transactions.
   await anvil("evm_setBlockGasLimit", ["0x3b9aca00"]);
@@ -378,22 +427,25 @@ try {
   const relayerCaughtUp = seconds(caughtUpStarted);
   console.log(`relayer caught up with the set-up ${relayerCaughtUp} s later`);
 
-  await naptime("DEFAULT");
+  await setSystem("autovacuum_naptime", "DEFAULT");
   // A month separates two boundaries on a real chain, and autovacuum runs in it; here the set-up's writes
   // are minutes old. Without this the boundary's steps read the dead index entries of the set-up's
   // invoices (each pass O(N)) and plan with statistics from while every subscription was incomplete.
   const vacuumStarted = performance.now();
-  await database.runPromise(
-    Effect.flatMap(Effect.service(PgClient.PgClient), (sql) =>
-      Effect.flatMap(
-        sql<{ name: string }>`SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables
-          WHERE schemaname = 'billing'`,
-        (tables) => sql.unsafe(`VACUUM (ANALYZE) ${tables.map((t) => t.name).join(", ")}`),
-      ),
-    ),
-  );
+  await vacuumAll();
+  // A timed checkpoint comes every `checkpoint_timeout` (5 minutes), so over a month a boundary starts
+  // at most that long after one. The set-up's minutes of writes stand for a month's; a checkpoint here
+  // starts the phase as a boundary would start after a timed one, instead of at whatever point of
+  // the set-up's WAL the phase happens to fall (which at 10,000 due gave a checkpoint in some runs and
+  // not in others).
+  await database.runPromise(Effect.flatMap(Effect.service(PgClient.PgClient), (sql) => sql`CHECKPOINT`));
   const vacuumed = seconds(vacuumStarted);
-  console.log(`billing tables vacuumed and analysed in ${vacuumed} s`);
+  console.log(`tables vacuumed and analysed, and a checkpoint made, in ${vacuumed} s`);
+  // The vacuum and analyse a boundary's writes call for are counted once at every size: after the
+  // phase, by one VACUUM (ANALYZE) whose CPU is added to the phase's. Left to autovacuum, they fell
+  // inside a two-minute phase (38 vacuums and 44 analyses at 100,000 due) but after a nine-second one
+  // (none at 10,000), so the cost per subscription grew with N by when the work ran, not by how much.
+  await setSystem("autovacuum", "off");
 
   // The measured phase: every subscription due at one boundary.
   const fromBlock = (await client.getBlockNumber()) + 1n;
@@ -415,6 +467,7 @@ try {
     ),
   );
   const cpuBefore = processCpuSeconds();
+  const postgresBefore = await postgresActivity();
   await anvil("evm_setBlockGasLimit", [`0x${BLOCK_GAS_LIMIT.toString(16)}`]);
   await anvil("evm_setIntervalMining", [BLOCK_SECONDS]);
   const boundaryAt = start?.at ?? new Date();
@@ -451,6 +504,7 @@ try {
   sampling = false;
   await sampler;
   const cpuSeconds = cpuBetween(cpuBefore, processCpuSeconds());
+  const postgresAfter = await postgresActivity();
   // Postgres's statement time over the phase, every statement (the bench's own polls included), read
   // before the bench's reads of the results.
   const [statements] = profiling
@@ -465,6 +519,10 @@ try {
       )
     : [];
   const statementMs = statements?.ms ?? null;
+  const maintenanceBefore = processCpuSeconds();
+  await vacuumAll();
+  const maintenance = cpuBetween(maintenanceBefore, processCpuSeconds());
+  await setSystem("autovacuum", "DEFAULT");
   const lastBlock = await client.getBlockNumber({ cacheTime: 0 });
   // One block at a time: viem refuses a response above 10 MB, and a block of 4,000 charges' logs is
   // ~3.8 MB (ten such blocks, at 30,000 due, were 28 MB).
@@ -555,7 +613,7 @@ try {
 
   const elapsed = timeline?.last_invoice_paid ?? Number.NaN;
   const perSecond = Math.round((N / elapsed) * 10) / 10;
-  const cost = costPerSubscription(cpuSeconds, elapsed, gas);
+  const cost = costPerSubscription(cpuSeconds, maintenance.postgres ?? 0, elapsed, gas);
   const setup = Math.round((prepared + firstPaid) * 100) / 100;
   const summary: SummaryRow[] = [
     {
@@ -580,7 +638,7 @@ try {
       : undefined;
   const tenCost = ten?.subscriptions === 10_000 ? ten.cost_per_subscription?.cpu_ms : undefined;
   summary.push({
-    what: `billing CPU per subscription (service, Postgres, Ponder), ${N.toLocaleString("en-US")} due`,
+    what: `billing CPU per subscription (service, Postgres with the vacuum after, Ponder), ${N.toLocaleString("en-US")} due`,
     figure: cost.cpu_ms,
     unit: "ms",
     baseline: tenCost ?? null,
@@ -614,8 +672,18 @@ try {
     block_gas_peak: Math.max(0, ...blocks.map((b) => b.gas_used)),
     block_charges_peak: Math.max(0, ...blocks.map((b) => b.charges)),
     measured_phase_cpu_seconds: cpuSeconds,
+    maintenance_cpu_seconds: maintenance,
     cost_per_subscription: cost,
     postgres_statement_ms_per_subscription: statementMs === null ? null : thousandths(statementMs / N),
+    measured_phase_postgres: {
+      wal_bytes_per_subscription: Math.round((postgresAfter.wal_bytes - postgresBefore.wal_bytes) / N),
+      full_page_images_per_subscription: thousandths(
+        (postgresAfter.full_page_images - postgresBefore.full_page_images) / N,
+      ),
+      checkpoints: postgresAfter.checkpoints - postgresBefore.checkpoints,
+      autovacuums: postgresAfter.autovacuums - postgresBefore.autovacuums,
+      autoanalyzes: postgresAfter.autoanalyzes - postgresBefore.autoanalyzes,
+    },
     timeline_seconds: timeline,
     setup_seconds: {
       open: created,
