@@ -166,12 +166,13 @@ const make = Effect.gen(function* () {
           FROM unnest(${items.map((i) => i.purpose)}::text[], ${items.map((i) => i.action)}::text[])
             WITH ORDINALITY AS k(purpose, action, i)
           CROSS JOIN LATERAL (
-            (SELECT * FROM billing.relayer_transactions r WHERE r.chain_id = ${chainId} AND r.purpose = k.purpose
-              ORDER BY r.chain_id, r.purpose LIMIT 1)
-            UNION ALL
-            (SELECT * FROM billing.relayer_transactions r WHERE r.chain_id = ${chainId} AND r.action = k.action
-              ORDER BY r.created_at DESC, r.id DESC LIMIT 1)
-            LIMIT 1) t`;
+            SELECT * FROM (
+              (SELECT 0 AS preference, r.* FROM billing.relayer_transactions r
+                WHERE r.chain_id = ${chainId} AND r.purpose = k.purpose ORDER BY r.chain_id, r.purpose LIMIT 1)
+              UNION ALL
+              (SELECT 1 AS preference, r.* FROM billing.relayer_transactions r
+                WHERE r.chain_id = ${chainId} AND r.action = k.action ORDER BY r.created_at DESC, r.id DESC LIMIT 1)
+            ) found ORDER BY preference LIMIT 1) t`;
         const [asked, found] = yield* Effect.all([decodeAsked(rows), TRANSACTIONS.decode(rows)]);
         return new Map(found.map((row, n) => [(asked[n]?.asked ?? 0) - 1, row] as const));
       }),

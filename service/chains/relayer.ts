@@ -133,6 +133,15 @@ const toRelayed = (row: TransactionRow): RelayedTransaction => ({
   blockNumber: row.block_number === null ? null : Number(row.block_number),
 });
 
+/**
+ * Whether what `byPurposeOrAction` found answers a submission with `purpose`: the transaction with that
+ * purpose, whatever its status, or a pending or mined attempt of the same action.
+ */
+const answering = (row: TransactionRow | undefined, purpose: string): RelayedTransaction | undefined =>
+  row !== undefined && (row.purpose === purpose || row.status === "pending" || row.status === "mined")
+    ? toRelayed(row)
+    : undefined;
+
 const HOUR_MS = 3_600_000;
 /** How long a chain's collector gathers authorisations after the first one of a group arrives. */
 const GROUP_WINDOW = Duration.millis(5);
@@ -215,12 +224,11 @@ const make = Effect.gen(function* () {
 
   /** The transaction that already answers a submission: its purpose, or a live attempt of its action. */
   const existing = (chainId: number, tx: RelayerSubmission) =>
-    Effect.gen(function* () {
-      const same = yield* find(chainId, tx.purpose);
-      if (same || tx.action === undefined) return same;
-      const latest = yield* findAction(chainId, tx.action);
-      return latest && (latest.status === "pending" || latest.status === "mined") ? latest : undefined;
-    });
+    tx.action === undefined
+      ? find(chainId, tx.purpose)
+      : Effect.map(store.byPurposeOrAction(chainId, [{ purpose: tx.purpose, action: tx.action }]), (found) =>
+          answering(found.get(0), tx.purpose),
+        );
 
   const refuseOverBudget = (chain: ResolvedChain, tx: RelayerSubmission, spent: bigint, cost: bigint) =>
     Effect.gen(function* () {
@@ -353,20 +361,14 @@ const make = Effect.gen(function* () {
           const answers: Array<readonly [Waiting, RelayedTransaction]> = [];
           const admitted = new Map<string, Waiting>();
           const sameAction: Waiting[] = [];
-          // What `existing` reads for one submission, read for the whole group at once.
+          // What `existing` reads for one submission, read for the whole group in one statement.
           const found = yield* store.byPurposeOrAction(chain.id, ordered);
           for (const [n, w] of ordered.entries()) {
             if (admitted.has(w.action)) {
               sameAction.push(w);
               continue;
             }
-            const row = found.get(n);
-            const answered =
-              row === undefined
-                ? undefined
-                : row.purpose === w.purpose || row.status === "pending" || row.status === "mined"
-                  ? toRelayed(row)
-                  : undefined;
+            const answered = answering(found.get(n), w.purpose);
             if (answered) answers.push([w, answered]);
             else if (yield* w.admit) admitted.set(w.action, w);
           }
