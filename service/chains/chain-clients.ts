@@ -16,7 +16,7 @@ import {
   type Transport,
 } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import type { ResolvedChain } from "./config.ts";
+import { DEFAULT_RPC_BATCH_SIZE, type ResolvedChain } from "./config.ts";
 
 /** The chain could not be reached or answered nonsense: our problem, not the caller's. */
 export class ChainUnavailable extends Schema.TaggedError<ChainUnavailable>()("ChainUnavailable", {
@@ -47,6 +47,15 @@ export const escrowCallData = (functionName: EscrowFunction, args: readonly unkn
   encodeFunctionData({ abi: MandateEscrowAbi, functionName, args } as Parameters<
     typeof encodeFunctionData
   >[0]);
+
+/**
+ * Calls made within one timer tick share a JSON-RPC batch (viem's `batch`): the authorization page's
+ * reads, the relayer's and the workers' calls. Each call keeps its own answer or error.
+ */
+const batchOf = (chain: ResolvedChain) => {
+  const batchSize = chain.rpc.batch_size ?? DEFAULT_RPC_BATCH_SIZE;
+  return batchSize > 1 ? { batchSize } : false;
+};
 
 const firstLine = (error: unknown) => String(error).split("\n")[0] ?? "unknown error";
 
@@ -107,7 +116,7 @@ export class ChainClients extends Context.Service<
           nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
           rpcUrls: { default: { http: [...chain.rpc.http] } },
         }),
-        transport: http(chain.rpc.http[0], { retryCount: 2, timeout: 10_000 }),
+        transport: http(chain.rpc.http[0], { retryCount: 2, timeout: 10_000, batch: batchOf(chain) }),
       });
       clients.set(chain.id, created);
       return created;

@@ -29,12 +29,18 @@ describe("chain config", () => {
     await expect(
       Effect.runPromise(parseChainsFile(JSON.stringify({ chains: [valid] }), "x")),
     ).resolves.toBeDefined();
+    const unbatched = { ...valid, rpc: { ...valid.rpc, batch_size: 0 } };
+    await expect(
+      Effect.runPromise(parseChainsFile(JSON.stringify({ chains: [unbatched] }), "x")),
+    ).resolves.toBeDefined();
   });
 
   it.each([
     [{ ...valid, id: -1 }, "chains[0].id"],
     [{ ...valid, rpc: { http: ["ftp://x"] } }, "chains[0].rpc.http[0]"],
     [{ ...valid, rpc: undefined }, "chains[0].rpc"],
+    [{ ...valid, rpc: { ...valid.rpc, batch_size: 1001 } }, "chains[0].rpc.batch_size"],
+    [{ ...valid, rpc: { ...valid.rpc, batch_size: 2.5 } }, "chains[0].rpc.batch_size"],
     [{ ...valid, tokens: [{ ...valid.tokens[0], address: "0x12" }] }, "chains[0].tokens[0].address"],
     [{ ...valid, tokens: [{ symbol: "USDC", decimals: 6 }] }, "chains[0].tokens[0].address"],
     [{ ...valid, tokens: [{ ...valid.tokens[0], decimals: 99 }] }, "chains[0].tokens[0].decimals"],
