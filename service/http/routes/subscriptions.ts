@@ -158,6 +158,9 @@ export const subscriptionRoutes = [
         ),
       ],
     },
+    // Reads the price, coupon and chain head and writes the mandate and the subscription, nothing else:
+    // a duplicate's run rolls back whole.
+    transactional: true,
     handler: ({ caller, body }) =>
       Effect.flatMap(withSubscriptions, (subscriptions) => subscriptions.create(caller, body)),
   }),
