@@ -246,7 +246,11 @@ const make = Effect.gen(function* () {
           args: [terms, signature, permit.value, permit.deadline, permit.v, permit.r, permit.s],
         };
 
-  /** Verifies the signatures, binds the wallet and submits the authorization; returns the relayer purpose. */
+  /**
+   * Verifies the signatures, binds the wallet and submits the authorization; returns the relayer purpose
+   * and the mandate as bound (its wallet and on-chain id are what the binding wrote, or had written when
+   * an earlier attempt answers this one), so the page's answer needs no second read.
+   */
   const submit = (mandate: MandateRow, input: SignaturesRequest) =>
     Effect.gen(function* () {
       const chain = yield* chainOfMandate(registry, mandate);
@@ -321,7 +325,8 @@ const make = Effect.gen(function* () {
           }),
         })
         .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
-      return { purpose: sent.purpose, nonce, transaction: sent };
+      const bound: MandateRow = { ...mandate, customer_address: customer, onchain_id: expected.mandateId };
+      return { purpose: sent.purpose, nonce, transaction: sent, mandate: bound };
     });
 
   return { request, submit };

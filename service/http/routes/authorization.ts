@@ -8,7 +8,6 @@ import {
 } from "../../mandates/authorization-requests.ts";
 import { AuthorizationSessionObject, AuthorizationSessions } from "../../mandates/authorization-session.ts";
 import { Authorizations } from "../../mandates/authorization-signing.ts";
-import { MandateStore } from "../../mandates/mandate-store.ts";
 import { authorizationTokenParam } from "../path-params.ts";
 import { definePublicRoute } from "../route.ts";
 
@@ -50,8 +49,8 @@ export const authorizationRoutes = [
     handler: ({ body, params }) =>
       Effect.gen(function* () {
         const { sessions, mandate } = yield* sessionOf(params.token ?? "");
-        const { transaction } = yield* (yield* Authorizations).submit(mandate, body);
-        return yield* sessions.session(yield* (yield* MandateStore).reload(mandate.id), transaction);
+        const submitted = yield* (yield* Authorizations).submit(mandate, body);
+        return yield* sessions.session(submitted.mandate, submitted.transaction);
       }),
   }),
 ];
