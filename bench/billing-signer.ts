@@ -6,7 +6,12 @@
  */
 import { isMainThread, parentPort, Worker } from "node:worker_threads";
 import type { Hex } from "viem";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import {
+  generatePrivateKey,
+  type PrivateKeyAccount,
+  privateKeyToAccount,
+  signTypedData,
+} from "viem/accounts";
 import { type PageTypedData, signPageTerms } from "../test/contract/harness.ts";
 
 export type SignRequest =
@@ -14,6 +19,7 @@ export type SignRequest =
   | {
       readonly kind: "terms";
       readonly key: Hex;
+      readonly address: Hex;
       readonly terms: PageTypedData;
       readonly permit: PageTypedData | null;
     };
@@ -25,8 +31,16 @@ const answer = async (request: SignRequest): Promise<unknown> => {
         const key = generatePrivateKey();
         return { key, address: privateKeyToAccount(key).address };
       });
-    case "terms":
-      return signPageTerms(privateKeyToAccount(request.key), request.terms, request.permit);
+    case "terms": {
+      // As a wallet signs: with the address it already knows, not deriving it from the key each time.
+      const privateKey = request.key;
+      const customer = {
+        address: request.address,
+        signTypedData: ((typed) =>
+          signTypedData({ ...typed, privateKey })) as PrivateKeyAccount["signTypedData"],
+      };
+      return signPageTerms(customer, request.terms, request.permit);
+    }
   }
 };
 

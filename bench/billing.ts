@@ -395,6 +395,7 @@ try {
     const body = await signers.sign<Record<string, unknown>>({
       kind: "terms",
       key: customer.key,
+      address: customer.address,
       terms: request.terms as PageTypedData,
       permit: request.permit as PageTypedData | null,
     });

@@ -81,7 +81,7 @@ export interface PageTypedData {
  * and returns the body of `POST /authorize/{token}/signatures`.
  */
 export const signPageTerms = async (
-  customer: PrivateKeyAccount,
+  customer: Pick<PrivateKeyAccount, "address" | "signTypedData">,
   terms: PageTypedData,
   permit: PageTypedData | null,
 ) => ({
