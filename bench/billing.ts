@@ -236,7 +236,9 @@ try {
   /**
    * Postgres's own counters of work beside the statements (cumulative): WAL written and its full-page
    * images, checkpoints, and autovacuum's vacuums and analyses. Their growth over the measured phase is
-   * counted in Postgres's CPU there but is not any statement's.
+   * counted in Postgres's CPU there but is not any statement's. Beside them, the blocks found in shared
+   * buffers and those read from outside (the OS's cache or the disk), and the database's size: what
+   * grows with N when the data outgrows shared_buffers.
    */
   const postgresActivity = async () => {
     const [row] = await database.runPromise(
@@ -248,14 +250,31 @@ try {
           checkpoints: number;
           autovacuums: number;
           autoanalyzes: number;
+          blocks_hit: number;
+          blocks_read: number;
+          database_bytes: number;
         }>`SELECT (SELECT wal_bytes FROM pg_stat_wal)::float8 AS wal_bytes,
             (SELECT wal_fpi FROM pg_stat_wal)::float8 AS full_page_images,
             (SELECT num_timed + num_requested FROM pg_stat_checkpointer)::int AS checkpoints,
             (SELECT coalesce(sum(autovacuum_count), 0) FROM pg_stat_all_tables)::int AS autovacuums,
-            (SELECT coalesce(sum(autoanalyze_count), 0) FROM pg_stat_all_tables)::int AS autoanalyzes`,
+            (SELECT coalesce(sum(autoanalyze_count), 0) FROM pg_stat_all_tables)::int AS autoanalyzes,
+            (SELECT sum(blks_hit) FROM pg_stat_database)::float8 AS blocks_hit,
+            (SELECT sum(blks_read) FROM pg_stat_database)::float8 AS blocks_read,
+            (SELECT sum(pg_database_size(datname)) FROM pg_database)::float8 AS database_bytes`,
       ),
     );
-    return row ?? { wal_bytes: 0, full_page_images: 0, checkpoints: 0, autovacuums: 0, autoanalyzes: 0 };
+    return (
+      row ?? {
+        wal_bytes: 0,
+        full_page_images: 0,
+        checkpoints: 0,
+        autovacuums: 0,
+        autoanalyzes: 0,
+        blocks_hit: 0,
+        blocks_read: 0,
+        database_bytes: 0,
+      }
+    );
   };
   /** Waits for N paid invoices of `period`; counted only once no invoice is open when `cheap`. */
   const waitPaid = async (period: number, what: string, pollMs: number, cheap = false) => {
@@ -684,6 +703,9 @@ try {
       checkpoints: postgresAfter.checkpoints - postgresBefore.checkpoints,
       autovacuums: postgresAfter.autovacuums - postgresBefore.autovacuums,
       autoanalyzes: postgresAfter.autoanalyzes - postgresBefore.autoanalyzes,
+      blocks_hit_per_subscription: thousandths((postgresAfter.blocks_hit - postgresBefore.blocks_hit) / N),
+      blocks_read_per_subscription: thousandths((postgresAfter.blocks_read - postgresBefore.blocks_read) / N),
+      database_megabytes_after: Math.round(postgresAfter.database_bytes / 2 ** 20),
     },
     timeline_seconds: timeline,
     setup_seconds: {
