@@ -631,6 +631,12 @@ export const migrations = {
       WHERE carrier_id IS NULL`,
     "CREATE INDEX relayer_transactions_items ON billing.relayer_transactions (carrier_id) WHERE carrier_id IS NOT NULL",
   ),
+  "0025_events_merchant_index_dropped": statements(
+    // No statement reads events by (merchant_id, id): listing reads events_merchant_inserted or
+    // events_merchant_type, which also serve the merchant foreign key. A billed subscription writes
+    // three events, each paying an entry here that nothing read (56 MB at 100,000 due).
+    "DROP INDEX billing.events_merchant",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {
