@@ -263,18 +263,8 @@ try {
             (SELECT sum(pg_database_size(datname)) FROM pg_database)::float8 AS database_bytes`,
       ),
     );
-    return (
-      row ?? {
-        wal_bytes: 0,
-        full_page_images: 0,
-        checkpoints: 0,
-        autovacuums: 0,
-        autoanalyzes: 0,
-        blocks_hit: 0,
-        blocks_read: 0,
-        database_bytes: 0,
-      }
-    );
+    if (row === undefined) throw new Error("Postgres returned no activity counters");
+    return row;
   };
   /** Waits for N paid invoices of `period`; counted only once no invoice is open when `cheap`. */
   const waitPaid = async (period: number, what: string, pollMs: number, cheap = false) => {

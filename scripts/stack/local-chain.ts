@@ -93,5 +93,12 @@ export const resolveLocalChain = async (
     deploymentsFile,
     `${JSON.stringify({ ...deployments, [String(chain.id)]: known }, null, 2)}\n`,
   );
-  return { ...chain, rpc: { http: [anvil.http], ws: anvil.ws }, tokens, escrow };
+  // The local node's URLs replace any configured ones; a configured batch size still applies.
+  const batch = chain.rpc?.batch_size;
+  return {
+    ...chain,
+    rpc: { http: [anvil.http], ws: anvil.ws, ...(batch === undefined ? {} : { batch_size: batch }) },
+    tokens,
+    escrow,
+  };
 };
