@@ -107,6 +107,8 @@ const ADD_TO_TOTAL = fixed(`ON CONFLICT (chain_id, from_address, minute, backend
   DO UPDATE SET wei = billing.relayer_spending.wei + excluded.wei`);
 
 const accountKey = (chainId: number, from: string) => `relayer:${chainId}:${from}`;
+const purposeKey = (chainId: number, purpose: string) => `relayer-purpose:${chainId}:${purpose}`;
+const actionKey = (chainId: number, action: string) => `relayer-action:${chainId}:${action}`;
 
 /** The nonce sequence's name; chain id and address are checked, so the name is safe to splice into DDL. */
 const nonceSequence = (chainId: number, from: string) =>
@@ -120,6 +122,21 @@ const make = Effect.gen(function* () {
     selectRows(sql, TRANSACTIONS, where, options);
   const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis));
   const actionBelow = (end: string | undefined) => (end === undefined ? sql`true` : sql`action ~<~ ${end}`);
+  /**
+   * The account's lock shared, then `keys` exclusively in the order of their lock ids (`hashtext`), the
+   * same order for every holder: a lone submission and a group, or two groups, sharing keys wait for
+   * each other instead of deadlocking, also when two keys' ids collide (ordered by their text, the
+   * locks would follow another order than the ids' whenever two collided, and a lone submission took its
+   * purpose before its action where a group took the action first).
+   */
+  const holdKeys = (chainId: number, from: string, keys: ReadonlyArray<string>) =>
+    Effect.asVoid(
+      Effect.andThen(
+        sql`SELECT pg_advisory_xact_lock_shared(hashtext(${accountKey(chainId, from)}))`,
+        sql`SELECT pg_advisory_xact_lock(id)
+          FROM (SELECT DISTINCT hashtext(k) AS id FROM unnest(${[...keys]}::text[]) AS k ORDER BY id) AS ids`,
+      ),
+    );
   /**
    * Updates a transaction and, in the same statement, its account's total of the minute by what the
    * update changed in its cost (the CTE's `old` sees the row as it was before the update).
@@ -207,35 +224,17 @@ const make = Effect.gen(function* () {
      * purpose submitted twice at once yields one transaction).
      */
     holdSubmission: (chainId: number, from: string, purpose: string, action: string | null) =>
-      Effect.asVoid(
-        action === null
-          ? sql`SELECT pg_advisory_xact_lock_shared(hashtext(${accountKey(chainId, from)})),
-              pg_advisory_xact_lock(hashtext(${`relayer-purpose:${chainId}:${purpose}`}))`
-          : sql`SELECT pg_advisory_xact_lock_shared(hashtext(${accountKey(chainId, from)})),
-              pg_advisory_xact_lock(hashtext(${`relayer-purpose:${chainId}:${purpose}`})),
-              pg_advisory_xact_lock(hashtext(${`relayer-action:${chainId}:${action}`}))`,
+      holdKeys(chainId, from, [
+        purposeKey(chainId, purpose),
+        ...(action === null ? [] : [actionKey(chainId, action)]),
+      ]),
+    /** A group's `holdSubmission`: the account's lock shared, every item's purpose and action exclusively. */
+    holdItems: (chainId: number, from: string, items: ReadonlyArray<{ purpose: string; action: string }>) =>
+      holdKeys(
+        chainId,
+        from,
+        items.flatMap((item) => [purposeKey(chainId, item.purpose), actionKey(chainId, item.action)]),
       ),
-    /**
-     * A group's `holdSubmission`: the account's lock shared, every item's purpose and action exclusively,
-     * taken in one order (two groups holding some of the same keys wait instead of deadlocking).
-     */
-    holdItems: (chainId: number, from: string, items: ReadonlyArray<{ purpose: string; action: string }>) => {
-      const keys = [
-        ...new Set(
-          items.flatMap((item) => [
-            `relayer-purpose:${chainId}:${item.purpose}`,
-            `relayer-action:${chainId}:${item.action}`,
-          ]),
-        ),
-      ].sort();
-      return Effect.asVoid(
-        Effect.andThen(
-          sql`SELECT pg_advisory_xact_lock_shared(hashtext(${accountKey(chainId, from)}))`,
-          sql`SELECT pg_advisory_xact_lock(hashtext(k))
-            FROM (SELECT k FROM unnest(${keys}::text[]) AS k ORDER BY k COLLATE "C") AS keys`,
-        ),
-      );
-    },
     /** Creates the account's nonce sequence on the chain if missing, starting past every recorded nonce. */
     ensureNonceSequence: (chainId: number, from: string) =>
       sql.withTransaction(
