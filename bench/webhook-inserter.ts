@@ -78,8 +78,14 @@ await new Promise<void>((resolve) => {
   process.once("message", () => resolve());
   process.send?.({ type: "ready" });
 });
+const cpuBefore = process.cpuUsage();
 const result = await runtime.runPromise(program);
+const cpu = process.cpuUsage(cpuBefore);
+// The run's CPU time, this process's start and connection left out.
+const cpu_ms = Math.round((cpu.user + cpu.system) / 1000);
 // Exit only once the message is out: a large one (the commit times) is written in several parts.
-await new Promise<void>((resolve) => process.send?.({ type: "done", ...result, commits }, () => resolve()));
+await new Promise<void>((resolve) =>
+  process.send?.({ type: "done", ...result, cpu_ms, commits }, () => resolve()),
+);
 await runtime.dispose();
 process.exit(0);

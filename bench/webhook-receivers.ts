@@ -7,6 +7,8 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 
+// Named so that bench/webhooks.ts can tell its CPU time from the inserter's (bench/process-cpu.ts).
+process.title = "bench-receivers";
 const count = Number(process.argv[2] ?? 4);
 // `stages`: each arrival noted by receiver URL and event id too (bench/webhook-stages.ts).
 const stages = process.argv[3] === "stages";

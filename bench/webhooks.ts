@@ -14,6 +14,11 @@
  * writes a CPU profile of this process during the dispatcher's phases (for profiling).
  * WEBHOOK_BENCH_STAGES=1 times each stage of every paced delivery (insert, wake-up, claim, queue, send,
  * record; bench/webhook-stages.ts) and prints their percentiles, GC pauses and event-loop delay.
+ * Each burst records the CPU seconds of every process taking part (sender or dispatcher, inserter,
+ * Postgres, receivers), so a ratio can be read as work per delivery as well as wall time.
+ * WEBHOOK_BENCH_WARM=1 runs each side's burst once, unmeasured, before the measured one: both sides
+ * then run with their code compiled, as a long-running service would (by default both start cold,
+ * as the issue's figures were measured).
  */
 import { type ChildProcess, fork } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -35,6 +40,7 @@ import { generateSecretsKey, SecretBox } from "../service/webhooks/secret-box.ts
 import { AttemptSender } from "../service/webhooks/sender.ts";
 import { signatureHeader } from "../service/webhooks/signature.ts";
 import { loadPgStatements } from "./pg-statements.ts";
+import { cpuBetween, processCpuSeconds, threadCpuSeconds } from "./process-cpu.ts";
 import { percentiles, writeResults } from "./report.ts";
 import { makeStageRecorder } from "./webhook-stages.ts";
 
@@ -45,6 +51,7 @@ const SECONDS = Number(process.env.WEBHOOK_BENCH_SECONDS ?? 10);
 const PER_ENDPOINT = 16;
 const TICK_MS = 10;
 const PG_STATS = process.env.WEBHOOK_BENCH_PG_STATS === "1";
+const WARM = process.env.WEBHOOK_BENCH_WARM === "1";
 const stages = process.env.WEBHOOK_BENCH_STAGES === "1" ? makeStageRecorder() : undefined;
 
 const dataDir = mkdtempSync(join(tmpdir(), "billing-webhook-bench-"));
@@ -134,6 +141,8 @@ const bareSend = async (url: string, index: number) => {
 };
 const bareBurst = async () => {
   const cpu = process.cpuUsage();
+  const byProcess = otherProcessesCpu();
+  const threads = threadCpuSeconds();
   const started = performance.now();
   await Promise.all(
     urls.map(async (url) => {
@@ -152,6 +161,11 @@ const bareBurst = async () => {
     seconds: round(seconds),
     deliveries_per_second: Math.round((EVENTS * RECEIVERS) / seconds),
     sender_cpu_ms: cpuMs(cpu),
+    cpu_seconds: {
+      sender: cpuMs(cpu) / 1000,
+      sender_threads: cpuBetween(threads, threadCpuSeconds()),
+      ...cpuBetween(byProcess, otherProcessesCpu()),
+    },
     ...(await report()),
   };
 };
@@ -226,6 +240,8 @@ await runtime.runPromise(
 interface InserterResult {
   readonly events: number;
   readonly offered_per_second: number;
+  /** CPU time of the run, from "go" to done. */
+  readonly cpu_ms: number;
   readonly commits: ReadonlyArray<readonly [string, number]>;
 }
 /** Forks the inserter and waits until it is connected; `run()` starts it and resolves when it is done. */
@@ -259,21 +275,35 @@ const allRecorded = (expected: number) =>
       }
     }),
   );
-const dispatcherBurst = async () => {
+/** `already`: deliveries recorded as succeeded before this burst. */
+const dispatcherBurst = async (already: number) => {
   const inserter = await startInserter(["burst", String(EVENTS)]);
   const cpu = process.cpuUsage();
+  const byProcess = otherProcessesCpu();
+  const threads = threadCpuSeconds();
   const started = performance.now();
-  await inserter.run();
+  const inserted = await inserter.run();
+  const insertedAfter = (performance.now() - started) / 1000;
   await waitForCount(EVENTS * RECEIVERS);
-  const recorded = await allRecorded(EVENTS * RECEIVERS);
+  const receivedAfter = (performance.now() - started) / 1000;
+  const recorded = await allRecorded(already + EVENTS * RECEIVERS);
   const seconds = (performance.now() - started) / 1000;
   return {
     deliveries: EVENTS * RECEIVERS,
     seconds: round(seconds),
     deliveries_per_second: Math.round((EVENTS * RECEIVERS) / seconds),
     dispatcher_cpu_ms: cpuMs(cpu),
-    recorded_succeeded: recorded.succeeded,
-    recorded_attempts: recorded.attempts,
+    inserted_after_seconds: round(insertedAfter),
+    received_after_seconds: round(receivedAfter),
+    // Postgres's share includes the inserter's events and fan-out as well as the claims and records.
+    cpu_seconds: {
+      dispatcher: cpuMs(cpu) / 1000,
+      dispatcher_threads: cpuBetween(threads, threadCpuSeconds()),
+      inserter: inserted.cpu_ms / 1000,
+      ...cpuBetween(byProcess, otherProcessesCpu()),
+    },
+    recorded_succeeded: recorded.succeeded - already,
+    recorded_attempts: recorded.attempts - already,
     ...(await report()),
   };
 };
@@ -300,6 +330,14 @@ const dispatcherPaced = async (already: number) => {
     ...(await report()),
   };
 };
+/**
+ * CPU seconds of Postgres and the receivers (bench/process-cpu.ts). This process's own is left out: the
+ * inserters it reaped land in it (`process.cpuUsage()` and the threads' times are its own alone).
+ */
+const otherProcessesCpu = () => {
+  const { self: _self, ...others } = processCpuSeconds();
+  return others;
+};
 const round = (n: number) => Math.round(n * 100) / 100;
 /** CPU time (user + system) this process spent since `since`. */
 const cpuMs = (since: NodeJS.CpuUsage) => {
@@ -307,9 +345,12 @@ const cpuMs = (since: NodeJS.CpuUsage) => {
   return Math.round((user + system) / 1000);
 };
 
-console.log(`bare loop: ${EVENTS} × ${RECEIVERS} burst, then ${RATE}/s for ${SECONDS} s ...`);
+const warmth = WARM ? "warm (one unmeasured burst first)" : "cold";
+console.log(`bare loop: ${EVENTS} × ${RECEIVERS} burst (${warmth}), then ${RATE}/s for ${SECONDS} s ...`);
+if (WARM) await bareBurst();
 const bare = { burst: await bareBurst(), paced: await barePaced() };
-console.log(`dispatcher: ${EVENTS} × ${RECEIVERS} burst, then ${RATE}/s for ${SECONDS} s ...`);
+console.log(`dispatcher: ${EVENTS} × ${RECEIVERS} burst (${warmth}), then ${RATE}/s for ${SECONDS} s ...`);
+const warmedWith = WARM ? (await dispatcherBurst(0)).deliveries : 0;
 if (PG_STATS) await withSql(postgres.url, (sql) => sql`SELECT pg_stat_statements_reset(), pg_stat_reset()`);
 const profiler = process.env.WEBHOOK_BENCH_CPU_PROF ? new Session() : undefined;
 if (profiler) {
@@ -317,11 +358,11 @@ if (profiler) {
   await profiler.post("Profiler.enable");
   await profiler.post("Profiler.start");
 }
-const burst = await dispatcherBurst();
+const burst = await dispatcherBurst(warmedWith);
 if (PG_STATS) console.table(await topStatements());
 if (PG_STATS) console.table(await tableWrites());
 if (PG_STATS) await withSql(postgres.url, (sql) => sql`SELECT pg_stat_statements_reset(), pg_stat_reset()`);
-const dispatcher = { burst, paced: await dispatcherPaced(burst.deliveries) };
+const dispatcher = { burst, paced: await dispatcherPaced(warmedWith + burst.deliveries) };
 if (PG_STATS) console.table(await topStatements());
 if (PG_STATS) console.table(await tableWrites());
 if (profiler) {
@@ -373,8 +414,9 @@ const summary = [
 ];
 writeResults("webhooks", "npm run bench:webhooks", summary, {
   what: "webhook deliveries to loopback receivers: the service's dispatcher (outbox insert -> claim -> sign -> POST -> attempt recorded) next to a bare undici POST loop (sign -> POST) to the same receivers",
-  conditions: `${RECEIVERS} receivers in a child process, ${PER_ENDPOINT} in flight per receiver on both sides, embedded Postgres 18; latency = receipt time - outbox insert time (bare: - queue time)`,
+  conditions: `${RECEIVERS} receivers in a child process, ${PER_ENDPOINT} in flight per receiver on both sides, embedded Postgres 18; bursts ${warmth}; latency = receipt time - outbox insert time (bare: - queue time)`,
   events: EVENTS,
+  warm: WARM,
   receivers: RECEIVERS,
   bare,
   dispatcher,
