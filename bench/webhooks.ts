@@ -29,6 +29,7 @@ import { Effect, Layer, ManagedRuntime, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import { Agent, request } from "undici";
 import { startEmbeddedPostgres } from "../scripts/stack/postgres.ts";
+import { removePostgresData } from "../scripts/stack/postgres-paths.ts";
 import { freePort } from "../scripts/stack/wait.ts";
 import type { Caller } from "../service/auth/api-keys.ts";
 import { databaseLayer } from "../service/db/client.ts";
@@ -375,6 +376,8 @@ await runtime.dispose();
 await agent.close();
 child.send({ type: "exit" });
 await postgres.stop();
+// As root the data directory lives outside `dataDir` (scripts/stack/postgres-paths.ts): removed with its link.
+removePostgresData(pgOptions.dataDir);
 rmSync(dataDir, { recursive: true, force: true });
 
 const ratio = round(dispatcher.burst.deliveries_per_second / bare.burst.deliveries_per_second);
