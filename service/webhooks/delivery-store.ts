@@ -3,14 +3,13 @@
  * fan-out in the event's transaction, by a replay, by a test send), claimed as leases by the dispatcher,
  * their attempts and outcomes recorded in batches, and stopped when their endpoint is deleted.
  */
-import { randomBytes } from "node:crypto";
 import { PgClient } from "@effect/sql-pg";
 import { Array as Arr, Clock, Context, Effect, Layer, Schema } from "effect";
 import { nullableArray, type PageRequest, pageRows, relation } from "../db/query.ts";
 import { decodeRows } from "../db/rows.ts";
 import { EventObject } from "../events/events.ts";
 import type { FannedEvent } from "../events/outbox.ts";
-import { encodeId, ID_PREFIXES } from "../ids.ts";
+import { freshId, ID_PREFIXES } from "../ids.ts";
 import { nextState } from "./retry-schedule.ts";
 import type { AttemptOutcome } from "./sender.ts";
 
@@ -107,7 +106,7 @@ const make = Effect.gen(function* () {
       if (!Arr.isReadonlyArrayNonEmpty(deliveries)) return [] as string[];
       const now = yield* Clock.currentTimeMillis;
       const rows = Arr.map(deliveries, (delivery) => ({
-        id: encodeId(ID_PREFIXES.webhookDelivery, now, randomBytes(10)),
+        id: freshId(ID_PREFIXES.webhookDelivery, now),
         endpoint_id: delivery.endpointId,
         event_id: delivery.eventId,
         event_type: delivery.eventType,
