@@ -94,11 +94,5 @@ export const resolveLocalChain = async (
     `${JSON.stringify({ ...deployments, [String(chain.id)]: known }, null, 2)}\n`,
   );
   // The local node's URLs replace any configured ones; a configured batch size still applies.
-  const batch = chain.rpc?.batch_size;
-  return {
-    ...chain,
-    rpc: { http: [anvil.http], ws: anvil.ws, ...(batch === undefined ? {} : { batch_size: batch }) },
-    tokens,
-    escrow,
-  };
+  return { ...chain, rpc: { ...chain.rpc, http: [anvil.http], ws: anvil.ws }, tokens, escrow };
 };
