@@ -5,6 +5,7 @@
  */
 import { Effect } from "effect";
 import { stackEnvFromEnv } from "../service/config/env.ts";
+import type { RunningStack } from "./stack/stack.ts";
 
 // Every variable is checked before anything starts (rules: service/config/env.ts).
 const decoded = Effect.runSync(Effect.result(stackEnvFromEnv));
@@ -15,6 +16,26 @@ if (decoded._tag === "Failure") {
 const env = decoded.success;
 // Loaded only now: a refused configuration answers at once, without loading the whole stack.
 const { startStack } = await import("./stack/stack.ts");
+
+// Ctrl-C or SIGTERM stops everything, also while the stack is still starting: the start is aborted,
+// stops whatever it has started, and only then does this process exit.
+const starting = new AbortController();
+let running: RunningStack | undefined;
+let stopping = false;
+const shutdown = async () => {
+  if (stopping) return;
+  stopping = true;
+  console.log("\nStopping ...");
+  if (running === undefined) {
+    starting.abort(new Error("stopped while starting")); // the start's rejection ends this process
+    return;
+  }
+  await running.stop();
+  console.log("Stopped.");
+  process.exit(0);
+};
+process.on("SIGINT", shutdown);
+process.on("SIGTERM", shutdown);
 
 console.log("Starting: postgres -> local chain -> contracts -> indexer -> API and workers ...");
 const stack = await startStack({
@@ -33,10 +54,16 @@ const stack = await startStack({
   onOutput: (source, line) => {
     if (env.verbose || /error|fatal/i.test(line)) console.log(`[${source}] ${line}`);
   },
+  signal: starting.signal,
 }).catch((error: unknown) => {
+  if (starting.signal.aborted) {
+    console.log("Stopped.");
+    process.exit(0);
+  }
   console.error(`\nStart failed: ${error instanceof Error ? error.message : String(error)}`);
   process.exit(1);
 });
+running = stack;
 
 const key = stack.devMerchant.apiKey;
 console.log(`
@@ -55,15 +82,3 @@ Try it:
   curl -s ${stack.apiUrl}/v1/chains -H "Authorization: Bearer ${key}"
 
 Ctrl-C stops everything.`);
-
-let stopping = false;
-const shutdown = async () => {
-  if (stopping) return;
-  stopping = true;
-  console.log("\nStopping ...");
-  await stack.stop();
-  console.log("Stopped.");
-  process.exit(0);
-};
-process.on("SIGINT", shutdown);
-process.on("SIGTERM", shutdown);

@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, readFileSync, renameSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { stopChild, supervise } from "./processes.ts";
+import { stopChild, supervise, untilReady } from "./processes.ts";
 import { waitFor } from "./wait.ts";
 
 const require = createRequire(import.meta.url);
@@ -84,6 +84,8 @@ export const startAnvil = async (options: {
    */
   readonly keptStates?: number;
   readonly onOutput?: (line: string) => void;
+  /** Stops waiting for the node, and stops the node, when aborted. */
+  readonly signal?: AbortSignal | undefined;
 }): Promise<RunningAnvil> => {
   const args = ["--host", "127.0.0.1", "--port", String(options.port), "--chain-id", String(options.chainId)];
   if (options.blockTime) args.push("--block-time", String(options.blockTime));
@@ -98,12 +100,19 @@ export const startAnvil = async (options: {
     throw new Error(`port ${options.port} already has a node on it (another stack still running?)`);
   // Own process group: Ctrl-C reaches only the supervisor, which stops the stack in order.
   const child = spawn(anvilBinary(), args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
-  const { exited } = supervise(child, "anvil", options.onOutput);
+  const supervised = supervise(child, "anvil", options.onOutput);
   const http = `http://127.0.0.1:${options.port}`;
-  await Promise.race([
-    waitFor(() => rpcAnswers(http), { timeoutMs: 20_000, what: `anvil on ${http}` }),
-    exited,
-  ]);
+  // SIGINT lets anvil dump its state file before it exits.
+  const stop = () => stopChild(child, "SIGINT", 10_000);
+  await untilReady(
+    waitFor(() => rpcAnswers(http), {
+      timeoutMs: 20_000,
+      what: `anvil on ${http}`,
+      signal: options.signal,
+    }),
+    supervised,
+    stop,
+  );
   return {
     http,
     ws: `ws://127.0.0.1:${options.port}`,
@@ -111,7 +120,6 @@ export const startAnvil = async (options: {
     mine: async () => {
       await rpc(http, "evm_mine");
     },
-    // SIGINT lets anvil dump its state file before it exits.
-    stop: () => stopChild(child, "SIGINT", 10_000),
+    stop,
   };
 };

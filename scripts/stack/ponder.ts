@@ -12,7 +12,7 @@ import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import { ONCHAIN_SCHEMA } from "../../service/db/client.ts";
 import { ROOT } from "../contracts/compile.ts";
-import { stopChild, supervise } from "./processes.ts";
+import { stopChild, supervise, untilReady } from "./processes.ts";
 import { waitFor } from "./wait.ts";
 
 const indexingFiles = (dir: string): string[] =>
@@ -75,6 +75,8 @@ export const startPonder = async (options: {
   readonly logFormat: "json" | "pretty";
   readonly onOutput: (line: string) => void;
   readonly readyTimeoutMs?: number;
+  /** Stops waiting for the indexer, and stops it, when aborted. */
+  readonly signal?: AbortSignal | undefined;
 }): Promise<RunningPonder> => {
   const bin = join(ROOT, "node_modules", "ponder", "dist", "esm", "bin", "ponder.js");
   const child: ChildProcess = spawn(
@@ -108,20 +110,23 @@ export const startPonder = async (options: {
       detached: true,
     },
   );
-  const { exited } = supervise(child, "the indexer (ponder)", options.onOutput);
+  const supervised = supervise(child, "the indexer (ponder)", options.onOutput);
   const url = `http://127.0.0.1:${options.port}`;
-  await Promise.race([
+  const stop = () => stopChild(child, "SIGTERM", 15_000);
+  await untilReady(
     waitFor(() => ready(url), {
       timeoutMs: options.readyTimeoutMs ?? 120_000,
       what: "the indexer",
       intervalMs: 100,
+      signal: options.signal,
     }),
-    exited,
-  ]);
+    supervised,
+    stop,
+  );
   return {
     url,
     schema: options.schema,
     pid: child.pid ?? -1,
-    stop: () => stopChild(child, "SIGTERM", 15_000),
+    stop,
   };
 };

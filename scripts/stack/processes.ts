@@ -34,6 +34,23 @@ export const supervise = (
   return { exited };
 };
 
+/**
+ * Waits until a started child is `ready`. Should it exit first, or the wait fail (a time limit, an
+ * aborted start), the child is stopped before the error goes on: a failed start leaves no process.
+ */
+export const untilReady = async (
+  ready: Promise<void>,
+  supervised: Supervised,
+  stop: () => Promise<void>,
+): Promise<void> => {
+  try {
+    await Promise.race([ready, supervised.exited]);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+};
+
 export const stopChild = (child: ChildProcess, signal: NodeJS.Signals, timeoutMs: number): Promise<void> =>
   new Promise((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) return resolve();

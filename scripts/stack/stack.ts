@@ -50,6 +50,11 @@ export interface StackOptions {
   readonly restartStalledIndexer?: boolean;
   /** Bearer token of GET /metrics; default: generated once per data directory (`metrics.token`). */
   readonly metricsToken?: string;
+  /**
+   * Aborts the start (Ctrl-C while `npm start` starts): the step under way ends, whatever has started
+   * is stopped, and `startStack` rejects with the signal's reason.
+   */
+  readonly signal?: AbortSignal | undefined;
 }
 
 export interface RunningStack {
@@ -112,6 +117,7 @@ const indexerCaughtUp = async (
   databaseUrl: string,
   chains: readonly LocalChainRpc[],
   anvils: readonly RunningAnvil[],
+  signal?: AbortSignal,
 ): Promise<void> => {
   for (const anvil of anvils) await anvil.mine();
   const targets = new Map<number, bigint>();
@@ -144,15 +150,23 @@ const indexerCaughtUp = async (
       }
       return false;
     },
-    { timeoutMs: 60_000, intervalMs: 100, what: "the indexer to catch up with every local chain" },
+    {
+      timeoutMs: 60_000,
+      intervalMs: 100,
+      what: "the indexer to catch up with every local chain",
+      signal,
+    },
   );
 };
 
 export const startStack = async (options: StackOptions): Promise<RunningStack> => {
   const timings: Record<string, number> = {};
   const started = performance.now();
+  const signal = options.signal;
+  // After each step: its time, and the end of the start if it was aborted meanwhile.
   const mark = (step: string) => {
     timings[step] = Math.round(performance.now() - started);
+    signal?.throwIfAborted();
   };
   const stops: Array<() => Promise<void>> = [];
   const stopAll = async () => {
@@ -188,6 +202,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     const anvils: RunningAnvil[] = [];
     const localChains: LocalChainRpc[] = [];
     for (const chain of source.success.chains) {
+      signal?.throwIfAborted();
       if (!chain.local) {
         chains.push(chain);
         continue;
@@ -198,6 +213,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
         ...(options.persistent ? { stateFile: join(options.dataDir, `anvil-${chain.id}.json`) } : {}),
         ...(options.anvilStates === undefined ? {} : { keptStates: options.anvilStates }),
         onOutput: (line) => options.onOutput(`anvil ${chain.id}`, line),
+        signal,
       });
       stops.push(anvil.stop);
       anvils.push(anvil);
@@ -257,9 +273,9 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       logFormat: options.logFormat,
       onOutput: (line: string) => options.onOutput("indexer", line),
     };
-    let ponder: RunningPonder = await startPonder(ponderOptions);
+    let ponder: RunningPonder = await startPonder({ ...ponderOptions, signal });
     stops.push(() => ponder.stop());
-    await indexerCaughtUp(databaseUrl, localChains, anvils);
+    await indexerCaughtUp(databaseUrl, localChains, anvils, signal);
     mark("indexer_started");
 
     const service: RunningService = await startService(serviceConfig);
@@ -268,6 +284,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       timeoutMs: 60_000,
       what: "GET /ready to answer 200 (API, indexer and workers)",
       intervalMs: 100,
+      signal,
     });
     mark("service_ready");
 

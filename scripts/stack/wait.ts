@@ -4,10 +4,17 @@ export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
 
 export const waitFor = async (
   check: () => Promise<boolean>,
-  options: { readonly timeoutMs: number; readonly what: string; readonly intervalMs?: number },
+  options: {
+    readonly timeoutMs: number;
+    readonly what: string;
+    readonly intervalMs?: number;
+    /** Gives up at once when aborted (with the signal's reason). */
+    readonly signal?: AbortSignal | undefined;
+  },
 ): Promise<void> => {
   const deadline = Date.now() + options.timeoutMs;
   while (Date.now() < deadline) {
+    options.signal?.throwIfAborted();
     if (await check()) return;
     await sleep(options.intervalMs ?? 50);
   }
