@@ -30,6 +30,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { alive } from "./processes.ts";
 
 export interface Owner {
   readonly uid: number;
@@ -67,15 +68,6 @@ export const postgresOwner = (): Owner | undefined => {
 const ownDirectory = (path: string): void => {
   mkdirSync(path, { recursive: true });
   chmodSync(path, 0o755);
-};
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 };
 
 /** A postmaster whose supervisor was SIGKILLed keeps running: stop it before starting again. */

@@ -13,6 +13,7 @@ import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import { afterAll, describe, expect, it } from "vitest";
 import { rpc } from "../../scripts/stack/anvil.ts";
+import { alive } from "../../scripts/stack/processes.ts";
 import { localChain, scratchDir } from "../../scripts/stack/scratch-stack.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
 import { newAddress } from "./helpers.ts";
@@ -54,15 +55,6 @@ const startNpmStart = async (env: Record<string, string>): Promise<Started> => {
     }),
   ]);
   return { child, output: () => output, exited };
-};
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 };
 
 /** SIGKILL for every process of the stack at once: supervisor, indexer, anvil, postmaster and backends. */

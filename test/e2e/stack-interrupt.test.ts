@@ -9,20 +9,12 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
 import { rpc } from "../../scripts/stack/anvil.ts";
+import { alive } from "../../scripts/stack/processes.ts";
 import { localChain, scratchDir } from "../../scripts/stack/scratch-stack.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
 
 const scratch = scratchDir("interrupt");
 afterAll(() => scratch.remove());
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 it("stops everything it started when interrupted before it is ready", async () => {
   const { dataDir, chainsConfig } = scratch;
