@@ -28,8 +28,8 @@ for (const name of EVENTS) {
     if (!("mandateId" in log)) throw new Error(`${name} decoded as ${log.kind}`);
     const chainId = context.chain.id;
 
-    // Each find is a database read in live indexing (Ponder predicts rows only while backfilling), so
-    // only rows the ledger reads are loaded: a Charged log is checked against its mandate alone.
+    // Only rows the ledger reads are loaded: a Charged log is checked against its mandate alone. Ponder
+    // prefetches them for the whole block (live too, with patches/ponder+0.17.7.patch).
     const mandateRow = await context.db.find(mandate, { chainId, mandateId: log.mandateId as Hex });
     const chargeRow =
       "chargeId" in log && log.kind !== "Charged"

@@ -166,3 +166,36 @@ describe("reorgs", () => {
     expect(events[1]?.id).toBe(first?.id);
   });
 });
+
+/** Ponder's indexing-cache counters for a table, by kind of request (prefetch, hit, miss, complete). */
+const cacheRequests = async (table: string) => {
+  const text = await (await fetch(`${stack().ponderUrl}/metrics`)).text();
+  const counts: Record<string, number> = {};
+  for (const match of text.matchAll(
+    /^ponder_indexing_cache_requests_total\{table="([^"]+)",type="([^"]+)"\} (\d+)$/gm,
+  ))
+    if (match[1] === table && match[2] !== undefined) counts[match[2]] = Number(match[3]);
+  return counts;
+};
+
+describe("the indexer's reads", () => {
+  it("loads the mandates of a block's charges before its handlers run, not one query per log", async () => {
+    // Ponder learns which rows an event's handler reads from a sample of its events (the profile);
+    // patches/ponder+0.17.7.patch lets live events feed it, as backfilled ones do. After two charges
+    // in blocks of their own, a third charge's mandate comes from the block's prefetch.
+    const chain = chainDriver(31337);
+    const customer = await chain.newCustomer();
+    const [first, second, third] = [
+      (await chain.authorize(customer, { salt: 1n })).mandateId,
+      (await chain.authorize(customer, { salt: 2n })).mandateId,
+      (await chain.authorize(customer, { salt: 3n })).mandateId,
+    ];
+    for (const mandateId of [first, second])
+      await waitForIndexed((await chain.charge(mandateId, usd("1"))).hash);
+    const before = await cacheRequests("mandate");
+    await waitForIndexed((await chain.charge(third, usd("1"))).hash);
+    const after = await cacheRequests("mandate");
+    expect((after.prefetch ?? 0) - (before.prefetch ?? 0)).toBeGreaterThan(0);
+    expect(after.miss ?? 0).toBe(before.miss ?? 0);
+  });
+});
