@@ -1,7 +1,7 @@
 /**
  * `npm run bench:latency`: how long from a charge mined on anvil to its event in the outbox.
  * Starts the real stack (embedded Postgres, anvil over WebSocket, Ponder, service) on fresh ports,
- * with confirmations = 0, makes N charges one after another (N = LATENCY_CHARGES, default 200), and
+ * with confirmations = 0, makes N charges one after another (N = LATENCY_CHARGES, default 1,000), and
  * waits for each event through Postgres LISTEN. Runs twice: on an empty history, then on a fresh
  * stack whose indexer already holds LATENCY_HISTORY_FACTS (default 1,000,000; 0 skips the run) facts
  * of the merchant's payout address, each with its event in the outbox (years of operation,
@@ -37,7 +37,12 @@ import { mandateIdFor, TERMS_TYPES } from "../test/contract/harness.ts";
 import { benchChain } from "./local-chain-config.ts";
 import { percentiles, type SummaryRow, writeResults } from "./report.ts";
 
-const N = Number(process.env.LATENCY_CHARGES ?? 200);
+/**
+ * 1,000 charges a run (100 s at 10 blocks a second): the p99 is then the 10th-slowest charge. With 200
+ * it was the 3rd-slowest, and the first few charges, which run on code the JIT has not compiled yet, or
+ * one stall of Ponder's, moved it by 20 ms from run to run (docs/performance.md, tenth round).
+ */
+const N = Number(process.env.LATENCY_CHARGES ?? 1_000);
 /**
  * Charges are sent one every LATENCY_INTERVAL_MS (default 100 ms: 10 blocks a second, five times Base's
  * block rate). Ponder 0.17 limits itself to 20 JSON-RPC requests a second per RPC URL at first (and
