@@ -380,7 +380,9 @@ await postgres.stop();
 removePostgresData(pgOptions.dataDir);
 rmSync(dataDir, { recursive: true, force: true });
 
-const ratio = round(dispatcher.burst.deliveries_per_second / bare.burst.deliveries_per_second);
+// Checked unrounded (0.4988 is a miss), shown to three places.
+const ratio = dispatcher.burst.deliveries_per_second / bare.burst.deliveries_per_second;
+const shownRatio = Math.round(ratio * 1000) / 1000;
 // A burst counts only with every attempt recorded; the paced figure only if the rate was offered.
 const burstComplete = dispatcher.burst.recorded_succeeded === dispatcher.burst.deliveries;
 const pacedComplete =
@@ -398,7 +400,7 @@ const summary = [
   },
   {
     what: "webhook burst, ratio to the bare loop",
-    figure: ratio,
+    figure: shownRatio,
     unit: "×",
     baseline: 1,
     baseline_what: "bare undici loop, same run",
@@ -423,7 +425,7 @@ writeResults("webhooks", "npm run bench:webhooks", summary, {
   receivers: RECEIVERS,
   bare,
   dispatcher,
-  ratio_burst_throughput: ratio,
+  ratio_burst_throughput: shownRatio,
 });
 console.table(
   summary.map(({ what, figure, unit, baseline, target, meets_target }) => ({
