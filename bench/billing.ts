@@ -510,9 +510,8 @@ try {
   })();
   await api("/v1/test/clock/advance", { seconds: MONTH });
   // The phase's end is read from the database afterwards, so polling less often only delays noticing
-  // it; each poll counts the period's invoices, which the service's work competes with. A poll's cost
-  // grows with N (34 ms at 100,000 due, 187 polls: 0.06 ms of Postgres per subscription, in the cost),
-  // so the interval grows with N too: 500 ms up to 10,000 due, 5 s at 100,000.
+  // it. A poll's cost grows with N (anyOpen), so its interval does too: 500 ms up to 10,000 due, 5 s at
+  // 100,000 (where polls every 500 ms were 0.06 ms of Postgres per subscription, counted in the cost).
   await waitPaid(1, "boundary", Math.max(500, Math.round(N / 20)), true);
   sampling = false;
   await sampler;
