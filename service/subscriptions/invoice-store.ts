@@ -48,6 +48,8 @@ export interface NewInvoice {
   readonly totals: InvoiceTotals;
   /** Its first charge attempt is made in the transaction that writes it (counted as `markAttempted` would). */
   readonly attempted: boolean;
+  /** That attempt's charge, made in the same transaction; `pending` while it has no outcome. */
+  readonly charge: { readonly id: string; readonly pending: boolean } | undefined;
 }
 
 /** An open invoice with what charging it needs. */
@@ -57,6 +59,7 @@ export interface InvoiceToCharge {
   readonly livemode: boolean;
   readonly total: bigint;
   readonly mandateId: string;
+  readonly period: number;
 }
 
 const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
@@ -81,8 +84,10 @@ const decodeToCharge = decodeRows(
     livemode: Schema.Boolean,
     total: Schema.BigIntFromString,
     mandate_id: Schema.String,
+    period: Schema.Number,
   }),
 );
+const decodePeriods = decodeRows(Schema.Struct({ subscription_id: Schema.String, period: Schema.Number }));
 
 const make = Effect.gen(function* () {
   const sql = yield* PgClient.PgClient;
@@ -135,7 +140,7 @@ const make = Effect.gen(function* () {
     toCharge: (ids: ReadonlyArray<string>) =>
       ids.length === 0
         ? Effect.succeed([] as InvoiceToCharge[])
-        : sql`SELECT i.id, i.merchant_id, i.livemode, i.total::text AS total, s.mandate_id
+        : sql`SELECT i.id, i.merchant_id, i.livemode, i.total::text AS total, s.mandate_id, i.period
             FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
             WHERE i.id = ANY (${ids}::text[])`.pipe(
             Effect.flatMap(decodeToCharge),
@@ -146,6 +151,7 @@ const make = Effect.gen(function* () {
                 livemode: row.livemode,
                 total: row.total,
                 mandateId: row.mandate_id,
+                period: row.period,
               })),
             ),
           ),
@@ -187,29 +193,44 @@ const make = Effect.gen(function* () {
         Effect.map((rows) => rows.map((r) => r.id)),
       ),
 
-    /** The periods' invoices, open; a period already invoiced keeps its invoice. Returns the ids written. */
+    /** Which of the subscriptions' periods have their invoice already, as `subscription:period`. */
+    invoiced: (periods: ReadonlyArray<{ readonly subscriptionId: string; readonly period: number }>) =>
+      periods.length === 0
+        ? Effect.succeed(new Set<string>())
+        : sql`SELECT i.subscription_id, i.period FROM billing.invoices i
+            JOIN unnest(${periods.map((p) => p.subscriptionId)}::text[], ${periods.map((p) => p.period)}::int[])
+              AS v(subscription_id, period) ON i.subscription_id = v.subscription_id AND i.period = v.period`.pipe(
+            Effect.flatMap(decodePeriods),
+            Effect.map((rows) => new Set(rows.map((row) => `${row.subscription_id}:${row.period}`))),
+          ),
+    /**
+     * New invoices, open, each with the charge of its first attempt when one was made: written once,
+     * rather than written and then linked. The caller holds its subscriptions' locks and checked the
+     * periods with `invoiced`, so a period invoiced twice is a bug that rolls the charges back with it.
+     */
     insertOpen: (invoices: ReadonlyArray<NewInvoice>) =>
       !Arr.isReadonlyArrayNonEmpty(invoices)
-        ? Effect.succeed(new Set<string>())
-        : sql`INSERT INTO billing.invoices ${sql.insert(
-            Arr.map(invoices, (invoice) => ({
-              id: invoice.id,
-              merchant_id: invoice.scope.merchantId,
-              livemode: invoice.scope.livemode,
-              subscription_id: invoice.subscriptionId,
-              period: invoice.period,
-              period_start: invoice.periodStart,
-              period_end: invoice.periodEnd,
-              status: "open",
-              lines: sql.json(invoice.totals.lines),
-              subtotal: invoice.totals.subtotal.toString(),
-              discount: invoice.totals.discount.toString(),
-              total: invoice.totals.total.toString(),
-              attempt_count: invoice.attempted ? 1 : 0,
-            })),
-          )} ON CONFLICT (subscription_id, period) DO NOTHING RETURNING id`.pipe(
-            Effect.flatMap(decodeIds),
-            Effect.map((rows) => new Set(rows.map((row) => row.id))),
+        ? Effect.void
+        : Effect.asVoid(
+            sql`INSERT INTO billing.invoices ${sql.insert(
+              Arr.map(invoices, (invoice) => ({
+                id: invoice.id,
+                merchant_id: invoice.scope.merchantId,
+                livemode: invoice.scope.livemode,
+                subscription_id: invoice.subscriptionId,
+                period: invoice.period,
+                period_start: invoice.periodStart,
+                period_end: invoice.periodEnd,
+                status: "open",
+                lines: sql.json(invoice.totals.lines),
+                subtotal: invoice.totals.subtotal.toString(),
+                discount: invoice.totals.discount.toString(),
+                total: invoice.totals.total.toString(),
+                attempt_count: invoice.attempted ? 1 : 0,
+                charge_id: invoice.charge?.id ?? null,
+                charge_pending: invoice.charge?.pending ?? false,
+              })),
+            )}`,
           ),
     /** An attempt is being made: counted, and no retry is due meanwhile. */
     markAttempted: (ids: ReadonlyArray<string>) =>

@@ -10,6 +10,7 @@ import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
 import { MerchantChains } from "../../service/chains/merchant-chains.ts";
 import { onchainChargeId } from "../../service/charges/charge-ids.ts";
+import { ChargeStore } from "../../service/charges/charge-store.ts";
 import { Outbox } from "../../service/events/outbox.ts";
 import { FactApplication } from "../../service/facts/fact-application.ts";
 import type { FactRow } from "../../service/facts/fact-row.ts";
@@ -133,6 +134,13 @@ const chainCharged = (
 
 const bill = Effect.suspend(() => billChain(CHAIN, chain.time));
 
+/** The invoice's charge, and whether it is marked as still without an outcome. */
+const linkOf = (invoice: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ charge_id: string | null; charge_pending: boolean }>`SELECT charge_id, charge_pending
+      FROM billing.invoices WHERE id = ${invoice}`.pipe(Effect.map(([row]) => row)),
+  );
+
 const eventTypes = (subject: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql<{ type: string }>`SELECT type FROM billing.events
@@ -157,6 +165,11 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
       expect(row.next_billing_at).toBe(periodStart(sub.anchor, 1));
       const [invoice] = (yield* invoices.page(scope, { subscription: sub.id }, {})).data;
       expect(invoice).toMatchObject({ status: "open", total: "10000000", attempt_count: 1 });
+      // Written with the charge of its first attempt, pending until the chain's outcome.
+      expect(yield* linkOf(invoice?.id ?? "")).toEqual({
+        charge_id: (yield* (yield* MandateStore).reload(sub.mandate)).latest_charge,
+        charge_pending: true,
+      });
       expect(chain.sent.length).toBe(sent + 1);
       expect(chain.sent.at(-1)?.purpose).toMatch(/^charge:31337:/);
 
@@ -164,6 +177,27 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
       expect(chain.sent.length).toBe(sent + 1);
 
       yield* chainCharged(scope, sub, 0, 10_000_000n);
+      yield* bill;
+      expect((yield* invoices.reload(invoice?.id ?? "")).status).toBe("paid");
+      expect(yield* eventTypes(invoice?.id ?? "")).toEqual(["invoice.paid"]);
+    }),
+  );
+
+  it.effect("links a boundary's invoice to the charge that already took its period, and settles it", () =>
+    Effect.gen(function* () {
+      const { scope, price } = yield* merchantWithPrice("5");
+      const sub = yield* signedSubscription(scope, price);
+      // Another operator's charge of the first period, succeeded before billing first looks.
+      yield* chainCharged(scope, sub, 0, 5_000_000n);
+      const taken = yield* (yield* ChargeStore).periodCharge(sub.mandate, 0);
+      const sent = freshChainRecords();
+
+      yield* bill; // activated and invoiced; the charge is refused for the period, so the invoice links it
+      const invoices = yield* InvoiceStore;
+      const [invoice] = (yield* invoices.page(scope, { subscription: sub.id }, {})).data;
+      expect(taken).toBeDefined();
+      expect(yield* linkOf(invoice?.id ?? "")).toEqual({ charge_id: taken, charge_pending: false });
+      expect(chain.sent.length).toBe(sent);
       yield* bill;
       expect((yield* invoices.reload(invoice?.id ?? "")).status).toBe("paid");
       expect(yield* eventTypes(invoice?.id ?? "")).toEqual(["invoice.paid"]);

@@ -1,9 +1,10 @@
 /**
  * Step 4 of a billing round: period boundaries. A batch of due subscriptions is locked, each invoiced
- * for the period the chain is in (one multi-row insert; a period already invoiced keeps its invoice),
- * advanced with the chain times of its next advance warnings, and the invoices are charged together
- * (each written with its first attempt counted, as it is made in the same transaction).
- * A subscription whose mandate was revoked, or that was to end at this period's start, ends instead.
+ * for the period the chain is in (a period already invoiced keeps its invoice) and advanced with the
+ * chain times of its next advance warnings. The invoices are charged together, then written in one
+ * multi-row insert, each with its first attempt counted and its charge, as both are made in the same
+ * transaction. A subscription whose mandate was revoked, or that was to end at this period's start,
+ * ends instead.
  */
 import { Array as Arr, Effect } from "effect";
 import { periodIndexAt, periodStart } from "../../../src/ledger/period.ts";
@@ -15,7 +16,7 @@ import type { SubscriptionRow } from "../subscription-object.ts";
 import { SubscriptionStore } from "../subscription-store.ts";
 import { Subscriptions } from "../subscriptions.ts";
 import { atRiskCheckAt, discountWarningAt } from "../warnings.ts";
-import { chargeCounted, markPaid } from "./collection.ts";
+import { collect, markPaid, recordFailures } from "./collection.ts";
 import { BATCH, type BillingRound, DUE_PER_ROUND, inTransactions } from "./round.ts";
 
 interface Draft {
@@ -26,7 +27,7 @@ interface Draft {
   readonly window: DiscountWindow;
 }
 
-/** Invoices each (locked) subscription for the period the chain is in; returns the invoices to charge. */
+/** Invoices each (locked) subscription for the period the chain is in, and charges the invoices together. */
 const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) =>
   Effect.gen(function* () {
     const subscriptions = yield* Subscriptions;
@@ -53,9 +54,30 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
       });
       written.push({ row, id: yield* newId("invoice"), period, totals, window });
     }
-    if (!Arr.isReadonlyArrayNonEmpty(written)) return [];
-    const fresh = yield* invoices.insertOpen(
-      written.map(({ row, id, period, totals }) => ({
+    if (!Arr.isReadonlyArrayNonEmpty(written)) return;
+    const invoiced = yield* invoices.invoiced(
+      written.map(({ row, period }) => ({ subscriptionId: row.id, period })),
+    );
+    const billed = written.filter(({ row, period }) => !invoiced.has(`${row.id}:${period}`));
+    // Charged first, so that each invoice is written once, with its charge (the charges are only
+    // broadcast once this transaction commits).
+    const { charged, taken, failed } = yield* collect(
+      billed
+        .filter((d) => d.totals.total > 0n)
+        .map(
+          ({ row, id, period, totals }): InvoiceToCharge => ({
+            id,
+            merchantId: row.merchant_id,
+            livemode: row.livemode,
+            total: totals.total,
+            mandateId: row.mandate_id,
+            period,
+          }),
+        ),
+    );
+    const chargeOf = new Map(charged.map((c) => [c.invoice, { id: c.charge, pending: c.pending }] as const));
+    yield* invoices.insertOpen(
+      billed.map(({ row, id, period, totals }) => ({
         id,
         scope: { merchantId: row.merchant_id, livemode: row.livemode },
         subscriptionId: row.id,
@@ -64,6 +86,7 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
         periodEnd: periodStart(row.anchor, period + 1),
         totals,
         attempted: totals.total > 0n,
+        charge: chargeOf.get(id),
       })),
     );
     yield* store.advance(
@@ -73,7 +96,7 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
           id: row.id,
           period,
           nextBillingAt: nextStart,
-          invoice: fresh.has(id) ? id : null,
+          invoice: invoiced.has(`${row.id}:${period}`) ? null : id,
           discountStart: window.start,
           discountEnd: window.end,
           atRiskCheckAt: atRiskCheckAt(nextStart),
@@ -82,23 +105,13 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
         };
       }),
     );
-    const billed = written.filter((d) => fresh.has(d.id));
     yield* markPaid(
       billed
         .filter((d) => d.totals.total === 0n)
         .map((d) => ({ invoice: d.id, subscription: d.row.id, paidAt: round.now })),
     );
-    return billed
-      .filter((d) => d.totals.total > 0n)
-      .map(
-        ({ row, id, totals }): InvoiceToCharge => ({
-          id,
-          merchantId: row.merchant_id,
-          livemode: row.livemode,
-          total: totals.total,
-          mandateId: row.mandate_id,
-        }),
-      );
+    yield* invoices.linkCharges(taken);
+    yield* recordFailures(round, failed);
   });
 
 export const billBoundaries = (round: BillingRound) =>
@@ -107,8 +120,7 @@ export const billBoundaries = (round: BillingRound) =>
     const ids = yield* store.due(round.chain.id, round.now, DUE_PER_ROUND);
     yield* inTransactions(ids, (group) =>
       Effect.gen(function* () {
-        const rows = yield* store.lock(group, { kind: "billing_due", now: round.now });
-        yield* chargeCounted(round, yield* billPeriods(round, rows));
+        yield* billPeriods(round, yield* store.lock(group, { kind: "billing_due", now: round.now }));
       }),
     );
     if (ids.length >= BATCH) yield* (yield* InvoiceStore).analyse;

@@ -70,19 +70,23 @@ export const recordFailure = (round: BillingRound, invoiceId: string, code: stri
       );
   });
 
-/** Charges open invoices together, counting the attempt; links each to its charge, and records the failures. */
-export const chargeInvoices = (round: BillingRound, toCharge: ReadonlyArray<InvoiceToCharge>) =>
-  Effect.gen(function* () {
-    if (toCharge.length === 0) return;
-    yield* (yield* InvoiceStore).markAttempted(toCharge.map((invoice) => invoice.id));
-    yield* chargeCounted(round, toCharge);
-  });
+/** What charging a set of invoices came to, invoice by invoice. */
+export interface Collection {
+  /** The charge each was made with in this transaction; `pending` while it has no outcome. */
+  readonly charged: ReadonlyArray<{
+    readonly invoice: string;
+    readonly charge: string;
+    readonly pending: boolean;
+  }>;
+  /** Already charged for its period by another charge, which may be reaching its outcome meanwhile. */
+  readonly taken: ReadonlyArray<{ readonly invoice: string; readonly charge: string }>;
+  /** Failed attempts, to record on the dunning schedule. */
+  readonly failed: ReadonlyArray<{ readonly id: string; readonly code: string }>;
+}
 
-/** `chargeInvoices` for invoices whose attempt is already counted (written with it). */
-export const chargeCounted = (round: BillingRound, toCharge: ReadonlyArray<InvoiceToCharge>) =>
+/** Charges invoices together (each chain's batch is one transaction); writes nothing to the invoices. */
+export const collect = (toCharge: ReadonlyArray<InvoiceToCharge>) =>
   Effect.gen(function* () {
-    if (toCharge.length === 0) return;
-    const invoices = yield* InvoiceStore;
     const batches = yield* ChargeBatches;
     const charges = yield* ChargeStore;
     const outcomes = yield* batches.send(
@@ -97,26 +101,41 @@ export const chargeCounted = (round: BillingRound, toCharge: ReadonlyArray<Invoi
         (row) => [row.id, row] as const,
       ),
     );
-    const linked: { invoice: string; charge: string }[] = [];
-    const failed: { id: string; code: string }[] = [];
+    const charged: Array<Collection["charged"][number]> = [];
+    const taken: Array<Collection["taken"][number]> = [];
+    const failed: Array<Collection["failed"][number]> = [];
     for (const [i, invoice] of toCharge.entries()) {
       const outcome = outcomes[i];
       if (outcome === undefined) continue;
       if (Result.isSuccess(outcome)) {
-        linked.push({ invoice: invoice.id, charge: outcome.success });
         const charge = recorded.get(outcome.success);
+        charged.push({ invoice: invoice.id, charge: outcome.success, pending: charge?.status === "pending" });
         if (charge?.status === "failed")
           failed.push({ id: invoice.id, code: charge.failure_code ?? "processing_error" });
         continue;
       }
       // Already charged for this period (a retry after an outcome was misread): settle with that charge.
-      const taken =
+      const takenBy =
         outcome.failure.code === "period_already_charged"
-          ? yield* charges.periodCharge(invoice.mandateId, (yield* invoices.reload(invoice.id)).period)
+          ? yield* charges.periodCharge(invoice.mandateId, invoice.period)
           : undefined;
-      if (taken !== undefined) linked.push({ invoice: invoice.id, charge: taken });
+      if (takenBy !== undefined) taken.push({ invoice: invoice.id, charge: takenBy });
       else failed.push({ id: invoice.id, code: outcome.failure.code });
     }
-    yield* invoices.linkCharges(linked);
-    yield* Effect.forEach(failed, ({ id, code }) => recordFailure(round, id, code), { discard: true });
+    return { charged, taken, failed } satisfies Collection;
+  });
+
+/** Failed attempts recorded, each on the dunning schedule or ending its subscription. */
+export const recordFailures = (round: BillingRound, failed: Collection["failed"]) =>
+  Effect.forEach(failed, ({ id, code }) => recordFailure(round, id, code), { discard: true });
+
+/** Charges open invoices again together, counting the attempt; links each to its charge, and records the failures. */
+export const chargeInvoices = (round: BillingRound, toCharge: ReadonlyArray<InvoiceToCharge>) =>
+  Effect.gen(function* () {
+    if (toCharge.length === 0) return;
+    const invoices = yield* InvoiceStore;
+    yield* invoices.markAttempted(toCharge.map((invoice) => invoice.id));
+    const { charged, taken, failed } = yield* collect(toCharge);
+    yield* invoices.linkCharges([...charged, ...taken]);
+    yield* recordFailures(round, failed);
   });
