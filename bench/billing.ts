@@ -619,6 +619,17 @@ try {
       ),
     );
     console.table(indexes);
+    // Row versions each table got: an update that is not HOT adds an entry to every index of its table.
+    const writes = await database.runPromise(
+      Effect.flatMap(
+        Effect.service(PgClient.PgClient),
+        (sql) => sql`SELECT relname AS table, n_tup_ins::int AS inserts, n_tup_upd::int AS updates,
+            n_tup_hot_upd::int AS hot_updates, n_tup_del::int AS deletes
+          FROM pg_stat_user_tables WHERE schemaname = 'billing' AND n_tup_ins + n_tup_upd + n_tup_del > 0
+          ORDER BY n_tup_ins + n_tup_upd + n_tup_del DESC`,
+      ),
+    );
+    console.table(writes);
   }
   await database.dispose();
   await apiPool.close();
