@@ -644,6 +644,29 @@ export const migrations = {
     // keeps them HOT. Applies to pages written from now on.
     "ALTER TABLE billing.mandates SET (fillfactor = 80)",
   ),
+  "0027_subscriptions_activation_due": statements(
+    // The activate step looked for incomplete subscriptions whose mandate is no longer pending by reading
+    // every incomplete subscription of the chain and its mandate, on every billing pass (every second,
+    // and on every event): customers who never sign leave theirs incomplete for good, so each pass grew
+    // with every abandoned checkout. `activation_due` is set when the mandate leaves `pending` (a row
+    // trigger, which fires only for those rows), and a partial index holds only the incomplete
+    // subscriptions it is set on. A subscription's mandate is created with it, pending, in the same
+    // transaction, so no mandate can leave `pending` before its subscription exists.
+    "ALTER TABLE billing.subscriptions ADD COLUMN activation_due boolean NOT NULL DEFAULT false",
+    `UPDATE billing.subscriptions s SET activation_due = true FROM billing.mandates m
+      WHERE m.id = s.mandate_id AND s.status = 'incomplete' AND m.status <> 'pending'`,
+    `CREATE INDEX subscriptions_activation_due ON billing.subscriptions (chain_id)
+      WHERE status = 'incomplete' AND activation_due`,
+    `CREATE FUNCTION billing.mark_activation_due() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      UPDATE billing.subscriptions SET activation_due = true
+        WHERE mandate_id = NEW.id AND status = 'incomplete' AND NOT activation_due;
+      RETURN NULL;
+    END $$`,
+    `CREATE TRIGGER mandates_left_pending AFTER UPDATE OF status ON billing.mandates
+      FOR EACH ROW WHEN (OLD.status = 'pending' AND NEW.status <> 'pending')
+      EXECUTE FUNCTION billing.mark_activation_due()`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

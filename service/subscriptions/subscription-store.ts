@@ -2,6 +2,9 @@
  * The one writer of `billing.subscriptions`: opened with their mandate, activated when the customer has
  * authorised, advanced period by period by billing (with the chain times of their advance warnings),
  * past due while an invoice is retried, and ended. Rows are read with their mandate's terms.
+ *
+ * One column is also written elsewhere: `activation_due`, set by a trigger on `billing.mandates` when a
+ * mandate leaves `pending` (migration 0027), so the activate step reads only what it can activate.
  */
 import { Context, Effect, Layer, Schema } from "effect";
 import { SqlClient } from "effect/sql";
@@ -99,10 +102,14 @@ const make = Effect.gen(function* () {
     lock: (ids: ReadonlyArray<string>, when: SubscriptionCondition) =>
       lockRows(sql, SUBSCRIPTIONS, ids, [condition(when)], { skipLocked: true }),
 
-    /** Incomplete subscriptions of the chain whose customer has signed (the mandate is no longer pending). */
+    /**
+     * Incomplete subscriptions of the chain whose customer has signed (the mandate is no longer pending:
+     * `activation_due`, set by a trigger on the mandates, migration 0027). Reads only those, however
+     * many checkouts were abandoned.
+     */
     authorised: (chainId: number, limit: number) =>
-      sql`SELECT s.id FROM billing.subscriptions s JOIN billing.mandates m ON m.id = s.mandate_id
-        WHERE s.status = 'incomplete' AND s.chain_id = ${chainId} AND m.status <> 'pending' LIMIT ${limit}`.pipe(
+      sql`SELECT id FROM billing.subscriptions
+        WHERE status = 'incomplete' AND activation_due AND chain_id = ${chainId} LIMIT ${limit}`.pipe(
         Effect.flatMap(decodeIds),
         Effect.map((rows) => rows.map((r) => r.id)),
       ),

@@ -204,6 +204,24 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
     }),
   );
 
+  it.effect("activates only subscriptions whose mandate left pending, not abandoned checkouts", () =>
+    Effect.gen(function* () {
+      const { scope, price } = yield* merchantWithPrice("2");
+      const subscriptions = yield* Subscriptions;
+      const store = yield* SubscriptionStore;
+      const abandoned = yield* subscriptions.create(scope, { customer: "cus_2", price });
+      const signed = yield* signedSubscription(scope, price);
+
+      const due = yield* store.authorised(CHAIN.id, 10_000);
+      expect(due).toContain(signed.id);
+      expect(due).not.toContain(abandoned.id);
+      yield* bill;
+      expect((yield* store.reload(signed.id)).status).toBe("active");
+      expect((yield* store.reload(abandoned.id)).status).toBe("incomplete");
+      expect(yield* store.authorised(CHAIN.id, 10_000)).not.toContain(signed.id);
+    }),
+  );
+
   it.effect("holds an at-risk check due from its time until its charge is due, not before or after", () =>
     Effect.gen(function* () {
       const { scope, price } = yield* merchantWithPrice("9");
