@@ -1,3 +1,5 @@
+import { randomInt } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -21,9 +23,39 @@ export const waitFor = async (
   throw new Error(`timed out after ${options.timeoutMs} ms waiting for ${options.what}`);
 };
 
-/** A port that was free a moment ago (for tests and for PORT=0). */
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
+/** Whether `port` can be listened on at 127.0.0.1 right now. */
+const listenable = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+
+/** The lowest port the kernel hands out for outgoing connections and `listen(0)` (Linux; 32768 elsewhere). */
+const ephemeralStart = (): number => {
+  try {
+    const first = Number.parseInt(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8"), 10);
+    return Number.isInteger(first) ? first : 32_768;
+  } catch {
+    return 32_768;
+  }
+};
+
+const LOWEST = 10_000;
+
+/**
+ * A port that was free a moment ago (for tests and for PORT=0), chosen below the kernel's ephemeral
+ * range: a port from `listen(0)` is released before its user binds it, and meanwhile any outgoing
+ * connection on the machine (a parallel test's, say) could take it as its local port.
+ */
+export const freePort = async (): Promise<number> => {
+  const span = ephemeralStart() - LOWEST;
+  for (let attempt = 0; span > 1_000 && attempt < 50; attempt++) {
+    const port = LOWEST + randomInt(span);
+    if (await listenable(port)) return port;
+  }
+  return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
     server.on("error", reject);
@@ -34,3 +66,4 @@ export const freePort = (): Promise<number> =>
       );
     });
   });
+};
