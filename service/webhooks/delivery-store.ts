@@ -105,21 +105,22 @@ const make = Effect.gen(function* () {
     Effect.gen(function* () {
       if (!Arr.isReadonlyArrayNonEmpty(deliveries)) return [] as string[];
       const now = yield* Clock.currentTimeMillis;
-      const rows = Arr.map(deliveries, (delivery) => ({
-        id: freshId(ID_PREFIXES.webhookDelivery, now),
-        endpoint_id: delivery.endpointId,
-        event_id: delivery.eventId,
-        event_type: delivery.eventType,
-        trigger: delivery.trigger,
-        status: "pending",
-        next_attempt_at: new Date(now),
-        created_at: new Date(now),
-      }));
-      // The notification goes out with the insert, as the outbox's does (see outbox.ts): Postgres sends
-      // it at commit, and only when a row was inserted.
+      const at = new Date(now);
+      // One array per column, unnested: a multi-row VALUES of 2,000 deliveries (16,000 parameters) cost
+      // Postgres a third more to parse, plan and insert, and the driver more to encode. No ON CONFLICT:
+      // ids are fresh, and fan-out sees each event once (migration 0028); a speculative insertion per row
+      // cost another quarter. The notification goes out with the insert, as the outbox's does (see
+      // outbox.ts): Postgres sends it at commit, and only when a row was inserted.
       const inserted = yield* sql`
-        WITH inserted AS (INSERT INTO billing.webhook_deliveries ${sql.insert(rows)}
-          ON CONFLICT DO NOTHING RETURNING id),
+        WITH inserted AS (INSERT INTO billing.webhook_deliveries
+            (id, endpoint_id, event_id, event_type, trigger, status, next_attempt_at, created_at)
+          SELECT v.id, v.endpoint_id, v.event_id, v.event_type, v.trigger, 'pending', ${at}::timestamptz,
+                 ${at}::timestamptz
+          FROM unnest(${deliveries.map(() => freshId(ID_PREFIXES.webhookDelivery, now))}::text[],
+                      ${deliveries.map((d) => d.endpointId)}::text[], ${deliveries.map((d) => d.eventId)}::text[],
+                      ${deliveries.map((d) => d.eventType)}::text[], ${deliveries.map((d) => d.trigger)}::text[])
+            AS v(id, endpoint_id, event_id, event_type, trigger)
+          RETURNING id),
         notified AS (SELECT pg_notify(${DELIVERIES_CHANNEL}, '') FROM inserted HAVING count(*) > 0)
         SELECT id FROM inserted WHERE (SELECT count(*) FROM notified) >= 0`.pipe(Effect.flatMap(decodeIds));
       return inserted.map((row) => row.id);
