@@ -42,7 +42,9 @@ const ephemeralStart = (): number => {
   }
 };
 
-const LOWEST = 10_000;
+// Above every port of the Fetch standard's "bad port" list (the highest is 10080), to which fetch and
+// browsers refuse to connect: a stack on 10080 never answered its readiness probe.
+const LOWEST = 10_100;
 
 /**
  * A port that was free a moment ago (for tests and for PORT=0), chosen below the kernel's ephemeral

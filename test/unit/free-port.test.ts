@@ -1,6 +1,7 @@
 /**
  * `freePort` picks ports the kernel does not hand out on its own: a port from the ephemeral range can
- * be taken by any outgoing connection between the check and its user's bind.
+ * be taken by any outgoing connection between the check and its user's bind. Nor one that fetch refuses
+ * to dial (the Fetch standard's bad ports, up to 10080).
  */
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
@@ -10,10 +11,10 @@ import { freePort } from "../../scripts/stack/wait.ts";
 const ephemeralStart = Number.parseInt(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8"), 10);
 
 describe("freePort", () => {
-  it("returns ports below the kernel's ephemeral range that can be listened on", async () => {
+  it("returns ports between fetch's bad ports and the kernel's ephemeral range that can be listened on", async () => {
     for (let i = 0; i < 20; i++) {
       const port = await freePort();
-      expect(port).toBeGreaterThanOrEqual(10_000);
+      expect(port).toBeGreaterThan(10_080);
       expect(port).toBeLessThan(ephemeralStart);
       const server = createServer();
       await new Promise<void>((resolve, reject) => {
@@ -22,5 +23,13 @@ describe("freePort", () => {
       });
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+
+  it("would not be reachable by fetch at 10080, the highest bad port", async () => {
+    const refused = await fetch("http://127.0.0.1:10080/").then(
+      () => undefined,
+      (error: unknown) => String((error as { cause?: { message?: string } }).cause?.message),
+    );
+    expect(refused).toBe("bad port");
   });
 });
