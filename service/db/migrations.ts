@@ -672,8 +672,9 @@ export const migrations = {
     // events its insert returned, and an event id is inserted once), so nothing could ever conflict on
     // (endpoint_id, event_id). No statement read this partial index either: the lookups by event do not
     // name the trigger, so the planner cannot use it. Every delivery paid an entry in it, twice (the
-    // insert, and the record of its outcome, which cannot be a HOT update): about a tenth of Postgres's
-    // work per delivery in bench:webhooks.
+    // insert, and the record of its outcome, which cannot be a HOT update). In bench:webhooks' burst,
+    // inserting 2,000 deliveries took 16–25 ms without it against 26–37, recording a batch 2.3 ms
+    // against 2.8–3.5.
     "DROP INDEX billing.webhook_deliveries_event_once",
   ),
 };

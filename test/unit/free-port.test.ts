@@ -25,7 +25,7 @@ describe("freePort", () => {
     }
   });
 
-  it("would not be reachable by fetch at 10080, the highest bad port", async () => {
+  it("stays above 10080, a port fetch refuses to dial", async () => {
     const refused = await fetch("http://127.0.0.1:10080/").then(
       () => undefined,
       (error: unknown) => String((error as { cause?: { message?: string } }).cause?.message),
