@@ -2,8 +2,9 @@
  * The console's billing pages in headless Chromium against the real stack: a payment created from the form
  * (its deposit address and pay page), paid with the test helper and turning `paid` on the polled detail; a
  * price (deactivated and reactivated) and a coupon created from their forms; a subscription found by its
- * status and canceled from its detail; the reconciliation page listing the payment's sweep, with a CSV link
- * answering text/csv to the page's cookie (and downloading); every request on the console's origin.
+ * status (an older, slower read for all statuses does not replace the filter's answer) and canceled from its
+ * detail; the reconciliation page listing the payment's sweep, with a CSV link answering text/csv to the
+ * page's cookie (and downloading); every request on the console's origin.
  * Screenshots go to test-results/console/.
  */
 import { beforeAll, describe, expect, it } from "vitest";
@@ -104,10 +105,24 @@ describe("merchant console billing pages (Chromium)", () => {
     });
     expect(opened.status, opened.text).toBe(200);
     const subscriptionId: string = opened.json.id;
+    // The unfiltered read answers after the filtered one: the page must keep showing the filter's answer.
+    const unfiltered = (url: URL) => url.pathname === "/v1/subscriptions" && !url.searchParams.has("status");
+    await page.route(
+      unfiltered,
+      async (route) => {
+        await page.getByText("No subscriptions.").waitFor();
+        await route.continue();
+      },
+      { times: 1 },
+    );
+    const staleAnswer = page.waitForResponse((response) => unfiltered(new URL(response.url())));
     await nav(page, "Subscriptions").click();
     await heading(page, "Subscriptions").waitFor();
     await page.getByLabel("Status").selectOption("active");
-    await page.getByText("No subscriptions.").waitFor();
+    await staleAnswer;
+    await page.waitForTimeout(500);
+    expect(await page.getByText("No subscriptions.").count()).toBe(1);
+    expect(await page.getByRole("link", { name: subscriptionId }).count()).toBe(0);
     await page.getByLabel("Status").selectOption("incomplete");
     await page.getByRole("link", { name: subscriptionId }).click();
     await heading(page, "Subscription").waitFor();

@@ -6,6 +6,7 @@ import { type Schemas, unwrap } from "./api.ts";
 import { useBusy } from "./busy.ts";
 import { EventItems } from "./event-items.ts";
 import { dateTime } from "./format.ts";
+import { useLoaded } from "./loaded.ts";
 import type { PageProps } from "./page-props.ts";
 import { hrefOf } from "./router.ts";
 
@@ -15,7 +16,6 @@ type EventTypeName = NonNullable<NonNullable<operations["listEvents"]["parameter
 const EventList = ({ client, fail }: PageProps) => {
   const [types, setTypes] = useState<readonly Schemas["EventType"][]>([]);
   const [type, setType] = useState("");
-  const [events, setEvents] = useState<readonly Schemas["Event"][] | null>(null);
 
   useEffect(() => {
     unwrap(client.GET("/v1/event_types"))
@@ -23,13 +23,14 @@ const EventList = ({ client, fail }: PageProps) => {
       .catch(fail);
   }, [client, fail]);
 
-  useEffect(() => {
-    setEvents(null);
-    const query = type === "" ? { limit: 50 } : { limit: 50, type: type as EventTypeName };
-    unwrap(client.GET("/v1/events", { params: { query } }))
-      .then((list) => setEvents(list.data))
-      .catch(fail);
-  }, [client, fail, type]);
+  const { value: events } = useLoaded(
+    async () => {
+      const query = type === "" ? { limit: 50 } : { limit: 50, type: type as EventTypeName };
+      return (await unwrap(client.GET("/v1/events", { params: { query } }))).data;
+    },
+    fail,
+    [client, type],
+  );
 
   return html`<h1>Events</h1>
     <div class="filter">

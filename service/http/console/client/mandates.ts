@@ -4,10 +4,11 @@
  * 3 s), plus the test helpers on a test-mode mandate.
  */
 import { html } from "htm/preact";
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { everyValue, type Schemas, type StatusFilter, unwrap } from "./api.ts";
 import { useBusy } from "./busy.ts";
 import { dateTime } from "./format.ts";
+import { useLoaded } from "./loaded.ts";
 import type { PageProps } from "./page-props.ts";
 import { usePolling } from "./polling.ts";
 import { hrefOf } from "./router.ts";
@@ -99,24 +100,21 @@ const MandateList = (props: PageProps) => {
   const { client, fail } = props;
   const [status, setStatus] = useState("");
   const [customer, setCustomer] = useState("");
-  const [mandates, setMandates] = useState<readonly Mandate[] | null>(null);
-
-  const read = async () => {
-    const query = {
-      limit: 50,
-      ...(status === "" ? {} : { status: status as MandateStatus }),
-      ...(customer.trim() === "" ? {} : { customer: customer.trim() }),
-    };
-    setMandates((await unwrap(client.GET("/v1/mandates", { params: { query } }))).data);
-  };
-
-  useEffect(() => {
-    setMandates(null);
-    read().catch(fail);
-  }, [client, fail, status, customer]);
+  const { value: mandates, reload } = useLoaded(
+    async () => {
+      const query = {
+        limit: 50,
+        ...(status === "" ? {} : { status: status as MandateStatus }),
+        ...(customer.trim() === "" ? {} : { customer: customer.trim() }),
+      };
+      return (await unwrap(client.GET("/v1/mandates", { params: { query } }))).data;
+    },
+    fail,
+    [client, status, customer],
+  );
 
   return html`<h1>Mandates</h1>
-    <${CreateMandate} ...${props} onCreated=${() => void read().catch(fail)} />
+    <${CreateMandate} ...${props} onCreated=${reload} />
     <section aria-labelledby="mandates-title">
       <h2 id="mandates-title">Mandates</h2>
       <div class="filter">

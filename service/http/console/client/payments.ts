@@ -3,10 +3,11 @@
  * address and pay page (Copy buttons), its transfers and Cancel while nothing has arrived (read every 3 s).
  */
 import { html } from "htm/preact";
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { everyValue, type Schemas, type StatusFilter, unwrap } from "./api.ts";
 import { useBusy } from "./busy.ts";
 import { dateTime } from "./format.ts";
+import { useLoaded } from "./loaded.ts";
 import type { PageProps } from "./page-props.ts";
 import { usePolling } from "./polling.ts";
 import { hrefOf } from "./router.ts";
@@ -93,15 +94,14 @@ const CreatePayment = ({ client, announce, fail }: PageProps) => {
 const PaymentList = (props: PageProps) => {
   const { client, fail } = props;
   const [status, setStatus] = useState("");
-  const [payments, setPayments] = useState<readonly Payment[] | null>(null);
-
-  useEffect(() => {
-    setPayments(null);
-    const query = status === "" ? { limit: 50 } : { limit: 50, status: status as PaymentStatus };
-    unwrap(client.GET("/v1/payments", { params: { query } }))
-      .then((list) => setPayments(list.data))
-      .catch(fail);
-  }, [client, fail, status]);
+  const { value: payments } = useLoaded(
+    async () => {
+      const query = status === "" ? { limit: 50 } : { limit: 50, status: status as PaymentStatus };
+      return (await unwrap(client.GET("/v1/payments", { params: { query } }))).data;
+    },
+    fail,
+    [client, status],
+  );
 
   return html`<h1>Payments</h1>
     <${CreatePayment} ...${props} />

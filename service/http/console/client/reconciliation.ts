@@ -3,10 +3,11 @@
  * downloads the same query as CSV (a same-origin GET: the browser sends the session cookie).
  */
 import { html } from "htm/preact";
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import type { operations } from "../../../../client/index.ts";
-import { type Schemas, unwrap } from "./api.ts";
+import { unwrap } from "./api.ts";
 import { dateTime } from "./format.ts";
+import { useLoaded } from "./loaded.ts";
 import type { PageProps } from "./page-props.ts";
 
 type Query = NonNullable<operations["listReconciliation"]["parameters"]["query"]>;
@@ -56,18 +57,13 @@ const inputValue = (event: Event): string => (event.currentTarget as HTMLInputEl
 export const Reconciliation = ({ client, fail }: PageProps) => {
   const [draft, setDraft] = useState<Range>(EMPTY);
   const [range, setRange] = useState<Range>(EMPTY);
-  const [entries, setEntries] = useState<readonly Schemas["ReconciliationEntry"][] | null>(null);
-  const [hasMore, setHasMore] = useState(false);
-
-  useEffect(() => {
-    setEntries(null);
-    unwrap(client.GET("/v1/reconciliation", { params: { query: queryOf(range) } }))
-      .then((page) => {
-        setEntries(page.data);
-        setHasMore(page.has_more);
-      })
-      .catch(fail);
-  }, [client, fail, range]);
+  const { value: page } = useLoaded(
+    () => unwrap(client.GET("/v1/reconciliation", { params: { query: queryOf(range) } })),
+    fail,
+    [client, range],
+  );
+  const entries = page?.data ?? null;
+  const hasMore = page?.has_more ?? false;
 
   const field = (key: keyof Range) => (event: Event) => setDraft({ ...draft, [key]: inputValue(event) });
   const submit = (event: Event) => {

@@ -7,6 +7,7 @@ import { useEffect, useState } from "preact/hooks";
 import { everyValue, type Schemas, type StatusFilter, unwrap } from "./api.ts";
 import { useBusy } from "./busy.ts";
 import { dateTime } from "./format.ts";
+import { useLoaded } from "./loaded.ts";
 import type { PageProps } from "./page-props.ts";
 import { hrefOf } from "./router.ts";
 
@@ -17,15 +18,14 @@ const STATUSES = everyValue<SubscriptionStatus>()(["incomplete", "active", "past
 
 const SubscriptionList = ({ client, fail }: PageProps) => {
   const [status, setStatus] = useState("");
-  const [subscriptions, setSubscriptions] = useState<readonly Subscription[] | null>(null);
-
-  useEffect(() => {
-    setSubscriptions(null);
-    const query = status === "" ? { limit: 50 } : { limit: 50, status: status as SubscriptionStatus };
-    unwrap(client.GET("/v1/subscriptions", { params: { query } }))
-      .then((list) => setSubscriptions(list.data))
-      .catch(fail);
-  }, [client, fail, status]);
+  const { value: subscriptions } = useLoaded(
+    async () => {
+      const query = status === "" ? { limit: 50 } : { limit: 50, status: status as SubscriptionStatus };
+      return (await unwrap(client.GET("/v1/subscriptions", { params: { query } }))).data;
+    },
+    fail,
+    [client, status],
+  );
 
   return html`<h1>Subscriptions</h1>
     <div class="filter">
