@@ -677,6 +677,13 @@ export const migrations = {
     // against 2.8–3.5.
     "DROP INDEX billing.webhook_deliveries_event_once",
   ),
+  "0029_webhook_deliveries_by_event": statements(
+    // The lookups by event (the listing's `event` filter, a replay's targets, the crash recovery's delete)
+    // walked every delivery of the endpoint, or of the table: 20,000 rows read to find one
+    // (test/domain/deliveries-by-event.test.ts), a cost an API caller could make the service pay at will
+    // as history grows. Each delivery pays an entry here at its insert and at the record of its outcome.
+    "CREATE INDEX webhook_deliveries_event ON billing.webhook_deliveries (event_id)",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {
