@@ -38,7 +38,7 @@ import type { PageTypedData } from "../test/contract/harness.ts";
 import { startSigners } from "./billing-signer.ts";
 import { benchChain } from "./local-chain-config.ts";
 import { cpuBetween, processCpuSeconds, threadCpuSeconds } from "./process-cpu.ts";
-import { AGAINST_TEN_THOUSAND, type SummaryRow, writeResults } from "./report.ts";
+import { AGAINST_TEN_THOUSAND, machine, type SummaryRow, sameBoot, writeResults } from "./report.ts";
 
 const N = Number(process.env.BILLING_SUBSCRIPTIONS ?? 10_000);
 /**
@@ -650,16 +650,20 @@ try {
       meets_target: N === 10_000 ? perSecond >= TARGET_PER_SECOND : null,
     },
   ];
-  // Cost per subscription beside the 10,000 figure (the last `npm run bench:billing` on this machine).
+  // Cost per subscription beside the 10,000 figure: the last `npm run bench:billing` since this boot.
   const ten =
     N !== 10_000 && existsSync("bench/results/billing.json")
       ? (JSON.parse(readFileSync("bench/results/billing.json", "utf8")) as {
           subscriptions?: number;
           cost_per_subscription?: { cpu_ms?: number };
           measured_at?: string;
+          machine?: { boot_id?: string | null };
         })
       : undefined;
-  const tenCost = ten?.subscriptions === 10_000 ? ten.cost_per_subscription?.cpu_ms : undefined;
+  const tenCost =
+    ten?.subscriptions === 10_000 && sameBoot(ten, { machine: machine() })
+      ? ten.cost_per_subscription?.cpu_ms
+      : undefined;
   summary.push({
     what: `billing CPU per subscription (service, Postgres with the vacuum after, Ponder), ${N.toLocaleString("en-US")} due`,
     figure: cost.cpu_ms,

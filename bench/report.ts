@@ -3,7 +3,7 @@
  * measured, and a `summary` of rows — figure beside the baseline measured in the same run and the
  * target — that `npm run bench` prints as one table (bench/summary.ts).
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 
 /** The issue's target for the billing bench's cost per subscription at another size than 10,000. */
@@ -37,11 +37,30 @@ export const percentiles = (values: ReadonlyArray<number>) => {
   return { p50_ms: at(50), p90_ms: at(90), p99_ms: at(99), max_ms: at(100) };
 };
 
+const bootId = (): string | null => {
+  try {
+    return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+  } catch {
+    return null;
+  }
+};
+
 export const machine = () => ({
   cores: cpus().length,
   cpu: cpus()[0]?.model ?? "unknown",
   node: process.version,
+  // Machines of the same kind differ in speed by 2× and more (the twelfth round's notes); figures from
+  // two results files are compared only when they were measured since the same boot.
+  boot_id: bootId(),
 });
+
+interface Measured {
+  readonly machine?: { readonly boot_id?: string | null };
+}
+
+/** Whether two results were measured since the same boot of one machine (an unknown boot matches none). */
+export const sameBoot = (a: Measured, b: Measured): boolean =>
+  typeof a.machine?.boot_id === "string" && a.machine.boot_id === b.machine?.boot_id;
 
 export const writeResults = (
   name: string,
