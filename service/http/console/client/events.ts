@@ -95,4 +95,4 @@ const EventDetail = ({ client, announce, fail, eventId }: PageProps & { readonly
 export const Events = (props: PageProps & { readonly eventId: string | null }) =>
   props.eventId === null
     ? html`<${EventList} ...${props} />`
-    : html`<${EventDetail} ...${props} eventId=${props.eventId} />`;
+    : html`<${EventDetail} key=${props.eventId} ...${props} eventId=${props.eventId} />`;

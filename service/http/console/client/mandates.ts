@@ -300,4 +300,4 @@ const MandateDetail = (props: PageProps & { readonly mandateId: string }) => {
 export const Mandates = (props: PageProps & { readonly mandateId: string | null }) =>
   props.mandateId === null
     ? html`<${MandateList} ...${props} />`
-    : html`<${MandateDetail} ...${props} mandateId=${props.mandateId} />`;
+    : html`<${MandateDetail} key=${props.mandateId} ...${props} mandateId=${props.mandateId} />`;

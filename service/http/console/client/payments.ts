@@ -210,4 +210,4 @@ const PaymentDetail = ({ client, announce, fail, paymentId }: PageProps & { read
 export const Payments = (props: PageProps & { readonly paymentId: string | null }) =>
   props.paymentId === null
     ? html`<${PaymentList} ...${props} />`
-    : html`<${PaymentDetail} ...${props} paymentId=${props.paymentId} />`;
+    : html`<${PaymentDetail} key=${props.paymentId} ...${props} paymentId=${props.paymentId} />`;

@@ -164,4 +164,4 @@ const SubscriptionDetail = ({
 export const Subscriptions = (props: PageProps & { readonly subscriptionId: string | null }) =>
   props.subscriptionId === null
     ? html`<${SubscriptionList} ...${props} />`
-    : html`<${SubscriptionDetail} ...${props} subscriptionId=${props.subscriptionId} />`;
+    : html`<${SubscriptionDetail} key=${props.subscriptionId} ...${props} subscriptionId=${props.subscriptionId} />`;
