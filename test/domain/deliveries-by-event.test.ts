@@ -71,16 +71,16 @@ layer(testLayer, { timeout: 120_000 })("an event's deliveries", (it) => {
         (yield* Deliveries).list(scope, endpoint.id, { event: first, limit: 10 }),
       );
       expect(listed.value.data.map((delivery) => delivery.event)).toEqual([first]);
-      expect(listed.read).toBeLessThanOrEqual(5);
+      expect(listed.read).toBeLessThanOrEqual(10);
 
       const replayed = yield* rowsRead((yield* Deliveries).replay(scope, first, {}));
       expect(replayed.value.data.map((delivery) => [delivery.endpoint, delivery.trigger])).toEqual([
         [endpoint.id, "replay"],
       ]);
-      expect(replayed.read).toBeLessThanOrEqual(5);
+      expect(replayed.read).toBeLessThanOrEqual(10);
 
       const forgotten = yield* rowsRead((yield* DeliveryStore).forgetEvents([first]));
-      expect(forgotten.read).toBeLessThanOrEqual(5);
+      expect(forgotten.read).toBeLessThanOrEqual(10);
       const left = yield* (yield* Deliveries).list(scope, endpoint.id, { event: first, limit: 10 });
       expect(left.data).toEqual([]);
     }),
