@@ -682,7 +682,17 @@ export const migrations = {
     // walked every delivery of the endpoint, or of the table: 20,000 rows read to find one
     // (test/domain/deliveries-by-event.test.ts), a cost an API caller could make the service pay at will
     // as history grows. Each delivery pays an entry here at its insert and at the record of its outcome.
-    "CREATE INDEX webhook_deliveries_event ON billing.webhook_deliveries (event_id)",
+    // IF NOT EXISTS: an operator with a large table builds it first with CONCURRENTLY (README, Upgrading),
+    // since the build here holds the migration's transaction and blocks writes to deliveries. A concurrent
+    // build that failed leaves an invalid index of that name: dropped here and built again.
+    `DO $$ BEGIN
+      IF EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = 'billing' AND c.relname = 'webhook_deliveries_event' AND NOT i.indisvalid)
+      THEN DROP INDEX billing.webhook_deliveries_event;
+      END IF;
+    END $$`,
+    "CREATE INDEX IF NOT EXISTS webhook_deliveries_event ON billing.webhook_deliveries (event_id)",
   ),
 };
 
