@@ -320,6 +320,39 @@ try {
       ),
     );
 
+  // With pg_stat_statements loaded (POSTGRES_FLAGS), the statements of the set-up's authorisations and
+  // of the measured phase are each printed, costliest first.
+  const profiling = process.env.POSTGRES_FLAGS?.includes("pg_stat_statements") ?? false;
+  const resetStatements = () =>
+    database.runPromise(
+      Effect.flatMap(Effect.service(PgClient.PgClient), (sql) =>
+        Effect.andThen(
+          sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`,
+          Effect.andThen(sql`SELECT pg_stat_statements_reset()`, sql`SELECT pg_stat_reset()`),
+        ),
+      ),
+    );
+  const printStatements = async (what: string) => {
+    const [all] = await database.runPromise(
+      Effect.flatMap(
+        Effect.service(PgClient.PgClient),
+        (sql) => sql<{ calls: number; ms: number }>`SELECT coalesce(sum(calls), 0)::int AS calls,
+            round(coalesce(sum(total_exec_time), 0))::int AS ms FROM pg_stat_statements`,
+      ),
+    );
+    const top = await database.runPromise(
+      Effect.flatMap(
+        Effect.service(PgClient.PgClient),
+        (sql) => sql`SELECT calls::int, round(total_exec_time)::int AS total_ms,
+            round(mean_exec_time::numeric, 2)::float8 AS mean_ms, round(rows::numeric / calls, 1)::float8 AS rows,
+            left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 110) AS query
+          FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 40`,
+      ),
+    );
+    console.log(`statements of ${what}: ${all?.calls} calls, ${all?.ms} ms; costliest first:`);
+    console.table(top);
+  };
+
   // A block a second (SETUP_BLOCK_SECONDS), each big enough for a few thousand transactions.
   await anvil("evm_setBlockGasLimit", ["0x3b9aca00"]);
   await anvil("evm_setAutomine", [false]);
@@ -395,6 +428,7 @@ try {
   const [created, { customers, funded }] = await Promise.all([opening(), funding()]);
   const prepared = seconds(started);
 
+  if (profiling) await resetStatements();
   const authStarted = performance.now();
   const authCpuBefore = processCpuSeconds();
   const authThreadsBefore = threadCpuSeconds();
@@ -420,6 +454,7 @@ try {
   await waitPaid(0, "first invoices", 100);
   const firstPaid = seconds(authStarted);
   console.log(`${N} first invoices paid ${firstPaid} s after the first signature`);
+  if (profiling) await printStatements("the set-up's authorisations, to the first invoices paid");
 
   // The relayer may still be confirming the set-up's authorisations (at 10,000, ~7,800 of them when
   // the first invoices were paid): that tail is the set-up's work, so the phase starts once it is done.
@@ -460,16 +495,7 @@ try {
 
   // The measured phase: every subscription due at one boundary.
   const fromBlock = (await client.getBlockNumber()) + 1n;
-  const profiling = process.env.POSTGRES_FLAGS?.includes("pg_stat_statements") ?? false;
-  if (profiling)
-    await database.runPromise(
-      Effect.flatMap(Effect.service(PgClient.PgClient), (sql) =>
-        Effect.andThen(
-          sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`,
-          Effect.andThen(sql`SELECT pg_stat_statements_reset()`, sql`SELECT pg_stat_reset()`),
-        ),
-      ),
-    );
+  if (profiling) await resetStatements();
   // The start and the end of the measured phase both come from the database's clock.
   const [start] = await database.runPromise(
     Effect.flatMap(
@@ -597,16 +623,7 @@ try {
     ),
   );
   if (profiling) {
-    const top = await database.runPromise(
-      Effect.flatMap(
-        Effect.service(PgClient.PgClient),
-        (sql) => sql`SELECT calls::int, round(total_exec_time)::int AS total_ms,
-            round(mean_exec_time::numeric, 2)::float8 AS mean_ms, round(rows::numeric / calls, 1)::float8 AS rows,
-            left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 110) AS query
-          FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 40`,
-      ),
-    );
-    console.table(top);
+    await printStatements("the measured phase");
     // Which indexes the phase read, and how many entries: an index read far more than the rows its
     // statements return is a plan that scans.
     const indexes = await database.runPromise(
