@@ -58,8 +58,13 @@ const MONTH = 31 * 86_400;
  * second apart with 1,000,000,000 gas, so that minting 10,000 wallets is not what the set-up measures.
  */
 const BLOCK_SECONDS = Number(process.env.BILLING_BLOCK_SECONDS ?? 2);
-/** The set-up's block interval (BILLING_SETUP_BLOCK_SECONDS): longer blocks hold anvil's memory down at 100,000 due. */
-const SETUP_BLOCK_SECONDS = Number(process.env.BILLING_SETUP_BLOCK_SECONDS ?? 1);
+/**
+ * The set-up's block interval (BILLING_SETUP_BLOCK_SECONDS). anvil 1.7.1 grows by about its state's size
+ * with every block, so above 20,000 due the set-up mines a block every 10 s: at 100,000 due anvil then
+ * held 4.7 GB when the set-up ended and 14.1 GB at the end of the measured phase, on a 23 GB machine
+ * where 6 s blocks were OOM-killed (docs/performance.md).
+ */
+const SETUP_BLOCK_SECONDS = Number(process.env.BILLING_SETUP_BLOCK_SECONDS ?? (N > 20_000 ? 10 : 1));
 const BLOCK_GAS_LIMIT = BigInt(process.env.BILLING_BLOCK_GAS_LIMIT ?? 140_000_000);
 const PHASE_TIMEOUT_MS = Number(process.env.BILLING_PHASE_TIMEOUT_S ?? 1_800) * 1000;
 
@@ -150,8 +155,7 @@ const scratch = await startScratchStack("billing", {
   chains: [benchChain("billing")],
   // Every block's state in anvil's memory outgrew the machine at 100,000 due (21.7 GB). Keeping 256
   // (or 32) does not bound it: anvil 1.7.1 still grows by about the state's size a block, so 100,000
-  // due fits this 23.5 GB machine only with fewer set-up blocks (BILLING_SETUP_BLOCK_SECONDS=6: 16 GB
-  // at the end; docs/performance.md).
+  // due fits a 23 GB machine only with fewer set-up blocks (SETUP_BLOCK_SECONDS).
   anvilStates: 256,
   // Every customer signs from this one address, through the page's API.
   page: {
