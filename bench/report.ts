@@ -67,8 +67,9 @@ export const writeResults = (
   command: string,
   summary: ReadonlyArray<SummaryRow>,
   details: Record<string, unknown>,
+  file = `bench/results/${name}.json`,
 ): void => {
   mkdirSync("bench/results", { recursive: true });
   const report = { measured_at: new Date().toISOString(), command, machine: machine(), summary, ...details };
-  writeFileSync(`bench/results/${name}.json`, `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
 };
