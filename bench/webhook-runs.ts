@@ -2,18 +2,13 @@
  * Several runs of bench:webhooks, each in a fresh process, so that each side's burst is cold in every
  * run, as the issue's figures were measured. One run's burst ratio ranged 0.38–0.71 over fifteen runs
  * on one machine (docs/performance.md), mostly with the bare loop's own speed, so a single run lands on
- * either side of the target. bench/webhooks.ts summarises the runs by the median of each figure.
+ * either side of the target. bench/webhooks.ts summarises the runs by the median of each figure
+ * (report.ts's `percentile` at 50: the lower middle one of an even number).
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-
-/** The median of `values` (the lower middle one when there is an even number of them). */
-export const median = (values: ReadonlyArray<number>): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor((sorted.length - 1) / 2)] ?? Number.NaN;
-};
 
 const runOnce = <R>(script: string, resultsFile: string): Promise<R> =>
   new Promise((resolve, reject) => {
