@@ -49,18 +49,10 @@ export const machine = () => ({
   cores: cpus().length,
   cpu: cpus()[0]?.model ?? "unknown",
   node: process.version,
-  // Machines of the same kind differ in speed by 2× and more (the twelfth round's notes); figures from
-  // two results files are compared only when they were measured since the same boot.
+  // Machines of the same kind differ in speed by 2× and more (the twelfth round's notes): the boot
+  // tells which results files were measured on the same machine, in the same boot.
   boot_id: bootId(),
 });
-
-interface Measured {
-  readonly machine?: { readonly boot_id?: string | null };
-}
-
-/** Whether two results were measured since the same boot of one machine (an unknown boot matches none). */
-export const sameBoot = (a: Measured, b: Measured): boolean =>
-  typeof a.machine?.boot_id === "string" && a.machine.boot_id === b.machine?.boot_id;
 
 export const writeResults = (
   name: string,

@@ -1,9 +1,10 @@
 /**
  * Prints every bench/results/*.json summary as one table: figure, baseline from the same run, target.
- * `npm run bench` runs each benchmark, then this.
+ * `npm run bench` runs each benchmark, then this. Each row is printed as its run wrote it: a billing run
+ * at another size than 10,000 carries the 10,000 run it made just before (bench/billing.ts).
  */
 import { readdirSync, readFileSync } from "node:fs";
-import { AGAINST_TEN_THOUSAND, type SummaryRow, sameBoot } from "./report.ts";
+import type { SummaryRow } from "./report.ts";
 
 interface Results {
   readonly measured_at: string;
@@ -17,34 +18,6 @@ const format = (value: number): string =>
     maximumFractionDigits: Math.abs(value) < 10 ? 2 : Math.abs(value) < 100 ? 1 : 0,
   });
 
-/**
- * A billing run at another size than 10,000 is compared with the newest 10,000 figure (billing.json), as
- * its target says, when both were measured since the same boot; otherwise with none (the machines of
- * these sessions differ by 2× and more).
- */
-const TEN_THOUSAND = (() => {
-  try {
-    const ten = JSON.parse(readFileSync("bench/results/billing.json", "utf8")) as Results & {
-      readonly cost_per_subscription?: { readonly cpu_ms?: number };
-    };
-    const cpu = ten.cost_per_subscription?.cpu_ms;
-    return cpu === undefined ? undefined : { cpu, at: ten.measured_at.slice(0, 16), results: ten };
-  } catch {
-    return undefined;
-  }
-})();
-const againstNewest = (results: Results, row: SummaryRow): SummaryRow => {
-  if (row.target !== AGAINST_TEN_THOUSAND) return row;
-  if (TEN_THOUSAND === undefined || !sameBoot(results, TEN_THOUSAND.results))
-    return { ...row, baseline: null, baseline_what: null, meets_target: null };
-  return {
-    ...row,
-    baseline: TEN_THOUSAND.cpu,
-    baseline_what: `10,000 due, ${TEN_THOUSAND.at}`,
-    meets_target: row.figure <= TEN_THOUSAND.cpu * 1.2,
-  };
-};
-
 const rows: string[][] = [["what", "figure", "baseline", "target", "meets", "measured"]];
 let missing = 0;
 let failing = 0;
@@ -56,7 +29,7 @@ for (const file of readdirSync("bench/results")
     missing += 1;
     continue;
   }
-  for (const row of results.summary.map((row) => againstNewest(results, row))) {
+  for (const row of results.summary) {
     if (row.meets_target === false) failing += 1;
     rows.push([
       row.what,
