@@ -38,6 +38,7 @@ import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.
 import type { PageTypedData } from "../test/contract/harness.ts";
 import { startSigners } from "./billing-signer.ts";
 import { benchChain } from "./local-chain-config.ts";
+import { pgStatementsLoaded, printStatements, resetStatements } from "./pg-statements.ts";
 import { cpuBetween, processCpuSeconds, threadCpuSeconds } from "./process-cpu.ts";
 import { AGAINST_TEN_THOUSAND, type SummaryRow, writeResults } from "./report.ts";
 
@@ -351,36 +352,7 @@ try {
 
   // With pg_stat_statements loaded (POSTGRES_FLAGS), the statements of the set-up's authorisations and
   // of the measured phase are each printed, costliest first.
-  const profiling = process.env.POSTGRES_FLAGS?.includes("pg_stat_statements") ?? false;
-  const resetStatements = () =>
-    database.runPromise(
-      Effect.flatMap(Effect.service(PgClient.PgClient), (sql) =>
-        Effect.andThen(
-          sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`,
-          Effect.andThen(sql`SELECT pg_stat_statements_reset()`, sql`SELECT pg_stat_reset()`),
-        ),
-      ),
-    );
-  const printStatements = async (what: string) => {
-    const [all] = await database.runPromise(
-      Effect.flatMap(
-        Effect.service(PgClient.PgClient),
-        (sql) => sql<{ calls: number; ms: number }>`SELECT coalesce(sum(calls), 0)::int AS calls,
-            round(coalesce(sum(total_exec_time), 0))::int AS ms FROM pg_stat_statements`,
-      ),
-    );
-    const top = await database.runPromise(
-      Effect.flatMap(
-        Effect.service(PgClient.PgClient),
-        (sql) => sql`SELECT calls::int, round(total_exec_time)::int AS total_ms,
-            round(mean_exec_time::numeric, 2)::float8 AS mean_ms, round(rows::numeric / calls, 1)::float8 AS rows,
-            left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 110) AS query
-          FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 40`,
-      ),
-    );
-    console.log(`statements of ${what}: ${all?.calls} calls, ${all?.ms} ms; costliest first:`);
-    console.table(top);
-  };
+  const profiling = pgStatementsLoaded();
 
   // A block a second (SETUP_BLOCK_SECONDS), each big enough for a few thousand transactions.
   await anvil("evm_setBlockGasLimit", ["0x3b9aca00"]);
@@ -457,7 +429,7 @@ try {
   const [created, { customers, funded }] = await Promise.all([opening(), funding()]);
   const prepared = seconds(started);
 
-  if (profiling) await resetStatements();
+  if (profiling) await database.runPromise(resetStatements);
   const authStarted = performance.now();
   const authCpuBefore = processCpuSeconds();
   const authThreadsBefore = threadCpuSeconds();
@@ -483,7 +455,8 @@ try {
   await waitPaid(0, "first invoices", 100);
   const firstPaid = seconds(authStarted);
   console.log(`${N} first invoices paid ${firstPaid} s after the first signature`);
-  if (profiling) await printStatements("the set-up's authorisations, to the first invoices paid");
+  if (profiling)
+    await database.runPromise(printStatements("the set-up's authorisations, to the first invoices paid"));
 
   // The relayer may still be confirming the set-up's authorisations (at 10,000, ~7,800 of them when
   // the first invoices were paid): that tail is the set-up's work, so the phase starts once it is done.
@@ -524,7 +497,7 @@ try {
 
   // The measured phase: every subscription due at one boundary.
   const fromBlock = (await client.getBlockNumber()) + 1n;
-  if (profiling) await resetStatements();
+  if (profiling) await database.runPromise(resetStatements);
   // The start and the end of the measured phase both come from the database's clock.
   const [start] = await database.runPromise(
     Effect.flatMap(
@@ -652,7 +625,7 @@ try {
     ),
   );
   if (profiling) {
-    await printStatements("the measured phase");
+    await database.runPromise(printStatements("the measured phase"));
     // Which indexes the phase read, and how many entries: an index read far more than the rows its
     // statements return is a plan that scans.
     const indexes = await database.runPromise(

@@ -11,7 +11,16 @@
  * of Ponder's notifications). Each charge is also timed at the relay's transaction start and its outbox
  * insert (from Postgres's clock), and GC pauses of this process (which hosts the service) are recorded,
  * so the results say where the time goes. Writes bench/results/latency.json (bench/report.ts).
+ *
+ * Profiling: LATENCY_HEAP_PROFILE=<file> samples this process's allocations over each run's measured
+ * charges (`node:inspector`'s sampling heap profiler) and writes <file>-<history facts>.heapprofile:
+ * every allocation, or with LATENCY_HEAP_PROFILE_PROMOTED=1 those that outlived a scavenge (what makes
+ * a scavenge long); summarised by bench/heap-profile.ts. With pg_stat_statements loaded
+ * (`POSTGRES_FLAGS="-c shared_preload_libraries=pg_stat_statements"`), the statements of each run's
+ * measured charges are printed, costliest first.
  */
+import { writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import { constants, PerformanceObserver } from "node:perf_hooks";
 import { PgClient } from "@effect/sql-pg";
 import { Duration, Effect, Option, Queue, Redacted } from "effect";
@@ -35,6 +44,7 @@ import { ONCHAIN_SCHEMA } from "../service/db/client.ts";
 import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { mandateIdFor, TERMS_TYPES } from "../test/contract/harness.ts";
 import { benchChain } from "./local-chain-config.ts";
+import { pgStatementsLoaded, printStatements, resetStatements } from "./pg-statements.ts";
 import { percentiles, type SummaryRow, writeResults } from "./report.ts";
 
 /**
@@ -51,6 +61,27 @@ const N = Number(process.env.LATENCY_CHARGES ?? 1_000);
  */
 const INTERVAL_MS = Number(process.env.LATENCY_INTERVAL_MS ?? 100);
 const HISTORY_FACTS = Number(process.env.LATENCY_HISTORY_FACTS ?? 1_000_000);
+const HEAP_PROFILE = process.env.LATENCY_HEAP_PROFILE;
+
+/**
+ * Samples allocations until the returned function is called with a file name. V8 has one sampling heap
+ * profiler per isolate, so a run counts either every allocation or (LATENCY_HEAP_PROFILE_PROMOTED=1)
+ * only those no scavenge collected: what was promoted, or still lived at the end.
+ */
+const sampleAllocations = async () => {
+  const session = new Session();
+  session.connect();
+  await session.post("HeapProfiler.startSampling", {
+    samplingInterval: 16_384,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: process.env.LATENCY_HEAP_PROFILE_PROMOTED !== "1",
+  });
+  return async (file: string) => {
+    const { profile } = await session.post("HeapProfiler.stopSampling");
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+  };
+};
 
 /** Wall-clock milliseconds of a `performance.now()` reading, comparable with Postgres's timestamps. */
 const wall = (now: number) => performance.timeOrigin + now;
@@ -248,6 +279,7 @@ const measure = async (historyFacts: number) => {
       });
   });
   gcObserver.observe({ entryTypes: ["gc"] });
+  const heapSampling = HEAP_PROFILE === undefined ? undefined : await sampleAllocations();
   const charges = await Effect.runPromise(
     Effect.scoped(
       Effect.gen(function* () {
@@ -276,6 +308,7 @@ const measure = async (historyFacts: number) => {
         // of the first charges (the 5th, in one run) waited ~0.5 s for the next second's budget.
         yield* Effect.sleep("3 seconds");
         yield* Queue.clear(wake);
+        if (pgStatementsLoaded()) yield* resetStatements;
         const measured: Charge[] = [];
         for (const mandateId of mandates) {
           const data = encodeFunctionData({
@@ -312,6 +345,7 @@ const measure = async (historyFacts: number) => {
           const rest = INTERVAL_MS - (performance.now() - paced);
           if (rest > 0) yield* Effect.sleep(Duration.millis(rest));
         }
+        if (pgStatementsLoaded()) yield* printStatements(`${N} charges (history: ${historyFacts} facts)`);
         // The relay's own times, from Postgres's clock (the same machine's): its transaction's start (the
         // charge row's updated_at is now()) and the outbox insert (inserted_at is clock_timestamp()).
         const stamps = yield* sql<{ fact_key: string; relay_started: number; inserted: number }>`
@@ -329,6 +363,7 @@ const measure = async (historyFacts: number) => {
     ).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack.databaseUrl), maxConnections: 4 }))),
   );
   gcObserver.disconnect();
+  await heapSampling?.(`${HEAP_PROFILE}-${historyFacts}.heapprofile`);
   await scratch.stop();
 
   const stages = {
