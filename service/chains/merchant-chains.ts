@@ -52,10 +52,6 @@ const toObject = (row: Row, chain: ResolvedChain): MerchantChainObject => ({
   created: Math.floor(row.created_at.getTime() / 1000),
 });
 
-const decodeOwners = decodeRows(
-  Schema.Struct({ chain_id: Schema.Number, payout: Schema.String, merchant_id: Schema.String }),
-);
-
 /**
  * Told of each payout address registered (in the registration's transaction): the fact relay goes
  * through the address's history once. A port, so that this module needs nothing of the relay.
@@ -77,13 +73,6 @@ export class MerchantChains extends Context.Service<
      * written, in any process, clears them), so that opening a mandate costs no round trip for them.
      */
     readonly list: (scope: MerchantScope) => Effect.Effect<readonly MerchantChainObject[], SqlError.SqlError>;
-    /**
-     * The merchant owning each (chain, payout address), keyed `chain:address` in lower case; a payout
-     * address has one owner per chain. Chain facts are attributed by it.
-     */
-    readonly owners: (
-      pairs: ReadonlyArray<{ readonly chainId: number; readonly payee: string }>,
-    ) => Effect.Effect<ReadonlyMap<string, string>, SqlError.SqlError>;
   }
 >()("MerchantChains") {
   static readonly layer = Layer.effect(
@@ -181,21 +170,7 @@ export class MerchantChains extends Context.Service<
       );
       const list = (scope: MerchantScope) => cached.get(`${scope.livemode ? 1 : 0}:${scope.merchantId}`);
 
-      const owners = (pairs: ReadonlyArray<{ readonly chainId: number; readonly payee: string }>) =>
-        Effect.gen(function* () {
-          const owners = new Map<string, string>();
-          if (pairs.length === 0) return owners;
-          const rows = yield* sql`
-            SELECT DISTINCT chain_id::int, lower(payout_address) AS payout, merchant_id
-            FROM billing.merchant_chains
-            WHERE lower(payout_address) IN ${sql.in([...new Set(pairs.map((p) => p.payee.toLowerCase()))])}`.pipe(
-            Effect.flatMap(decodeOwners),
-          );
-          for (const row of rows) owners.set(`${row.chain_id}:${row.payout}`, row.merchant_id);
-          return owners;
-        });
-
-      return { configure, list, owners };
+      return { configure, list };
     }),
   );
 }

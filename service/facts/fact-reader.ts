@@ -1,7 +1,10 @@
 /**
  * Reads of the indexer's `fact` view (`onchain.fact`) for the relay: a chain's facts after a position,
- * in chain order, with whether the outbox already reported each; and a payout address's facts up to a
- * position (backfills). One Ponder relation per statement (see chains/onchain.ts).
+ * in chain order; and a payout address's facts up to a position (backfills). Each fact comes with what
+ * the relay decides by, read in the same snapshot: whether the outbox already reported it, the merchant
+ * whose payout address it names, and whether that address's history is still being backfilled. A
+ * registration writes the address and its backfill in one transaction, so a pass sees both or neither.
+ * One Ponder relation per statement (see chains/onchain.ts).
  */
 import { PgClient } from "@effect/sql-pg";
 import { Context, Effect, Layer, Schema } from "effect";
@@ -13,17 +16,29 @@ import type { FactPosition } from "./relay-cursor.ts";
 
 export const READ_BATCH = 500;
 
-/** A fact read, with whether the outbox already has its event. */
-export type ReadFact = FactRow & { readonly relayed: boolean };
-
-const ReadRow = Schema.Struct({ ...FactRow.fields, anchor: Schema.Boolean, relayed: Schema.Boolean });
+const ReadRow = Schema.Struct({
+  ...FactRow.fields,
+  anchor: Schema.Boolean,
+  /** The outbox already has the fact's event. */
+  relayed: Schema.Boolean,
+  /** The merchant whose payout address (on the fact's chain) the fact names; a payout address has one. */
+  owner: Schema.NullOr(Schema.String),
+  /** The payee's history is being relayed by a backfill, which the chain's cursor leaves it to. */
+  backfilling: Schema.Boolean,
+});
+/** A fact read, with what the relay decides by. */
+export type ReadFact = Omit<typeof ReadRow.Type, "anchor">;
 const decodeReadRows = decodeRows(ReadRow);
 const decodeHashes = decodeRows(Schema.Struct({ key: Schema.String, block_hash: Schema.String }));
 
 const COLUMNS =
   fixed(`f.key, f.kind, f.chain_id, f.block_number::text, f.block_hash, f.timestamp::text, f.tx_hash,
   f.log_index, f.mandate_id, f.charge_id, f.payment_id, f.amount::text, f.customer, f.payee, f.token, f.details`);
-const RELAYED = fixed("EXISTS (SELECT 1 FROM billing.events e WHERE e.fact_key = f.key)");
+const DECIDED_BY = fixed(`EXISTS (SELECT 1 FROM billing.events e WHERE e.fact_key = f.key) AS relayed,
+  (SELECT mc.merchant_id FROM billing.merchant_chains mc
+    WHERE mc.chain_id = f.chain_id AND lower(mc.payout_address) = lower(f.payee) LIMIT 1) AS owner,
+  EXISTS (SELECT 1 FROM billing.fact_relay_backfills b
+    WHERE b.chain_id = f.chain_id AND b.payee = lower(f.payee) AND b.done_at IS NULL) AS backfilling`);
 
 const make = Effect.gen(function* () {
   const sql = yield* PgClient.PgClient;
@@ -49,11 +64,12 @@ const make = Effect.gen(function* () {
             ? [sql`${position} > ${at({ block: cursor.block, logIndex: cursor.log_index, key: cursor.key })}`]
             : []),
         ];
-        const after = sql`SELECT false AS anchor, ${RELAYED} AS relayed, ${COLUMNS} FROM ${facts}
+        const after = sql`SELECT false AS anchor, ${DECIDED_BY}, ${COLUMNS} FROM ${facts}
           WHERE ${sql.and(where)} ORDER BY f.block_number, f.log_index, f.key LIMIT ${READ_BATCH}`;
         const rows = yield* (
           cursor
-            ? sql`SELECT true AS anchor, false AS relayed, ${COLUMNS} FROM ${facts} WHERE f.key = ${cursor.key}
+            ? sql`SELECT true AS anchor, false AS relayed, NULL AS owner, false AS backfilling, ${COLUMNS}
+                  FROM ${facts} WHERE f.key = ${cursor.key}
                   UNION ALL (${after})`
             : after
         ).pipe(Effect.flatMap(decodeReadRows));
@@ -76,7 +92,7 @@ const make = Effect.gen(function* () {
       through: FactPosition,
       from: { readonly block: string; readonly logIndex: number; readonly key: string } | null,
     ) =>
-      sql`SELECT false AS anchor, ${RELAYED} AS relayed, ${COLUMNS} FROM ${facts}
+      sql`SELECT false AS anchor, ${DECIDED_BY}, ${COLUMNS} FROM ${facts}
         WHERE ${sql.and([
           sql`f.payee = ${payee}`,
           sql`f.chain_id = ${chainId}`,

@@ -14,7 +14,6 @@ import { PgClient } from "@effect/sql-pg";
 import { Effect, Schema } from "effect";
 import type { SqlClient, SqlError } from "effect/sql";
 import type { ResolvedChain } from "../chains/config.ts";
-import { MerchantChains } from "../chains/merchant-chains.ts";
 import { chainHeads } from "../chains/onchain.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { ONCHAIN_SCHEMA } from "../db/client.ts";
@@ -32,7 +31,6 @@ type RelayRequirements =
   | PgClient.PgClient
   | SqlClient.SqlClient
   | ChainRegistry
-  | MerchantChains
   | FactApplication
   | FactReader
   | RelayStore
@@ -59,23 +57,15 @@ const lockChain = (chainId: number) =>
   });
 
 /**
- * Applies the facts of merchants' payout addresses (`owners`, except payees being backfilled) in chain
- * order, writes their events, and records those it declined; returns how many it declined.
+ * Applies the facts of merchants' payout addresses in chain order, writes their events, and records those
+ * it declined; returns how many it declined. Facts of no merchant's address are passed.
  */
-const applyOwned = (
-  chain: ResolvedChain,
-  facts: ReadonlyArray<FactRow>,
-  owners: ReadonlyMap<string, string>,
-  excluded: ReadonlySet<string>,
-) =>
+const applyOwned = (chain: ResolvedChain, facts: ReadonlyArray<ReadFact>) =>
   Effect.gen(function* () {
     const application = yield* FactApplication;
     const store = yield* RelayStore;
     const outbox = yield* Outbox;
-    const owned = facts.flatMap((fact) => {
-      const merchantId = owners.get(`${fact.chain_id}:${fact.payee.toLowerCase()}`);
-      return merchantId === undefined || excluded.has(fact.payee.toLowerCase()) ? [] : [{ fact, merchantId }];
-    });
+    const owned = facts.flatMap((fact) => (fact.owner === null ? [] : [{ fact, merchantId: fact.owner }]));
     const events: NewEvent[] = [];
     const applied = new Set<string>();
     for (const step of planSteps(owned)) {
@@ -121,19 +111,12 @@ const applyOwned = (
     return skipped;
   });
 
-/** The owners of the facts read; none of a payee being backfilled (its history is the backfill's). */
+/** The facts read not relayed yet, but for a payee being backfilled (its history is the backfill's). */
 const applyRead = (chain: ResolvedChain, read: ReadonlyArray<ReadFact>) =>
-  Effect.gen(function* () {
-    const merchantChains = yield* MerchantChains;
-    const store = yield* RelayStore;
-    const fresh = read.filter((fact) => !fact.relayed);
-    if (fresh.length === 0) return 0;
-    const owners = yield* merchantChains.owners(fresh.map((f) => ({ chainId: f.chain_id, payee: f.payee })));
-    // Read after the owners: an address registered meanwhile is either unknown above (its facts are
-    // passed here and backfilled) or already listed here, so none of its facts is applied out of order.
-    const excluded = yield* store.backfillingPayees(chain.id);
-    return yield* applyOwned(chain, fresh, owners, excluded);
-  });
+  applyOwned(
+    chain,
+    read.filter((fact) => !fact.relayed && !fact.backfilling),
+  );
 
 /**
  * One batch of the chain's facts after its cursor (up to `confirmedBlock`, if given): whether there may
@@ -187,18 +170,16 @@ const backfillBatch = (chain: ResolvedChain) =>
   Effect.gen(function* () {
     const store = yield* RelayStore;
     const reader = yield* FactReader;
-    const merchantChains = yield* MerchantChains;
     const backfill = yield* store.nextBackfill(chain.id);
     if (backfill === undefined || !(yield* lockChain(chain.id))) return false;
     const cursor = (yield* store.loadAnchors(chain.id)).at(-1);
     // No cursor yet: its first pass reads the chain from the start, this address included.
     if (cursor === undefined) return yield* Effect.as(store.backfillDone(chain.id, backfill.payee), true);
     const read = yield* reader.ofPayee(chain.id, backfill.payee, cursor, backfill.position);
-    const fresh = read.filter((fact) => !fact.relayed);
-    if (fresh.length > 0) {
-      const owners = yield* merchantChains.owners([{ chainId: chain.id, payee: backfill.payee }]);
-      yield* applyOwned(chain, fresh, owners, new Set());
-    }
+    yield* applyOwned(
+      chain,
+      read.filter((fact) => !fact.relayed),
+    );
     const last = read[read.length - 1];
     if (read.length < READ_BATCH || last === undefined) {
       yield* store.backfillDone(chain.id, backfill.payee);

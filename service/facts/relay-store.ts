@@ -32,7 +32,6 @@ const decodeCursor = decodeRows(
   Schema.Struct({ anchors: Schema.Array(FactPosition), backfilling: Schema.Boolean }),
 );
 const decodeKeys = decodeRows(Schema.Struct({ fact_key: Schema.String }));
-const decodePayees = decodeRows(Schema.Struct({ payee: Schema.String }));
 const decodeBackfills = decodeRows(
   Schema.Struct({
     payee: Schema.String,
@@ -142,12 +141,6 @@ const make = Effect.gen(function* () {
 
     /** A payout address seen for the first time: its facts the cursor already passed are relayed once. */
     requestBackfill,
-    /** Payout addresses of the chain whose history is still being relayed (the cursor leaves them alone). */
-    backfillingPayees: (chainId: number) =>
-      sql`SELECT payee FROM billing.fact_relay_backfills WHERE chain_id = ${chainId} AND done_at IS NULL`.pipe(
-        Effect.flatMap(decodePayees),
-        Effect.map((rows) => new Set(rows.map((row) => row.payee))),
-      ),
     /** The oldest backfill still to do on the chain. */
     nextBackfill: (chainId: number) =>
       sql`SELECT payee, block_number::text, log_index, fact_key FROM billing.fact_relay_backfills
