@@ -7,10 +7,11 @@
  * of the merchant's payout address, each with its event in the outbox (years of operation,
  * bulk-inserted), so the relay's cost per pass must not grow with history.
  *
- * The baseline, in the same run: the same charge's fact seen in Ponder's own table (checked after each
- * of Ponder's notifications). Each charge is also timed at the relay's transaction start and its outbox
- * insert (from Postgres's clock), and GC pauses of this process (which hosts the service) are recorded,
- * so the results say where the time goes. Writes bench/results/latency.json (bench/report.ts).
+ * This process hosts the service (as `npm start` does); the customer, the operator sending the charges
+ * and the watcher run in a process of their own (bench/latency-load.ts). The baseline, in the same run:
+ * the same charge's fact seen in Ponder's own table (checked after each of Ponder's notifications).
+ * Each charge is also timed at the relay's transaction start and its outbox insert (from Postgres's
+ * clock), and GC pauses of this process are recorded, so the results say where the time goes. Writes bench/results/latency.json (bench/report.ts).
  *
  * Profiling: LATENCY_HEAP_PROFILE=<file> samples this process's allocations over each run's measured
  * charges (`node:inspector`'s sampling heap profiler) and writes <file>-<history facts>.heapprofile:
@@ -19,32 +20,18 @@
  * (`POSTGRES_FLAGS="-c shared_preload_libraries=pg_stat_statements"`), the statements of each run's
  * measured charges are printed, costliest first.
  */
-import { writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { constants, PerformanceObserver } from "node:perf_hooks";
 import { PgClient } from "@effect/sql-pg";
-import { Duration, Effect, Option, Queue, Redacted } from "effect";
-import {
-  createPublicClient,
-  createWalletClient,
-  defineChain,
-  encodeFunctionData,
-  http,
-  type PrivateKeyAccount,
-  parseEventLogs,
-  parseUnits,
-} from "viem";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
-import { TestUSDCAbi } from "../abis/TestUSDC.ts";
-import { LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
+import { Effect, Redacted } from "effect";
 import { startScratchStack } from "../scripts/stack/scratch-stack.ts";
 import { LOCAL_PAYOUT_ADDRESS } from "../scripts/stack/seed.ts";
-import { ONCHAIN_SCHEMA } from "../service/db/client.ts";
-import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
-import { mandateIdFor, TERMS_TYPES } from "../test/contract/harness.ts";
+import type { LatencyLoad, SeenCharge } from "./latency-load.ts";
 import { benchChain } from "./local-chain-config.ts";
-import { pgStatementsLoaded, printStatements, resetStatements } from "./pg-statements.ts";
 import { percentiles, type SummaryRow, writeResults } from "./report.ts";
 
 /**
@@ -85,18 +72,6 @@ const sampleAllocations = async () => {
 
 /** Wall-clock milliseconds of a `performance.now()` reading, comparable with Postgres's timestamps. */
 const wall = (now: number) => performance.timeOrigin + now;
-
-/** Where one charge was when (wall-clock ms). */
-interface Charge {
-  readonly chargeId: string;
-  readonly factKey: string;
-  /** The receipt returned. */
-  readonly mined: number;
-  /** Its fact seen in Ponder's table. */
-  readonly indexed: number;
-  /** Its event seen in the outbox. */
-  readonly seen: number;
-}
 
 /**
  * Years of history, bulk-inserted: facts of the merchant's payout address (charges, one authorization in
@@ -190,23 +165,6 @@ const measure = async (historyFacts: number) => {
   const { stack } = scratch;
   const resolved = stack.chains[0];
   if (!resolved?.rpc || !resolved.escrow.address) throw new Error("no resolved chain");
-  const escrow = resolved.escrow.address as `0x${string}`;
-  const usdc = resolved.tokens[0]?.address as `0x${string}`;
-  const chain = defineChain({
-    id: 31337,
-    name: "anvil",
-    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-    rpcUrls: { default: { http: [...resolved.rpc.http] } },
-  });
-  const transport = http(resolved.rpc.http[0]);
-  const client = createPublicClient({ chain, transport });
-  const operator = privateKeyToAccount(LOCAL_DEPLOYER_KEY);
-  const wallet = (account: PrivateKeyAccount) => createWalletClient({ chain, transport, account });
-  const send = async (account: PrivateKeyAccount, to: `0x${string}`, data: `0x${string}`) => {
-    const hash = await wallet(account).sendTransaction({ to, data, gas: 500_000n });
-    return client.waitForTransactionReceipt({ hash, pollingInterval: 5 });
-  };
-
   const history =
     historyFacts > 0
       ? await seedHistory(stack.databaseUrl, stack.devMerchant.merchantId, historyFacts)
@@ -216,58 +174,10 @@ const measure = async (historyFacts: number) => {
       `seeded ${historyFacts} facts and events in ${history.seeded.toFixed(1)} s; relay caught up in ${history.catchUp.toFixed(1)} s; the old anti-join pass took ${history.antiJoin.toFixed(0)} ms`,
     );
 
-  console.log(`preparing ${N} mandates ...`);
-  const customer = privateKeyToAccount(generatePrivateKey());
-  await client.request({
-    method: "anvil_setBalance",
-    params: [customer.address, "0xde0b6b3a7640000"],
-  } as never);
-  await send(
-    customer,
-    usdc,
-    encodeFunctionData({
-      abi: TestUSDCAbi,
-      functionName: "mint",
-      args: [customer.address, parseUnits("1000000", 6)],
-    }),
-  );
-  await send(
-    customer,
-    usdc,
-    encodeFunctionData({ abi: TestUSDCAbi, functionName: "approve", args: [escrow, 2n ** 256n - 1n] }),
-  );
-  const now = Number((await client.getBlock()).timestamp);
-  const mandates: `0x${string}`[] = [];
-  for (let i = 0; i < N; i++) {
-    const terms = {
-      mandateId: mandateIdFor(customer.address, BigInt(i + 1)),
-      payee: LOCAL_PAYOUT_ADDRESS as `0x${string}`,
-      token: usdc,
-      cap: parseUnits("10", 6),
-      anchor: BigInt(now),
-      approvalPeriods: 12,
-      operator: operator.address,
-      holdSeconds: 0n,
-      nonce: 1n,
-      deadline: BigInt(now + 86_400),
-    };
-    const signature = await customer.signTypedData({
-      domain: { name: "MandateEscrow", version: "1", chainId: 31337, verifyingContract: escrow },
-      types: TERMS_TYPES,
-      primaryType: "Terms",
-      message: terms,
-    });
-    await send(
-      operator,
-      escrow,
-      encodeFunctionData({ abi: MandateEscrowAbi, functionName: "authorize", args: [terms, signature] }),
-    );
-    mandates.push(terms.mandateId);
-  }
-
-  console.log(`measuring ${N} charges ...`);
+  // The outside world (a customer, an operator and a watcher) in a process of its own
+  // (bench/latency-load.ts); this one hosts the service, as `npm start` does, and records its GC pauses
+  // (and, with LATENCY_HEAP_PROFILE, its allocations) while the measured charges run.
   const gcPauses: { at: number; ms: number; major: boolean }[] = [];
-  const heapMb = Math.round(process.memoryUsage().heapUsed / 2 ** 20);
   const gcObserver = new PerformanceObserver((list) => {
     for (const entry of list.getEntries())
       gcPauses.push({
@@ -278,92 +188,65 @@ const measure = async (historyFacts: number) => {
           constants.NODE_PERFORMANCE_GC_MAJOR,
       });
   });
-  gcObserver.observe({ entryTypes: ["gc"] });
-  const heapSampling = HEAP_PROFILE === undefined ? undefined : await sampleAllocations();
-  const charges = await Effect.runPromise(
-    Effect.scoped(
-      Effect.gen(function* () {
-        const sql = yield* PgClient.PgClient;
-        // One queue woken by the outbox's notification and by Ponder's (after each indexed block).
-        const wake = yield* Queue.sliding<void>(1);
-        for (const channel of [EVENTS_CHANNEL, `${ONCHAIN_SCHEMA}_live_query`]) {
-          const notifications = yield* sql.listen(channel);
-          yield* Effect.forkScoped(
-            Queue.take(notifications).pipe(Effect.andThen(Queue.offer(wake, undefined)), Effect.forever),
-          );
-        }
-        // Measure from a quiet start: the indexer and the relay have caught up with these authorizations.
-        // Counted by their own keys: the seeded history holds mandate.authorized events too, and counting
-        // by type let the first charges queue behind ~200 blocks Ponder had yet to index (16 s).
-        const authorized = mandates.map((id) => `31337:mandate.authorized:${id.toLowerCase()}:1`);
-        for (;;) {
-          const [row] = yield* sql<{
-            n: number;
-          }>`SELECT count(*)::int AS n FROM billing.events WHERE fact_key IN ${sql.in(authorized)}`;
-          if ((row?.n ?? 0) >= mandates.length) break;
-          yield* Effect.sleep("100 millis");
-        }
-        // And Ponder's JSON-RPC limiter has drained: it allows ~20 requests a second averaged over the
-        // last 10 s, which indexing the authorizations (sent back to back) used up, so without a pause one
-        // of the first charges (the 5th, in one run) waited ~0.5 s for the next second's budget.
-        yield* Effect.sleep("3 seconds");
-        yield* Queue.clear(wake);
-        if (pgStatementsLoaded()) yield* resetStatements;
-        const measured: Charge[] = [];
-        for (const mandateId of mandates) {
-          const data = encodeFunctionData({
-            abi: MandateEscrowAbi,
-            functionName: "charge",
-            args: [mandateId, parseUnits("1", 6)],
+  let heapMb = 0;
+  let heapSampling: ((file: string) => Promise<void>) | undefined;
+  const resultsDir = mkdtempSync(join(tmpdir(), "latency-load-"));
+  const load: LatencyLoad = {
+    rpcUrl: resolved.rpc.http[0] ?? "",
+    escrow: resolved.escrow.address as `0x${string}`,
+    usdc: resolved.tokens[0]?.address as `0x${string}`,
+    payee: LOCAL_PAYOUT_ADDRESS as `0x${string}`,
+    databaseUrl: stack.databaseUrl,
+    charges: N,
+    intervalMs: INTERVAL_MS,
+    resultsFile: join(resultsDir, "charges.json"),
+  };
+  const seen = await new Promise<SeenCharge[]>((resolve, reject) => {
+    const child = spawn(process.execPath, [...process.execArgv, "bench/latency-load.ts"], {
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+      env: { ...process.env, LATENCY_LOAD: JSON.stringify(load) },
+    });
+    child.on("message", (message) => {
+      if (message === "measuring") {
+        console.log(`measuring ${N} charges ...`);
+        heapMb = Math.round(process.memoryUsage().heapUsed / 2 ** 20);
+        gcObserver.observe({ entryTypes: ["gc"] });
+        if (HEAP_PROFILE !== undefined)
+          void sampleAllocations().then((stop) => {
+            heapSampling = stop;
           });
-          const paced = performance.now();
-          const receipt = yield* Effect.promise(() => send(operator, escrow, data));
-          const mined = wall(performance.now());
-          const [charged] = parseEventLogs({
-            abi: MandateEscrowAbi,
-            eventName: "Charged",
-            logs: receipt.logs,
-          });
-          const chargeId = charged?.args.chargeId.toLowerCase() ?? "";
-          const factKey = `31337:charge.succeeded:${chargeId}`;
-          let indexed: number | undefined;
-          for (;;) {
-            // Ponder's own row (the baseline), then the event; both by unique key: a scan by transaction
-            // hash would cost the history.
-            if (indexed === undefined) {
-              const facts = yield* sql`SELECT 1 FROM ${sql(ONCHAIN_SCHEMA)}.fact WHERE key = ${factKey}`;
-              if (facts.length > 0) indexed = wall(performance.now());
-            }
-            const rows = yield* sql`SELECT 1 FROM billing.events WHERE fact_key = ${factKey}`;
-            if (rows.length > 0) break;
-            const woke = yield* Queue.take(wake).pipe(Effect.timeoutOption(Duration.seconds(5)));
-            if (Option.isNone(woke))
-              return yield* Effect.die(new Error(`no event for ${receipt.transactionHash} after 5 s`));
-          }
-          const seen = wall(performance.now());
-          measured.push({ chargeId, factKey, mined, indexed: indexed ?? seen, seen });
-          const rest = INTERVAL_MS - (performance.now() - paced);
-          if (rest > 0) yield* Effect.sleep(Duration.millis(rest));
-        }
-        if (pgStatementsLoaded()) yield* printStatements(`${N} charges (history: ${historyFacts} facts)`);
-        // The relay's own times, from Postgres's clock (the same machine's): its transaction's start (the
-        // charge row's updated_at is now()) and the outbox insert (inserted_at is clock_timestamp()).
-        const stamps = yield* sql<{ fact_key: string; relay_started: number; inserted: number }>`
-          SELECT e.fact_key, extract(epoch FROM c.updated_at) * 1000 AS relay_started,
-                 extract(epoch FROM e.inserted_at) * 1000 AS inserted
-          FROM billing.events e JOIN billing.charges c ON c.id = e.payload #>> '{data,object,id}'
-          WHERE e.fact_key IN ${sql.in(measured.map((m) => m.factKey))}`;
-        const byKey = new Map(stamps.map((row) => [row.fact_key, row]));
-        return measured.map((m) => ({
-          ...m,
-          relayStarted: Number(byKey.get(m.factKey)?.relay_started ?? Number.NaN),
-          inserted: Number(byKey.get(m.factKey)?.inserted ?? Number.NaN),
-        }));
-      }),
-    ).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack.databaseUrl), maxConnections: 4 }))),
-  );
+      } else if (message === "measured") gcObserver.disconnect();
+    });
+    child.once("error", reject);
+    child.once("exit", (code) =>
+      code === 0
+        ? resolve(JSON.parse(readFileSync(load.resultsFile, "utf8")) as SeenCharge[])
+        : reject(new Error(`bench/latency-load.ts exited with ${code}`)),
+    );
+  }).finally(() => rmSync(resultsDir, { recursive: true, force: true }));
   gcObserver.disconnect();
   await heapSampling?.(`${HEAP_PROFILE}-${historyFacts}.heapprofile`);
+  // The relay's own times, from Postgres's clock (the same machine's): its transaction's start (the
+  // charge row's updated_at is now()) and the outbox insert (inserted_at is clock_timestamp()).
+  const stamps = await Effect.runPromise(
+    Effect.flatMap(
+      Effect.service(PgClient.PgClient),
+      (sql) => sql<{ fact_key: string; relay_started: number; inserted: number }>`
+        SELECT e.fact_key, extract(epoch FROM c.updated_at) * 1000 AS relay_started,
+               extract(epoch FROM e.inserted_at) * 1000 AS inserted
+        FROM billing.events e JOIN billing.charges c ON c.id = e.payload #>> '{data,object,id}'
+        WHERE e.fact_key IN ${sql.in(seen.map((m) => m.factKey))}`,
+    ).pipe(
+      Effect.scoped,
+      Effect.provide(PgClient.layer({ url: Redacted.make(stack.databaseUrl), maxConnections: 1 })),
+    ),
+  );
+  const byKey = new Map(stamps.map((row) => [row.fact_key, row]));
+  const charges = seen.map((m) => ({
+    ...m,
+    relayStarted: Number(byKey.get(m.factKey)?.relay_started ?? Number.NaN),
+    inserted: Number(byKey.get(m.factKey)?.inserted ?? Number.NaN),
+  }));
   await scratch.stop();
 
   const stages = {
