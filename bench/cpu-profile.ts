@@ -5,7 +5,7 @@
  *
  *   node bench/cpu-profile.ts <file.cpuprofile> [top=25]
  */
-import { readFileSync } from "node:fs";
+import { frameName, printTop, readProfileArgs, where } from "./profile-tables.ts";
 
 interface ProfileNode {
   readonly id: number;
@@ -22,24 +22,8 @@ interface Profile {
   readonly timeDeltas: readonly number[];
 }
 
-const [file, topArg] = process.argv.slice(2);
-if (file === undefined) {
-  console.error("usage: node bench/cpu-profile.ts <file.cpuprofile> [top]");
-  process.exit(2);
-}
-const top = Number(topArg ?? 25);
-const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
+const { profile, top } = readProfileArgs<Profile>("bench/cpu-profile.ts", "cpuprofile");
 const byId = new Map(profile.nodes.map((node) => [node.id, node]));
-
-/** node_modules/<package> for dependencies, the repository path for our own files. */
-const where = (url: string): string => {
-  if (url === "") return "(native)";
-  const modules = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
-  if (modules?.[1]) return modules[1];
-  if (url.startsWith("node:")) return url;
-  const ours = /\/(service|bench|scripts)\/.*$/.exec(url);
-  return ours ? ours[0].slice(1) : url;
-};
 
 const selfByFunction = new Map<string, number>();
 const selfByFile = new Map<string, number>();
@@ -49,19 +33,12 @@ profile.samples.forEach((id, i) => {
   const delta = profile.timeDeltas[i] ?? 0;
   if (node === undefined) return;
   total += delta;
-  const { functionName, url, lineNumber } = node.callFrame;
-  const place = where(url);
-  const fn = `${functionName || "(anonymous)"} ${place}${url ? `:${lineNumber + 1}` : ""}`;
+  const fn = frameName(node.callFrame);
+  const place = where(node.callFrame.url);
   selfByFunction.set(fn, (selfByFunction.get(fn) ?? 0) + delta);
   selfByFile.set(place, (selfByFile.get(place) ?? 0) + delta);
 });
 
-const print = (title: string, table: Map<string, number>) => {
-  console.log(`\n${title} (of ${Math.round(total / 1000)} ms sampled)`);
-  for (const [name, micros] of [...table].sort((a, b) => b[1] - a[1]).slice(0, top))
-    console.log(
-      `${(micros / 1000).toFixed(0).padStart(8)} ms ${((100 * micros) / total).toFixed(1).padStart(5)}%  ${name}`,
-    );
-};
-print("self time by file or package", selfByFile);
-print("self time by function", selfByFunction);
+const options = { total, top, unit: "ms", per: 1000 };
+printTop("self time by file or package", selfByFile, options);
+printTop("self time by function", selfByFunction, options);
