@@ -11,7 +11,8 @@
  * and the watcher run in a process of their own (bench/latency-load.ts). The baseline, in the same run:
  * the same charge's fact seen in Ponder's own table (checked after each of Ponder's notifications).
  * Each charge is also timed at the relay's transaction start and its outbox insert (from Postgres's
- * clock), and GC pauses of this process are recorded, so the results say where the time goes. Writes bench/results/latency.json (bench/report.ts).
+ * clock), and GC pauses of this process are recorded, so the results say where the time goes. Writes
+ * bench/results/latency.json (bench/report.ts).
  *
  * Profiling: LATENCY_HEAP_PROFILE=<file> samples this process's allocations over each run's measured
  * charges (`node:inspector`'s sampling heap profiler) and writes <file>-<history facts>.heapprofile:
@@ -202,10 +203,14 @@ const measure = async (historyFacts: number) => {
     resultsFile: join(resultsDir, "charges.json"),
   };
   const seen = await new Promise<SeenCharge[]>((resolve, reject) => {
-    const child = spawn(process.execPath, [...process.execArgv, "bench/latency-load.ts"], {
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-      env: { ...process.env, LATENCY_LOAD: JSON.stringify(load) },
-    });
+    const child = spawn(
+      process.execPath,
+      [...process.execArgv, join(import.meta.dirname, "latency-load.ts")],
+      {
+        stdio: ["ignore", "inherit", "inherit", "ipc"],
+        env: { ...process.env, LATENCY_LOAD: JSON.stringify(load) },
+      },
+    );
     child.on("message", (message) => {
       if (message === "measuring") {
         console.log(`measuring ${N} charges ...`);
