@@ -29,7 +29,7 @@ import { join } from "node:path";
 import { constants, PerformanceObserver } from "node:perf_hooks";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, Redacted } from "effect";
-import { startScratchStack } from "../scripts/stack/scratch-stack.ts";
+import { type ScratchStack, startScratchStack } from "../scripts/stack/scratch-stack.ts";
 import { LOCAL_PAYOUT_ADDRESS } from "../scripts/stack/seed.ts";
 import type { LatencyLoad, SeenCharge } from "./latency-load.ts";
 import { benchChain } from "./local-chain-config.ts";
@@ -160,9 +160,11 @@ const seedHistory = (databaseUrl: string, merchantId: string, facts: number) =>
     }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 }))),
   );
 
-const measure = async (historyFacts: number) => {
-  console.log(`starting the stack (history: ${historyFacts} facts) ...`);
-  const scratch = await startScratchStack("latency", { chains: [benchChain("latency")] });
+/**
+ * On a started stack: seeds the history, runs the load (bench/latency-load.ts) and reads the relay's own
+ * times; what each charge went through, and this process's GC pauses meanwhile.
+ */
+const observe = async (scratch: ScratchStack, historyFacts: number) => {
   const { stack } = scratch;
   const resolved = stack.chains[0];
   if (!resolved?.rpc || !resolved.escrow.address) throw new Error("no resolved chain");
@@ -252,7 +254,16 @@ const measure = async (historyFacts: number) => {
     relayStarted: Number(byKey.get(m.factKey)?.relay_started ?? Number.NaN),
     inserted: Number(byKey.get(m.factKey)?.inserted ?? Number.NaN),
   }));
-  await scratch.stop();
+  return { history, charges, gcPauses, heapMb };
+};
+
+const measure = async (historyFacts: number) => {
+  console.log(`starting the stack (history: ${historyFacts} facts) ...`);
+  const scratch = await startScratchStack("latency", { chains: [benchChain("latency")] });
+  // Stopped whatever happens: a run that fails leaves no Postgres, anvil or Ponder behind.
+  const { history, charges, gcPauses, heapMb } = await observe(scratch, historyFacts).finally(() =>
+    scratch.stop(),
+  );
 
   const stages = {
     total: charges.map((c) => c.seen - c.mined),
