@@ -16,8 +16,6 @@
  * bench/results/billing.json (billing-<N>.json for another N, compared per subscription with a 10,000
  * run this command makes first; see `tenThousandJustBefore`).
  */
-import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, ManagedRuntime, Redacted } from "effect";
 import { Pool } from "undici";
@@ -37,6 +35,7 @@ import { LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
 import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
 import type { PageTypedData } from "../test/contract/harness.ts";
 import { startSigners } from "./billing-signer.ts";
+import { runInChild } from "./child-run.ts";
 import { benchChain } from "./local-chain-config.ts";
 import { pgStatementsLoaded, printStatements, resetStatements } from "./pg-statements.ts";
 import { cpuBetween, processCpuSeconds, threadCpuSeconds } from "./process-cpu.ts";
@@ -160,21 +159,17 @@ for (const [setting, value] of Object.entries(tuned))
  * stretches of one boot, and one 100,000 run came out at 0.98×, 1.10× or 1.26× depending on which 10,000
  * run it was set beside (docs/performance.md). `BILLING_BASELINE=0` skips it (no baseline then).
  */
-const tenThousandJustBefore = (): { cpu_ms: number; measured_at: string } | undefined => {
+const tenThousandJustBefore = async (): Promise<{ cpu_ms: number; measured_at: string } | undefined> => {
   if (N === 10_000 || process.env.BILLING_BASELINE === "0") return undefined;
   console.log("the 10,000 baseline first (BILLING_BASELINE=0 skips it) ...");
-  const run = spawnSync(process.execPath, [...process.execArgv, import.meta.filename], {
-    stdio: "inherit",
-    env: { ...process.env, BILLING_SUBSCRIPTIONS: "10000" },
-  });
-  if (run.status !== 0) throw new Error(`the 10,000 baseline run exited with ${run.status ?? run.signal}`);
-  const ten = JSON.parse(readFileSync("bench/results/billing.json", "utf8")) as {
-    measured_at: string;
-    cost_per_subscription: { cpu_ms: number };
-  };
+  const ten = await runInChild<{ measured_at: string; cost_per_subscription: { cpu_ms: number } }>(
+    import.meta.filename,
+    { BILLING_SUBSCRIPTIONS: "10000" },
+    "bench/results/billing.json",
+  );
   return { cpu_ms: ten.cost_per_subscription.cpu_ms, measured_at: ten.measured_at };
 };
-const tenThousand = tenThousandJustBefore();
+const tenThousand = await tenThousandJustBefore();
 
 console.log("starting the stack ...");
 const scratch = await startScratchStack("billing", {

@@ -28,6 +28,7 @@ import { ONCHAIN_SCHEMA } from "../service/db/client.ts";
 import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { mandateIdFor, TERMS_TYPES } from "../test/contract/harness.ts";
 import { pgStatementsLoaded, printStatements, resetStatements } from "./pg-statements.ts";
+import { wall } from "./report.ts";
 
 /** What bench/latency.ts passes in LATENCY_LOAD (JSON). */
 export interface LatencyLoad {
@@ -52,9 +53,6 @@ export interface SeenCharge {
   /** Its event seen in the outbox. */
   readonly seen: number;
 }
-
-/** Wall-clock milliseconds of a `performance.now()` reading, comparable across processes and with Postgres. */
-const wall = (now: number) => performance.timeOrigin + now;
 
 const load = JSON.parse(process.env.LATENCY_LOAD ?? "") as LatencyLoad;
 const chain = defineChain({
@@ -173,7 +171,7 @@ const measured = await Effect.runPromise(
         });
         const paced = performance.now();
         const receipt = yield* Effect.promise(() => send(operator, escrow, data));
-        const mined = wall(performance.now());
+        const mined = wall();
         const [charged] = parseEventLogs({
           abi: MandateEscrowAbi,
           eventName: "Charged",
@@ -187,7 +185,7 @@ const measured = await Effect.runPromise(
           // hash would cost the history.
           if (indexed === undefined) {
             const facts = yield* sql`SELECT 1 FROM ${sql(ONCHAIN_SCHEMA)}.fact WHERE key = ${factKey}`;
-            if (facts.length > 0) indexed = wall(performance.now());
+            if (facts.length > 0) indexed = wall();
           }
           const rows = yield* sql`SELECT 1 FROM billing.events WHERE fact_key = ${factKey}`;
           if (rows.length > 0) break;
@@ -195,7 +193,7 @@ const measured = await Effect.runPromise(
           if (Option.isNone(woke))
             return yield* Effect.die(new Error(`no event for ${receipt.transactionHash} after 5 s`));
         }
-        const seen = wall(performance.now());
+        const seen = wall();
         measured.push({ chargeId, factKey, mined, indexed: indexed ?? seen, seen });
         const rest = load.intervalMs - (performance.now() - paced);
         if (rest > 0) yield* Effect.sleep(Duration.millis(rest));

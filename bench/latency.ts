@@ -33,7 +33,7 @@ import { type ScratchStack, startScratchStack } from "../scripts/stack/scratch-s
 import { LOCAL_PAYOUT_ADDRESS } from "../scripts/stack/seed.ts";
 import type { LatencyLoad, SeenCharge } from "./latency-load.ts";
 import { benchChain } from "./local-chain-config.ts";
-import { percentiles, type SummaryRow, writeResults } from "./report.ts";
+import { percentiles, type SummaryRow, wall, writeResults } from "./report.ts";
 
 /**
  * 1,000 charges a run (100 s at 10 blocks a second): the p99 is then the 10th-slowest charge. With 200
@@ -70,9 +70,6 @@ const sampleAllocations = async () => {
     session.disconnect();
   };
 };
-
-/** Wall-clock milliseconds of a `performance.now()` reading, comparable with Postgres's timestamps. */
-const wall = (now: number) => performance.timeOrigin + now;
 
 /**
  * Years of history, bulk-inserted: facts of the merchant's payout address (charges, one authorization in

@@ -54,7 +54,7 @@ import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.
 import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { SWEEP_BATCH } from "../service/payments/deposit-sweeper.ts";
 import { benchChain } from "./local-chain-config.ts";
-import { percentiles, writeResults } from "./report.ts";
+import { percentiles, wall, writeResults } from "./report.ts";
 
 const N = Number(process.env.PAYMENTS_N ?? 500);
 const AMOUNT = process.env.PAYMENTS_AMOUNT ?? "10.00";
@@ -66,8 +66,6 @@ const TIMEOUT_MS = Number(process.env.PAYMENTS_TIMEOUT_S ?? 300) * 1000;
 const CONCURRENCY = 32;
 const DECIMALS = 6;
 
-/** Wall clock in milliseconds, sub-millisecond resolution (comparable with Postgres timestamps). */
-const wall = () => performance.timeOrigin + performance.now();
 const seconds = (ms: number) => Math.round(ms / 10) / 100;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

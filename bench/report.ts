@@ -54,6 +54,12 @@ export const machine = () => ({
   boot_id: bootId(),
 });
 
+/**
+ * Wall-clock milliseconds of a `performance.now()` reading (default: now), comparable across the
+ * processes of one machine and with Postgres's timestamps.
+ */
+export const wall = (now: number = performance.now()): number => performance.timeOrigin + now;
+
 export const writeResults = (
   name: string,
   command: string,

@@ -5,24 +5,10 @@
  * either side of the target. bench/webhooks.ts summarises the runs by the median of each figure
  * (report.ts's `percentile` at 50: the lower middle one of an even number).
  */
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-
-const runOnce = <R>(script: string, resultsFile: string): Promise<R> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...process.execArgv, script], {
-      stdio: "inherit",
-      env: { ...process.env, WEBHOOK_BENCH_RUNS: "1", WEBHOOK_BENCH_RESULTS: resultsFile },
-    });
-    child.once("error", reject);
-    child.once("exit", (code) =>
-      code === 0
-        ? resolve(JSON.parse(readFileSync(resultsFile, "utf8")) as R)
-        : reject(new Error(`bench:webhooks run exited with ${code}`)),
-    );
-  });
+import { runInChild } from "./child-run.ts";
 
 /** Runs `script` `runs` times, one after the other, each writing its results to a file of its own. */
 export const runSeveral = async <R>(script: string, runs: number): Promise<R[]> => {
@@ -31,7 +17,14 @@ export const runSeveral = async <R>(script: string, runs: number): Promise<R[]> 
     const results: R[] = [];
     for (let i = 0; i < runs; i++) {
       console.log(`bench:webhooks: run ${i + 1} of ${runs}`);
-      results.push(await runOnce<R>(script, join(dir, `run-${i}.json`)));
+      const resultsFile = join(dir, `run-${i}.json`);
+      results.push(
+        await runInChild<R>(
+          script,
+          { WEBHOOK_BENCH_RUNS: "1", WEBHOOK_BENCH_RESULTS: resultsFile },
+          resultsFile,
+        ),
+      );
     }
     return results;
   } finally {

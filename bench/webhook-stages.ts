@@ -9,9 +9,7 @@ import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { Effect, Layer } from "effect";
 import { type ClaimedDelivery, DeliveryStore } from "../service/webhooks/delivery-store.ts";
 import { type Attempt, AttemptSender } from "../service/webhooks/sender.ts";
-import { percentile, percentiles, tenths } from "./report.ts";
-
-export const wallClock = () => performance.timeOrigin + performance.now();
+import { percentile, percentiles, tenths, wall } from "./report.ts";
 
 interface Marks {
   claimStart?: number;
@@ -52,10 +50,10 @@ export const makeStageRecorder = () => {
       DeliveryStore.of({
         ...inner,
         claimDue: (input) => {
-          const started = wallClock();
+          const started = wall();
           return Effect.tap(inner.claimDue(input), (rows) =>
             Effect.sync(() => {
-              const ended = wallClock();
+              const ended = wall();
               for (const row of rows) {
                 const key = keyOfClaim(row);
                 keyOfDelivery.set(row.id, key);
@@ -65,10 +63,10 @@ export const makeStageRecorder = () => {
           );
         },
         recordOutcomes: (outcomes, random) => {
-          const started = wallClock();
+          const started = wall();
           return Effect.tap(inner.recordOutcomes(outcomes, random), () =>
             Effect.sync(() => {
-              const ended = wallClock();
+              const ended = wall();
               for (const o of outcomes) {
                 const key = keyOfDelivery.get(o.deliveryId);
                 if (key)
@@ -92,9 +90,9 @@ export const makeStageRecorder = () => {
         AttemptSender.of({
           send: (attempt: Attempt) => {
             const key = `${attempt.url}|${eventIdOf(attempt.body)}`;
-            mark(key).sendStart = wallClock();
+            mark(key).sendStart = wall();
             return inner.send(attempt).then((outcome) => {
-              mark(key).sendEnd = wallClock();
+              mark(key).sendEnd = wall();
               return outcome;
             });
           },
