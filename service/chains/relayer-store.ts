@@ -240,8 +240,11 @@ const make = Effect.gen(function* () {
       sql.withTransaction(
         Effect.gen(function* () {
           yield* sql`SELECT pg_advisory_xact_lock(hashtext(${accountKey(chainId, from)}))`;
+          // Items share their carrier's nonce, so the carriers' highest is the account's (and the
+          // partial index relayer_transactions_nonce holds it).
           const [highest] = yield* sql`SELECT coalesce(max(nonce) + 1, 0)::int AS nonce
-            FROM billing.relayer_transactions WHERE chain_id = ${chainId} AND from_address = ${from}`.pipe(
+            FROM billing.relayer_transactions
+            WHERE chain_id = ${chainId} AND from_address = ${from} AND carrier_id IS NULL`.pipe(
             Effect.flatMap(decodeNonces),
           );
           const name = yield* nonceSequence(chainId, from);
