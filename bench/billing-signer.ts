@@ -6,13 +6,8 @@
  */
 import { isMainThread, parentPort, Worker } from "node:worker_threads";
 import type { Hex } from "viem";
-import {
-  generatePrivateKey,
-  type PrivateKeyAccount,
-  privateKeyToAccount,
-  signTypedData,
-} from "viem/accounts";
-import { type PageTypedData, signPageTerms } from "../test/contract/harness.ts";
+import type { PageTypedData } from "../test/contract/harness.ts";
+import { newCustomer, signTerms } from "./customer-wallets.ts";
 
 export type SignRequest =
   | { readonly kind: "customers"; readonly count: number }
@@ -27,20 +22,9 @@ export type SignRequest =
 const answer = async (request: SignRequest): Promise<unknown> => {
   switch (request.kind) {
     case "customers":
-      return Array.from({ length: request.count }, () => {
-        const key = generatePrivateKey();
-        return { key, address: privateKeyToAccount(key).address };
-      });
-    case "terms": {
-      // As a wallet signs: with the address it already knows, not deriving it from the key each time.
-      const privateKey = request.key;
-      const customer = {
-        address: request.address,
-        signTypedData: ((typed) =>
-          signTypedData({ ...typed, privateKey })) as PrivateKeyAccount["signTypedData"],
-      };
-      return signPageTerms(customer, request.terms, request.permit);
-    }
+      return Array.from({ length: request.count }, newCustomer);
+    case "terms":
+      return signTerms(request, request.terms, request.permit);
   }
 };
 
