@@ -16,6 +16,8 @@
  * bench/results/billing.json (billing-<N>.json for another N, compared per subscription with a 10,000
  * run this command makes first; see `tenThousandJustBefore`).
  */
+import { writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, ManagedRuntime, Redacted } from "effect";
 import { Pool } from "undici";
@@ -50,6 +52,11 @@ const N = Number(process.env.BILLING_SUBSCRIPTIONS ?? 10_000);
 const CONCURRENCY = Number(process.env.BILLING_CONCURRENCY ?? 64);
 /** Worker threads making the customers' keys and signing for them. */
 const SIGNERS = Number(process.env.BILLING_SIGNERS ?? 2);
+/**
+ * BILLING_CPU_PROFILE=<file>: a V8 CPU profile of this process's main thread (the service and the
+ * bench's HTTP client) over the authorisations, for `node bench/cpu-profile.ts`.
+ */
+const CPU_PROFILE = process.env.BILLING_CPU_PROFILE;
 const TARGET_PER_SECOND = 1_000;
 const TARGET_SETUP_SECONDS = 60;
 const MONTH = 31 * 86_400;
@@ -320,19 +327,17 @@ try {
     }
   };
 
-  // The set-up fills an empty database within a minute. Postgres plans a prepared statement with the
-  // statistics it has when the statement is first used, and a table gets statistics only at autovacuum's
-  // first analyse (autovacuum_naptime, a minute by default): until then the relayer's lookups by purpose
-  // and by action scanned every transaction of the chain (about 2 of the 4 ms of Postgres per
-  // authorisation). A database in service has statistics; analysing every 5 s during the set-up stands
-  // for that. The measured phase runs with the default again.
-  const setSystem = (setting: "autovacuum_naptime" | "autovacuum", value: "'5s'" | "off" | "DEFAULT") =>
+  // The set-up fills an empty database within a minute, before autovacuum's first analyse
+  // (autovacuum_naptime, a minute): its statements are planned without statistics, as in a new
+  // deployment's first minute. Analysing every 5 s instead, as the bench did until migration 0030 removed
+  // the index a relayer statement took without statistics, cost about 1 ms of Postgres's CPU per
+  // authorisation (docs/performance.md, "Billing", sixteenth round).
+  const setSystem = (setting: "autovacuum", value: "off" | "DEFAULT") =>
     database.runPromise(
       Effect.flatMap(Effect.service(PgClient.PgClient), (sql) =>
         Effect.andThen(sql.unsafe(`ALTER SYSTEM SET ${setting} = ${value}`), sql`SELECT pg_reload_conf()`),
       ),
     );
-  await setSystem("autovacuum_naptime", "'5s'");
   /** VACUUM (ANALYZE) of every table of the database (the service's and Ponder's). */
   const vacuumAll = () =>
     database.runPromise(
@@ -425,6 +430,12 @@ try {
   const prepared = seconds(started);
 
   if (profiling) await database.runPromise(resetStatements);
+  const profiler = CPU_PROFILE ? new Session() : undefined;
+  if (profiler) {
+    profiler.connect();
+    await profiler.post("Profiler.enable");
+    await profiler.post("Profiler.start");
+  }
   const authStarted = performance.now();
   const authCpuBefore = processCpuSeconds();
   const authThreadsBefore = threadCpuSeconds();
@@ -442,6 +453,11 @@ try {
     await api(`/authorize/${sub.token}/signatures`, body, false);
   });
   const authorised = seconds(authStarted);
+  if (profiler && CPU_PROFILE) {
+    const { profile } = await profiler.post("Profiler.stop");
+    writeFileSync(CPU_PROFILE, JSON.stringify(profile));
+    profiler.disconnect();
+  }
   const authorisationCpu = authorisationCpuMs(
     cpuBetween(authCpuBefore, processCpuSeconds()),
     cpuBetween(authThreadsBefore, threadCpuSeconds()),
@@ -470,7 +486,6 @@ try {
   const relayerCaughtUp = seconds(caughtUpStarted);
   console.log(`relayer caught up with the set-up ${relayerCaughtUp} s later`);
 
-  await setSystem("autovacuum_naptime", "DEFAULT");
   // A month separates two boundaries on a real chain, and autovacuum runs in it; here the set-up's writes
   // are minutes old. Without this the boundary's steps read the dead index entries of the set-up's
   // invoices (each pass O(N)) and plan with statistics from while every subscription was incomplete.
