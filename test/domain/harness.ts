@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { PgClient } from "@effect/sql-pg";
-import { Effect, Layer, Option, Redacted } from "effect";
+import { Effect, Layer, ManagedRuntime, Option, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
 import { inject } from "vitest";
@@ -15,6 +15,7 @@ import { ChainHeads } from "../../service/chains/chain-heads.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { ChainRegistry } from "../../service/chains/registry.ts";
 import { type RelayedTransaction, Relayer, type RelayerSubmission } from "../../service/chains/relayer.ts";
+import { RelayerStore } from "../../service/chains/relayer-store.ts";
 import { PublicUrl } from "../../service/config/public-url.ts";
 import { databaseLayer } from "../../service/db/client.ts";
 import { runMigrations } from "../../service/db/migrations.ts";
@@ -155,6 +156,17 @@ export const freshDatabase = async (prefix: string): Promise<string> => {
   url.pathname = `/${name}`;
   return url.toString();
 };
+
+/** The relayer's store alone, on a migrated database of the test file's own with `connections` connections. */
+export const relayerStoreRuntime = async (prefix: string, connections: number) => {
+  const database = databaseLayer(await freshDatabase(prefix), connections);
+  return ManagedRuntime.make(
+    RelayerStore.layer.pipe(
+      Layer.provideMerge(Layer.provideMerge(Layer.effectDiscard(runMigrations), database)),
+    ),
+  );
+};
+export type RelayerStoreRuntime = Awaited<ReturnType<typeof relayerStoreRuntime>>;
 
 /** The service's domain on `databaseUrl`, with the fake chain `state`. */
 export const domainTestLayer = (databaseUrl: string, state: FakeChain) => {

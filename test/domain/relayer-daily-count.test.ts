@@ -7,30 +7,22 @@
  * table: rows read by sequential scans and rows fetched through indexes.
  */
 
-import { Effect, Layer, ManagedRuntime, Schema } from "effect";
+import { Effect, Schema } from "effect";
 import { SqlClient } from "effect/sql";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { RelayerStore } from "../../service/chains/relayer-store.ts";
-import { databaseLayer } from "../../service/db/client.ts";
-import { runMigrations } from "../../service/db/migrations.ts";
 import { decodeRows } from "../../service/db/rows.ts";
-import { freshDatabase } from "./harness.ts";
+import { type RelayerStoreRuntime, relayerStoreRuntime } from "./harness.ts";
 
 const CHAIN_ID = 31337;
 const SMALL = 500;
 const LARGE = 20_000;
 const ACTION = `authorize:${CHAIN_ID}:`;
 
-type Services = RelayerStore | SqlClient.SqlClient;
-let runtime: ManagedRuntime.ManagedRuntime<Services, unknown>;
+let runtime: RelayerStoreRuntime;
 
 beforeAll(async () => {
-  const database = databaseLayer(await freshDatabase("relayer_daily_count"), 1);
-  runtime = ManagedRuntime.make(
-    RelayerStore.layer.pipe(
-      Layer.provideMerge(Layer.provideMerge(Layer.effectDiscard(runMigrations), database)),
-    ),
-  );
+  runtime = await relayerStoreRuntime("relayer_daily_count", 1);
 });
 afterAll(async () => {
   await runtime?.dispose();

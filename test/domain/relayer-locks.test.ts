@@ -6,27 +6,19 @@
  * and Postgres failed one of them after `deadlock_timeout`.
  */
 
-import { Deferred, Effect, Fiber, Layer, ManagedRuntime } from "effect";
+import { Deferred, Effect, Fiber } from "effect";
 import { SqlClient } from "effect/sql";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { RelayerStore } from "../../service/chains/relayer-store.ts";
-import { databaseLayer } from "../../service/db/client.ts";
-import { runMigrations } from "../../service/db/migrations.ts";
-import { freshDatabase } from "./harness.ts";
+import { type RelayerStoreRuntime, relayerStoreRuntime } from "./harness.ts";
 
 const CHAIN_ID = 31337;
 const FROM = "0x0000000000000000000000000000000000000e1a";
 
-type Services = RelayerStore | SqlClient.SqlClient;
-let runtime: ManagedRuntime.ManagedRuntime<Services, unknown>;
+let runtime: RelayerStoreRuntime;
 
 beforeAll(async () => {
-  const database = databaseLayer(await freshDatabase("relayer_locks"), 6);
-  runtime = ManagedRuntime.make(
-    RelayerStore.layer.pipe(
-      Layer.provideMerge(Layer.provideMerge(Layer.effectDiscard(runMigrations), database)),
-    ),
-  );
+  runtime = await relayerStoreRuntime("relayer_locks", 6);
 });
 afterAll(async () => {
   await runtime?.dispose();

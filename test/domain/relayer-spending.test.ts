@@ -7,30 +7,23 @@
  * the start of the window's first minute: never less than the exact hour's spending.
  */
 
-import { Clock, Effect, Layer, ManagedRuntime } from "effect";
+import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";
 import fc from "fast-check";
 import type { Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RelayerStore, startOfMinute } from "../../service/chains/relayer-store.ts";
-import { databaseLayer } from "../../service/db/client.ts";
-import { runMigrations } from "../../service/db/migrations.ts";
-import { freshDatabase } from "./harness.ts";
+import { type RelayerStoreRuntime, relayerStoreRuntime } from "./harness.ts";
 
 const FROM = "0x0000000000000000000000000000000000000e1a";
 const T0 = Date.UTC(2026, 10, 26, 9, 0, 0);
 
 type Services = RelayerStore | SqlClient.SqlClient;
-let runtime: ManagedRuntime.ManagedRuntime<Services, unknown>;
+let runtime: RelayerStoreRuntime;
 const run = <A, E>(effect: Effect.Effect<A, E, Services>) => runtime.runPromise(effect);
 
 beforeAll(async () => {
-  const database = databaseLayer(await freshDatabase("relayer_spending"), 4);
-  runtime = ManagedRuntime.make(
-    RelayerStore.layer.pipe(
-      Layer.provideMerge(Layer.provideMerge(Layer.effectDiscard(runMigrations), database)),
-    ),
-  );
+  runtime = await relayerStoreRuntime("relayer_spending", 4);
 });
 afterAll(async () => {
   await runtime?.dispose();
