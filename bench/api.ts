@@ -25,12 +25,12 @@
  * Writes bench/results/api.json.
  */
 import { spawn } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { Session } from "node:inspector/promises";
+import { readFileSync } from "node:fs";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, ManagedRuntime, Redacted } from "effect";
 import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
 import type { BaselineConfig } from "./api-baseline.ts";
+import { startCpuProfile } from "./cpu-profiler.ts";
 import { benchChain } from "./local-chain-config.ts";
 import { loadPgStatements } from "./pg-statements.ts";
 import { type SummaryRow, writeResults } from "./report.ts";
@@ -278,21 +278,12 @@ try {
     for (let slice = 0; slice < ROUNDS; slice++)
       for (const [target, url, cpuMicros] of targets) {
         await resetStatements();
-        const session = CPU_PROFILE_DIR && target === "service" && slice === 0 ? new Session() : undefined;
-        if (session) {
-          session.connect();
-          await session.post("Profiler.enable");
-          await session.post("Profiler.start");
-        }
+        const profiler =
+          CPU_PROFILE_DIR && target === "service" && slice === 0 ? await startCpuProfile() : undefined;
         const cpuBefore = cpuMicros();
         const result = await load(url, headers, route.job, SECONDS / ROUNDS);
         const cpuAfter = cpuMicros();
-        if (session && CPU_PROFILE_DIR) {
-          const { profile } = await session.post("Profiler.stop");
-          mkdirSync(CPU_PROFILE_DIR, { recursive: true });
-          writeFileSync(`${CPU_PROFILE_DIR}/api-${route.name}.cpuprofile`, JSON.stringify(profile));
-          session.disconnect();
-        }
+        await profiler?.stop(`${CPU_PROFILE_DIR}/api-${route.name}.cpuprofile`);
         if (result.non_2xx > 0 || result.errors > 0 || result.timeouts > 0)
           throw new Error(`${route.what} on the ${target}: ${JSON.stringify(result)}`);
         const stats = await statements(result.requests);

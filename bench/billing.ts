@@ -16,8 +16,6 @@
  * bench/results/billing.json (billing-<N>.json for another N, compared per subscription with a 10,000
  * run this command makes first; see `tenThousandJustBefore`).
  */
-import { writeFileSync } from "node:fs";
-import { Session } from "node:inspector/promises";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, ManagedRuntime, Redacted } from "effect";
 import { Pool } from "undici";
@@ -38,6 +36,7 @@ import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.
 import type { PageTypedData } from "../test/contract/harness.ts";
 import { startSigners } from "./billing-signer.ts";
 import { runInChild } from "./child-run.ts";
+import { startCpuProfile } from "./cpu-profiler.ts";
 import { benchChain } from "./local-chain-config.ts";
 import { pgStatementsLoaded, printStatements, resetStatements } from "./pg-statements.ts";
 import { cpuBetween, processCpuSeconds, threadCpuSeconds } from "./process-cpu.ts";
@@ -430,12 +429,7 @@ try {
   const prepared = seconds(started);
 
   if (profiling) await database.runPromise(resetStatements);
-  const profiler = CPU_PROFILE ? new Session() : undefined;
-  if (profiler) {
-    profiler.connect();
-    await profiler.post("Profiler.enable");
-    await profiler.post("Profiler.start");
-  }
+  const profiler = CPU_PROFILE ? await startCpuProfile() : undefined;
   const authStarted = performance.now();
   const authCpuBefore = processCpuSeconds();
   const authThreadsBefore = threadCpuSeconds();
@@ -453,11 +447,7 @@ try {
     await api(`/authorize/${sub.token}/signatures`, body, false);
   });
   const authorised = seconds(authStarted);
-  if (profiler && CPU_PROFILE) {
-    const { profile } = await profiler.post("Profiler.stop");
-    writeFileSync(CPU_PROFILE, JSON.stringify(profile));
-    profiler.disconnect();
-  }
+  if (profiler && CPU_PROFILE) await profiler.stop(CPU_PROFILE);
   const authorisationCpu = authorisationCpuMs(
     cpuBetween(authCpuBefore, processCpuSeconds()),
     cpuBetween(authThreadsBefore, threadCpuSeconds()),

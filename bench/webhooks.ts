@@ -23,8 +23,7 @@
  * each in a fresh process, and reports the median of each figure (bench/webhook-runs.ts).
  */
 import { type ChildProcess, fork } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { Session } from "node:inspector/promises";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect";
@@ -42,6 +41,7 @@ import { WebhookEndpoints } from "../service/webhooks/endpoints.ts";
 import { generateSecretsKey, SecretBox } from "../service/webhooks/secret-box.ts";
 import { AttemptSender } from "../service/webhooks/sender.ts";
 import { signatureHeader } from "../service/webhooks/signature.ts";
+import { startCpuProfile } from "./cpu-profiler.ts";
 import { loadPgStatements } from "./pg-statements.ts";
 import { cpuBetween, processCpuSeconds, threadCpuSeconds } from "./process-cpu.ts";
 import { percentile, percentiles, type SummaryRow, writeResults } from "./report.ts";
@@ -455,12 +455,8 @@ const bare = { burst: await bareBurst(), paced: await barePaced() };
 console.log(`dispatcher: ${EVENTS} × ${RECEIVERS} burst (${warmth}), then ${RATE}/s for ${SECONDS} s ...`);
 const warmedWith = WARM ? (await dispatcherBurst(0)).deliveries : 0;
 if (PG_STATS) await withSql(postgres.url, (sql) => sql`SELECT pg_stat_statements_reset(), pg_stat_reset()`);
-const profiler = process.env.WEBHOOK_BENCH_CPU_PROF ? new Session() : undefined;
-if (profiler) {
-  profiler.connect();
-  await profiler.post("Profiler.enable");
-  await profiler.post("Profiler.start");
-}
+const CPU_PROFILE = process.env.WEBHOOK_BENCH_CPU_PROF;
+const profiler = CPU_PROFILE ? await startCpuProfile() : undefined;
 const burst = await dispatcherBurst(warmedWith);
 if (PG_STATS) console.table(await topStatements());
 if (PG_STATS) console.table(await tableWrites());
@@ -468,11 +464,7 @@ if (PG_STATS) await withSql(postgres.url, (sql) => sql`SELECT pg_stat_statements
 const dispatcher = { burst, paced: await dispatcherPaced(warmedWith + burst.deliveries) };
 if (PG_STATS) console.table(await topStatements());
 if (PG_STATS) console.table(await tableWrites());
-if (profiler) {
-  const { profile } = await profiler.post("Profiler.stop");
-  writeFileSync(process.env.WEBHOOK_BENCH_CPU_PROF ?? "", JSON.stringify(profile));
-  profiler.disconnect();
-}
+if (profiler && CPU_PROFILE) await profiler.stop(CPU_PROFILE);
 
 await runtime.dispose();
 await agent.close();

@@ -2,9 +2,9 @@
  * The per-mandate daily count of authorisations (`RelayerStore.actionsSince`) reads the mandate's own
  * attempts, however many transactions the chain has, also through a plan Postgres cached on the
  * connection while the table was small and had no statistics (a new deployment's first minute, the
- * billing bench's set-up). With migration 0030's index still there, the plan cached at 500 rows read
- * every transaction of the chain on each count. Counted from the transaction's own statistics of the
- * table: rows read by sequential scans and rows fetched through indexes.
+ * billing bench's set-up). With the index that migration 0030 drops put back, the plan cached at 500
+ * rows read every transaction of the chain on each count. Counted from the transaction's own statistics
+ * of the table: rows read by sequential scans and rows fetched through indexes.
  */
 
 import { Effect, Schema } from "effect";
