@@ -3,6 +3,7 @@
  * the relayer, charges, the authorization page and the test helpers.
  */
 import { Context, Effect, Layer, Schema } from "effect";
+import { Agent } from "undici";
 import {
   BaseError,
   type Chain,
@@ -17,6 +18,7 @@ import {
 } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { DEFAULT_RPC_BATCH_SIZE, type ResolvedChain } from "./config.ts";
+import { fetchOver } from "./rpc-fetch.ts";
 
 /** The chain could not be reached or answered nonsense: our problem, not the caller's. */
 export class ChainUnavailable extends Schema.TaggedError<ChainUnavailable>()("ChainUnavailable", {
@@ -104,88 +106,106 @@ export class ChainClients extends Context.Service<
     ) => Effect.Effect<A, ChainUnavailable>;
   }
 >()("ChainClients") {
-  static readonly layer = Layer.sync(ChainClients, () => {
-    const clients = new Map<number, PublicClient<Transport, Chain>>();
-    const client = (chain: ResolvedChain) => {
-      const existing = clients.get(chain.id);
-      if (existing) return existing;
-      const created = createPublicClient({
-        chain: defineChain({
-          id: chain.id,
-          name: chain.name,
-          nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-          rpcUrls: { default: { http: [...chain.rpc.http] } },
-        }),
-        transport: http(chain.rpc.http[0], { retryCount: 2, timeout: 10_000, batch: batchOf(chain) }),
-      });
-      clients.set(chain.id, created);
-      return created;
-    };
-    const rpc = <A>(chain: ResolvedChain, what: string, f: () => Promise<A>) =>
-      Effect.tryPromise({
-        try: f,
-        catch: (error) =>
-          new ChainUnavailable({ chainId: chain.id, message: `${what}: ${firstLine(error)}` }),
-      });
-    const latestBlock = (chain: ResolvedChain) =>
-      rpc(chain, "latest block", () => client(chain).getBlock({ blockTag: "latest" })).pipe(
-        Effect.map((block) => ({ number: block.number, timestamp: Number(block.timestamp) })),
-      );
-    const latestTime = (chain: ResolvedChain) => Effect.map(latestBlock(chain), (block) => block.timestamp);
-    const simulateEscrow = (
-      chain: ResolvedChain,
-      from: Hex,
-      functionName: EscrowFunction,
-      args: readonly unknown[],
-    ): Effect.Effect<void, EscrowRevert | ChainUnavailable> =>
-      Effect.tryPromise({
-        try: () =>
-          client(chain).call({
-            account: from,
-            to: chain.escrow.address,
-            data: escrowCallData(functionName, args),
-            blockTag: "pending",
-          }),
-        catch: (error) => error,
-      }).pipe(
-        Effect.asVoid,
-        Effect.catch((error): Effect.Effect<never, EscrowRevert | ChainUnavailable> => {
-          const name = escrowErrorName(error);
-          return name === undefined
-            ? Effect.fail(new ChainUnavailable({ chainId: chain.id, message: firstLine(error) }))
-            : Effect.fail(new EscrowRevert({ errorName: name, message: firstLine(error) }));
-        }),
-      );
-    const measureEscrow = (
-      chain: ResolvedChain,
-      from: Hex,
-      functionName: EscrowFunction,
-      args: readonly unknown[],
-      at: "pending" | "latest" = "pending",
-    ) =>
-      rpc(chain, `gas of ${functionName}`, () =>
-        client(chain)
-          .createAccessList({
-            account: from,
-            to: chain.escrow.address,
-            data: escrowCallData(functionName, args),
-            blockTag: at,
-          })
-          .then((result) => result.gasUsed),
-      );
-    const simulateOutcome = (
-      chain: ResolvedChain,
-      from: Hex,
-      functionName: EscrowFunction,
-      args: readonly unknown[],
-    ) =>
-      simulateEscrow(chain, from, functionName, args).pipe(
-        Effect.as(undefined),
-        Effect.catchTag("EscrowRevert", (revert: EscrowRevert) => Effect.succeed(revert)),
-      );
-    return { client, latestTime, latestBlock, simulateEscrow, measureEscrow, simulateOutcome, rpc };
-  });
+  static readonly layer = Layer.effect(
+    ChainClients,
+    Effect.map(
+      Effect.acquireRelease(
+        Effect.sync(() => new Agent({ keepAliveTimeout: 4_000 })),
+        // Whatever is still in flight was asked by a fiber already interrupted: nothing waits for it.
+        (agent) => Effect.promise(() => agent.destroy()),
+      ),
+      (agent) => makeChainClients(fetchOver(agent)),
+    ),
+  );
 }
+
+const makeChainClients = (fetchFn: ReturnType<typeof fetchOver>): ChainClients["Service"] => {
+  const clients = new Map<number, PublicClient<Transport, Chain>>();
+  const client = (chain: ResolvedChain) => {
+    const existing = clients.get(chain.id);
+    if (existing) return existing;
+    const created = createPublicClient({
+      chain: defineChain({
+        id: chain.id,
+        name: chain.name,
+        nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+        rpcUrls: { default: { http: [...chain.rpc.http] } },
+      }),
+      transport: http(chain.rpc.http[0], {
+        retryCount: 2,
+        timeout: 10_000,
+        batch: batchOf(chain),
+        fetchFn,
+        // fetchFn reads the answer up to its own cap.
+        maxResponseBodySize: false,
+      }),
+    });
+    clients.set(chain.id, created);
+    return created;
+  };
+  const rpc = <A>(chain: ResolvedChain, what: string, f: () => Promise<A>) =>
+    Effect.tryPromise({
+      try: f,
+      catch: (error) => new ChainUnavailable({ chainId: chain.id, message: `${what}: ${firstLine(error)}` }),
+    });
+  const latestBlock = (chain: ResolvedChain) =>
+    rpc(chain, "latest block", () => client(chain).getBlock({ blockTag: "latest" })).pipe(
+      Effect.map((block) => ({ number: block.number, timestamp: Number(block.timestamp) })),
+    );
+  const latestTime = (chain: ResolvedChain) => Effect.map(latestBlock(chain), (block) => block.timestamp);
+  const simulateEscrow = (
+    chain: ResolvedChain,
+    from: Hex,
+    functionName: EscrowFunction,
+    args: readonly unknown[],
+  ): Effect.Effect<void, EscrowRevert | ChainUnavailable> =>
+    Effect.tryPromise({
+      try: () =>
+        client(chain).call({
+          account: from,
+          to: chain.escrow.address,
+          data: escrowCallData(functionName, args),
+          blockTag: "pending",
+        }),
+      catch: (error) => error,
+    }).pipe(
+      Effect.asVoid,
+      Effect.catch((error): Effect.Effect<never, EscrowRevert | ChainUnavailable> => {
+        const name = escrowErrorName(error);
+        return name === undefined
+          ? Effect.fail(new ChainUnavailable({ chainId: chain.id, message: firstLine(error) }))
+          : Effect.fail(new EscrowRevert({ errorName: name, message: firstLine(error) }));
+      }),
+    );
+  const measureEscrow = (
+    chain: ResolvedChain,
+    from: Hex,
+    functionName: EscrowFunction,
+    args: readonly unknown[],
+    at: "pending" | "latest" = "pending",
+  ) =>
+    rpc(chain, `gas of ${functionName}`, () =>
+      client(chain)
+        .createAccessList({
+          account: from,
+          to: chain.escrow.address,
+          data: escrowCallData(functionName, args),
+          blockTag: at,
+        })
+        .then((result) => result.gasUsed),
+    );
+  const simulateOutcome = (
+    chain: ResolvedChain,
+    from: Hex,
+    functionName: EscrowFunction,
+    args: readonly unknown[],
+  ) =>
+    simulateEscrow(chain, from, functionName, args).pipe(
+      Effect.as(undefined),
+      Effect.catchTag("EscrowRevert", (revert: EscrowRevert) => Effect.succeed(revert)),
+    );
+  return { client, latestTime, latestBlock, simulateEscrow, measureEscrow, simulateOutcome, rpc };
+};
 
 /** The escrow's custom error in a failed call's revert data (viem nests the data in the cause chain). */
 const escrowErrorName = (error: unknown): string | undefined => {
