@@ -1,6 +1,8 @@
 import { randomInt } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readFileSync, statSync, utimesSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -46,16 +48,44 @@ const ephemeralStart = (): number => {
 // browsers refuse to connect: a stack on 10080 never answered its readiness probe.
 const LOWEST = 10_100;
 
+// A port handed out is often bound much later (a stack's service port, once Postgres, the chain and the
+// indexer are up), and until then it looks free to every other caller: parallel test files and the
+// stacks they spawn would sometimes pick the same one. So each pick is claimed, machine-wide, by a file
+// created exclusively; another caller skips it until the claim is CLAIM_MS old.
+const CLAIM_MS = 15 * 60_000;
+const claimDir = join(tmpdir(), `billing-free-ports-${process.getuid?.() ?? "user"}`);
+
+/** Whether this caller may hand out `port`: true when it created the claim, or renewed a stale one. */
+const claim = (port: number): boolean => {
+  const file = join(claimDir, String(port));
+  try {
+    mkdirSync(claimDir, { recursive: true, mode: 0o700 });
+    closeSync(openSync(file, "wx"));
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") return true; // no claims possible here: best effort
+    try {
+      if (Date.now() - statSync(file).mtimeMs < CLAIM_MS) return false;
+      const now = new Date();
+      utimesSync(file, now, now);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+};
+
 /**
  * A port that was free a moment ago (for tests and for PORT=0), chosen below the kernel's ephemeral
  * range: a port from `listen(0)` is released before its user binds it, and meanwhile any outgoing
- * connection on the machine (a parallel test's, say) could take it as its local port.
+ * connection on the machine (a parallel test's, say) could take it as its local port. Claimed so that
+ * no other `freePort` on the machine returns it for a while (`claim`).
  */
 export const freePort = async (): Promise<number> => {
   const span = ephemeralStart() - LOWEST;
   for (let attempt = 0; span > 1_000 && attempt < 50; attempt++) {
     const port = LOWEST + randomInt(span);
-    if (await listenable(port)) return port;
+    if ((await listenable(port)) && claim(port)) return port;
   }
   return new Promise((resolve, reject) => {
     const server = createServer();
