@@ -18,8 +18,6 @@ import { Schema, type SchemaAST } from "effect";
  */
 export type Conforms = (input: unknown) => boolean;
 
-type Check = (input: unknown) => boolean;
-
 const dateAst = Schema.Date.ast;
 
 const passesChecks = (checks: SchemaAST.Checks, value: unknown, ast: SchemaAST.AST): boolean => {
@@ -34,37 +32,62 @@ const passesChecks = (checks: SchemaAST.Checks, value: unknown, ast: SchemaAST.A
 const isContainer = (ast: SchemaAST.AST) =>
   ast._tag === "Objects" || ast._tag === "Arrays" || ast._tag === "Declaration" || ast._tag === "Union";
 
-const compileNode = (ast: SchemaAST.AST, keyOrder: boolean): Check | undefined => {
-  if (ast.encoding !== undefined) return undefined;
-  const shape = compileShape(ast, keyOrder);
-  const checks = ast.checks;
-  if (shape === undefined || checks === undefined) return shape;
-  return (input) => shape(input) && passesChecks(checks, input, ast);
+/**
+ * The checks are generated as source, one small function per node, and built with `new Function`: a
+ * closure shared by every struct saw every shape at the same property loads (megamorphic, about three
+ * times slower on a mandate). The source holds only our schemas' property names (as string literals)
+ * and indexes into `refs`; literals, filters and ASTs are passed by reference, never printed.
+ */
+interface Emitter {
+  readonly keyOrder: boolean;
+  readonly functions: Array<string>;
+  readonly refs: Array<unknown>;
+}
+
+const ref = (emitter: Emitter, value: unknown): string => `refs[${emitter.refs.push(value) - 1}]`;
+
+const emitFunction = (emitter: Emitter, body: string): string => {
+  const name = `check${emitter.functions.length}`;
+  emitter.functions.push(`function ${name}(input) {\n${body}\n}`);
+  return name;
 };
 
-const compileShape = (ast: SchemaAST.AST, keyOrder: boolean): Check | undefined => {
+/** Emits the function checking `ast`; its name, or undefined when the node is not handled. */
+const emitNode = (ast: SchemaAST.AST, emitter: Emitter): string | undefined => {
+  if (ast.encoding !== undefined) return undefined;
+  const shape = emitShape(ast, emitter);
+  if (shape === undefined) return undefined;
+  const shaped = emitFunction(emitter, shape);
+  const checks = ast.checks;
+  return checks === undefined
+    ? shaped
+    : emitFunction(
+        emitter,
+        `return ${shaped}(input) && passesChecks(${ref(emitter, checks)}, input, ${ref(emitter, ast)});`,
+      );
+};
+
+const emitShape = (ast: SchemaAST.AST, emitter: Emitter): string | undefined => {
   switch (ast._tag) {
     case "String":
-      return (input) => typeof input === "string";
+      return `return typeof input === "string";`;
     case "Number":
-      return (input) => typeof input === "number";
+      return `return typeof input === "number";`;
     case "Boolean":
-      return (input) => typeof input === "boolean";
+      return `return typeof input === "boolean";`;
     case "Null":
-      return (input) => input === null;
-    case "Literal": {
-      const literal = ast.literal;
-      return (input) => input === literal;
-    }
+      return "return input === null;";
+    case "Literal":
+      return `return input === ${ref(emitter, ast.literal)};`;
     case "Declaration":
       // Schema.Date itself (it keeps a valid Date as it is); other declarations are opaque.
-      return ast === dateAst ? (input) => input instanceof Date && !Number.isNaN(input.getTime()) : undefined;
+      return ast === dateAst ? "return input instanceof Date && !Number.isNaN(input.getTime());" : undefined;
     case "Union":
-      return compileUnion(ast, keyOrder);
+      return emitUnion(ast, emitter);
     case "Arrays":
-      return compileArray(ast, keyOrder);
+      return emitArray(ast, emitter);
     case "Objects":
-      return compileObject(ast, keyOrder);
+      return emitObject(ast, emitter);
     default:
       return undefined;
   }
@@ -72,69 +95,59 @@ const compileShape = (ast: SchemaAST.AST, keyOrder: boolean): Check | undefined 
 
 // Schema tries the members in order. With at most one container among them, the others being primitives
 // that parse to the input itself, any member that passes gives Schema's output.
-const compileUnion = (ast: SchemaAST.Union, keyOrder: boolean): Check | undefined => {
+const emitUnion = (ast: SchemaAST.Union, emitter: Emitter): string | undefined => {
   if (ast.options?.mode === "oneOf" || ast.encodingChecks !== undefined) return undefined;
   if (ast.types.filter(isContainer).length > 1) return undefined;
-  const members: Array<Check> = [];
+  const members: Array<string> = [];
   for (const type of ast.types) {
-    const member = compileNode(type, keyOrder);
+    const member = emitNode(type, emitter);
     if (member === undefined) return undefined;
     members.push(member);
   }
-  return (input) => {
-    for (const member of members) if (member(input)) return true;
-    return false;
-  };
+  return `return ${members.length === 0 ? "false" : members.map((member) => `${member}(input)`).join(" || ")};`;
 };
 
-const compileArray = (ast: SchemaAST.Arrays, keyOrder: boolean): Check | undefined => {
+const emitArray = (ast: SchemaAST.Arrays, emitter: Emitter): string | undefined => {
   if (ast.elements.length > 0 || ast.rest.length !== 1 || ast.encodingChecks !== undefined) return undefined;
-  const element = compileNode(ast.rest[0] as SchemaAST.AST, keyOrder);
+  const element = emitNode(ast.rest[0] as SchemaAST.AST, emitter);
   if (element === undefined) return undefined;
-  return (input) => {
-    if (!Array.isArray(input) || Object.getPrototypeOf(input) !== Array.prototype) return false;
-    for (let i = 0; i < input.length; i++) if (!(i in input) || !element(input[i])) return false;
-    return true;
-  };
+  return [
+    "if (!Array.isArray(input) || Object.getPrototypeOf(input) !== Array.prototype) return false;",
+    `for (let i = 0; i < input.length; i++) if (!(i in input) || !${element}(input[i])) return false;`,
+    "return true;",
+  ].join("\n");
 };
 
-interface Property {
-  readonly name: string;
-  readonly optional: boolean;
-  readonly check: Check;
-}
-
-const compileObject = (ast: SchemaAST.Objects, keyOrder: boolean): Check | undefined => {
+const emitObject = (ast: SchemaAST.Objects, emitter: Emitter): string | undefined => {
   if (ast.indexSignatures.length > 0 || ast.encodingChecks !== undefined) return undefined;
-  const properties: Array<Property> = [];
-  for (const signature of ast.propertySignatures) {
-    if (typeof signature.name !== "string") return undefined;
-    const check = compileNode(signature.type, keyOrder);
-    if (check === undefined) return undefined;
-    properties.push({ name: signature.name, optional: signature.type.context?.isOptional ?? false, check });
-  }
-  return (input) => {
-    if (typeof input !== "object" || input === null) return false;
+  const lines = [
+    `if (typeof input !== "object" || input === null) return false;`,
     // A plain object: nothing inherited for Schema to read, no toJSON for JSON.stringify to call.
-    const prototype = Object.getPrototypeOf(input);
-    if (prototype !== Object.prototype && prototype !== null) return false;
-    const record = input as Record<string, unknown>;
+    "const prototype = Object.getPrototypeOf(input);",
+    "if (prototype !== Object.prototype && prototype !== null) return false;",
     // Schema's output has exactly the enumerable keys the schema names; so must the value (in the
     // schema's order when asked), and no symbol key.
-    const keys = Object.keys(record);
-    let present = 0;
-    for (const property of properties) {
-      const name = property.name;
-      if (!Object.hasOwn(record, name)) {
-        if (name in record || !property.optional) return false;
-        continue;
-      }
-      if (keyOrder && keys[present] !== name) return false;
-      present++;
-      if (!property.check(record[name])) return false;
-    }
-    return keys.length === present && Object.getOwnPropertySymbols(record).length === 0;
-  };
+    "const keys = Object.keys(input);",
+    "let present = 0;",
+  ];
+  for (const signature of ast.propertySignatures) {
+    if (typeof signature.name !== "string") return undefined;
+    const check = emitNode(signature.type, emitter);
+    if (check === undefined) return undefined;
+    const key = JSON.stringify(signature.name);
+    const optional = signature.type.context?.isOptional ?? false;
+    lines.push(
+      `if (!Object.hasOwn(input, ${key})) {`,
+      optional ? `  if (${key} in input) return false;` : "  return false;",
+      "} else {",
+      ...(emitter.keyOrder ? [`  if (keys[present] !== ${key}) return false;`] : []),
+      "  present++;",
+      `  if (!${check}(input[${key}])) return false;`,
+      "}",
+    );
+  }
+  lines.push("return keys.length === present && Object.getOwnPropertySymbols(input).length === 0;");
+  return lines.join("\n");
 };
 
 /**
@@ -144,4 +157,10 @@ const compileObject = (ast: SchemaAST.Objects, keyOrder: boolean): Check | undef
 export const compileConforms = (
   schema: Schema.Top,
   options: { readonly keyOrder: boolean },
-): Conforms | undefined => compileNode(schema.ast, options.keyOrder);
+): Conforms | undefined => {
+  const emitter: Emitter = { keyOrder: options.keyOrder, functions: [], refs: [] };
+  const root = emitNode(schema.ast, emitter);
+  if (root === undefined) return undefined;
+  const source = `"use strict";\n${emitter.functions.join("\n")}\nreturn ${root};`;
+  return new Function("refs", "passesChecks", source)(emitter.refs, passesChecks) as Conforms;
+};
