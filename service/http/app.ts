@@ -4,7 +4,6 @@
  * its value with the response schema and renders the one error shape. Everything else lives in the
  * capability modules.
  */
-import { randomBytes } from "node:crypto";
 import { Cause, Effect, Exit, LogLevel, Result, Schema } from "effect";
 import { Hono, type Context as HonoContext } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -17,7 +16,8 @@ import { type ApiFailure, HttpRefusal, isApiFailure } from "../errors.ts";
 import { Idempotency, validateIdempotencyKey } from "../idempotency/idempotency.ts";
 import { authenticateRequest, registerConsoleSessionRoutes } from "./console-session.ts";
 import { internalError, toErrorResponse } from "./error-response.ts";
-import { errorJson, json, type OperationalOptions, registerOperationalRoutes } from "./operational-routes.ts";
+import { errorJson, type OperationalOptions, registerOperationalRoutes } from "./operational-routes.ts";
+import { json, newRequestId, stampRequestId } from "./request-id.ts";
 import { decodeParams, decodeQuery, readBody } from "./request-input.ts";
 import { type AnyPublicRoute, type AnyRoute, toHonoPath } from "./route.ts";
 
@@ -36,7 +36,7 @@ export interface AppOptions<R> extends OperationalOptions {
   readonly run: Runner<R | ApiKeys | ConsoleSessions | Idempotency>;
   /** The service's public URL: an https one makes the console's cookie `Secure`. */
   readonly publicUrl?: string;
-  /** Checked before every request under `/authorize/` and `/pay/` (the public pages): a refusal to render, if any. */
+  /** Checked before every request for the public pages (under `/authorize/`, `/pay/`, `/assets/`): a refusal to render, if any. */
   readonly limitPage?: (c: HonoContext<Env>) => Promise<ApiFailure | undefined>;
 }
 
@@ -45,20 +45,6 @@ export type Env = { Variables: { requestId: string; merchantId?: string } };
 /** The template of the route that answered (`/v1/mandates/:id`), never the raw path: bounded labels. */
 const routeTemplate = (c: HonoContext<Env>): string =>
   matchedRoutes(c).findLast((route) => route.method !== "ALL")?.path ?? "unmatched";
-
-// Request ids come from a pool of random bytes refilled 4 KiB at a time (one call to the CSPRNG per
-// 341 requests instead of one each).
-const ID_BYTES = 12;
-let idPool = Buffer.alloc(0);
-let idOffset = 0;
-const newRequestId = () => {
-  if (idOffset + ID_BYTES > idPool.length) {
-    idPool = randomBytes(4096);
-    idOffset = 0;
-  }
-  idOffset += ID_BYTES;
-  return `req_${idPool.toString("base64url", idOffset - ID_BYTES, idOffset)}`;
-};
 
 const isTagged = (value: unknown): value is { readonly _tag: string } =>
   typeof value === "object" && value !== null && typeof (value as { _tag?: unknown })._tag === "string";
@@ -133,9 +119,10 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
 
   app.use(async (c, next) => {
     const started = performance.now();
-    c.set("requestId", newRequestId());
-    c.header("Request-Id", c.get("requestId"));
+    const requestId = newRequestId();
+    c.set("requestId", requestId);
     await next();
+    stampRequestId(c, requestId);
     const elapsedMs = performance.now() - started;
     options.metrics?.observeRequest({
       method: c.req.method,
@@ -145,7 +132,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
     });
     if (!(await logsRequests())) return;
     const entry = {
-      request_id: c.get("requestId"),
+      request_id: requestId,
       method: c.req.method,
       path: c.req.path,
       status: c.res.status,
@@ -190,7 +177,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
   });
   const limitPage = options.limitPage;
   if (limitPage)
-    for (const pages of ["/authorize/*", "/pay/*"])
+    for (const pages of ["/authorize/*", "/pay/*", "/assets/*"])
       app.use(pages, async (c, next) => {
         const refusal = await limitPage(c);
         if (refusal) return respondFailure(c, refusal);

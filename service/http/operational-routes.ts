@@ -9,6 +9,7 @@ import { Unauthenticated } from "../errors.ts";
 import { registerApiReference } from "./api-reference.ts";
 import type { ErrorResponse } from "./error-response.ts";
 import { toErrorResponse } from "./error-response.ts";
+import { json } from "./request-id.ts";
 
 export interface Readiness {
   readonly ready: boolean;
@@ -44,13 +45,6 @@ const bearerMatches = (header: string | undefined, token: string): boolean =>
       .digest(),
     createHash("sha256").update(`Bearer ${token}`).digest(),
   );
-
-export const json = (
-  c: HonoContext,
-  status: number,
-  bodyText: string,
-  headers: Record<string, string> = {},
-) => c.body(bodyText, status as 200, { "content-type": "application/json; charset=utf-8", ...headers });
 
 export const errorJson = (c: HonoContext, response: ErrorResponse, headers: Record<string, string> = {}) =>
   json(c, response.status, JSON.stringify(response.body), { ...response.headers, ...headers });
