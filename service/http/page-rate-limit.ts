@@ -77,7 +77,7 @@ const socketAddressOf = (c: HonoContext): string | undefined => {
 };
 
 /**
- * The check the HTTP layer runs before every `/authorize/*` and `/pay/*` request: the refusal to
+ * The check the HTTP layer runs before every `/authorize/*`, `/pay/*` and `/assets/*` request: the refusal to
  * render, if any. A database that does not answer lets the request through (the limits protect the
  * relayer, which has its own budget, and must not take the page down with them).
  */

@@ -505,7 +505,7 @@ describe("authorization page routes", () => {
     expect(response.headers.get("referrer-policy")).toBe("no-referrer");
     const html = await response.text();
     expect(html).toContain(`data-token="${TOKEN}"`);
-    expect(html).toMatch(/<script type="module" src="assets\/authorize\.js\?v=[\w-]+"><\/script>/);
+    expect(html).toMatch(/<script type="module" src="\.\.\/assets\/authorize\.js\?v=[\w-]+"><\/script>/);
     expect(html).not.toMatch(/<script>|<style|style="|https?:\/\//);
   });
 
@@ -524,20 +524,20 @@ describe("authorization page routes", () => {
     const hono = app();
     const html = await (await hono.request(`/authorize/${TOKEN}`)).text();
     const version = /authorize\.js\?v=([\w-]+)/.exec(html)?.[1];
-    const script = await hono.request(`/authorize/assets/authorize.js?v=${version}`);
+    const script = await hono.request(`/assets/authorize.js?v=${version}`);
     expect(script.status).toBe(200);
     expect(script.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
     expect(script.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
     const body = await script.text();
     expect(body).toContain("eth_signTypedData_v4");
     expect(body).not.toMatch(/^import |\bimport\(|from"\.\//m);
-    const bare = await hono.request("/authorize/assets/authorize.js");
+    const bare = await hono.request("/assets/authorize.js");
     expect(bare.headers.get("cache-control")).toBe("no-cache");
     const etag = bare.headers.get("etag") ?? "";
     expect(
-      (await hono.request("/authorize/assets/authorize.js", { headers: { "if-none-match": etag } })).status,
+      (await hono.request("/assets/authorize.js", { headers: { "if-none-match": etag } })).status,
     ).toBe(304);
-    const css = await hono.request("/authorize/assets/authorize.css");
+    const css = await hono.request("/assets/authorize.css");
     expect(css.headers.get("content-type")).toBe("text/css; charset=utf-8");
     expect(await css.text()).toContain(".card");
   });

@@ -560,7 +560,7 @@ describe("server routes", () => {
     expect(response.headers.get("referrer-policy")).toBe("no-referrer");
     const html = await response.text();
     expect(html).toContain(`data-token="${TOKEN}"`);
-    expect(html).toMatch(/<script type="module" src="assets\/pay\.js\?v=[\w-]+"><\/script>/);
+    expect(html).toMatch(/<script type="module" src="\.\.\/assets\/pay\.js\?v=[\w-]+"><\/script>/);
     expect(html).not.toMatch(/<script>|<style|style="|https?:\/\//);
   });
 
@@ -576,13 +576,13 @@ describe("server routes", () => {
     const hono = app();
     const html = await (await hono.request(`/pay/${TOKEN}`)).text();
     const version = /pay\.js\?v=([\w-]+)/.exec(html)?.[1];
-    const script = await hono.request(`/pay/assets/pay.js?v=${version}`);
+    const script = await hono.request(`/assets/pay.js?v=${version}`);
     expect(script.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
     const body = await script.text();
     expect(body).toContain("eth_signTypedData_v4");
     expect(body).toContain("image/svg+xml");
     expect(body).not.toMatch(/^import |\bimport\(|from"\.\/|require\(/m);
-    const css = await (await hono.request("/pay/assets/pay.css")).text();
+    const css = await (await hono.request("/assets/pay.css")).text();
     expect(css).toContain(".card");
     expect(css).toContain(".deposit");
   });
@@ -590,6 +590,6 @@ describe("server routes", () => {
   it("rate-limits pay links per token like authorization links", () => {
     expect(tokenOfPath(`/pay/${TOKEN}/authorizations`)).toBe(TOKEN);
     expect(tokenOfPath(`/pay/${TOKEN}`)).toBe(TOKEN);
-    expect(tokenOfPath("/pay/assets/pay.js")).toBeUndefined();
+    expect(tokenOfPath("/assets/pay.js")).toBeUndefined();
   });
 });

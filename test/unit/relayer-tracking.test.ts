@@ -115,7 +115,7 @@ describe("page rate limit keys", () => {
     const token = "abcdefghijklmnopqrstuvwxyz012345";
     expect(tokenOfPath(`/authorize/${token}/signatures`)).toBe(token);
     expect(tokenOfPath(`/authorize/${token}`)).toBe(token);
-    expect(tokenOfPath("/authorize/assets/authorize.js")).toBeUndefined();
+    expect(tokenOfPath("/assets/authorize.js")).toBeUndefined();
     const limits = { perAddressPerMinute: 10, perTokenPerMinute: 5, trustProxy: false };
     expect(pageRequestKeys(limits, { path: `/authorize/${token}/session`, socketAddress: "::1" })).toEqual([
       { key: "page:address:::1", limit: 10 },

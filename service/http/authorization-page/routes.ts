@@ -8,8 +8,8 @@ import { registerHostedPage, viaSessionEndpoint } from "../hosted-page/shell.ts"
 import { type Assets, bundleAssets } from "./assets.ts";
 
 export const ASSET_PATHS = {
-  script: "/authorize/assets/authorize.js",
-  stylesheet: "/authorize/assets/authorize.css",
+  script: "/assets/authorize.js",
+  stylesheet: "/assets/authorize.css",
 } as const;
 
 export interface AuthorizationPageOptions {

@@ -76,7 +76,8 @@ ${main}
 
 /**
  * The page for a known token (the script reads it from `data-token`), or the 404 for `token` null.
- * Asset links are relative to `/{page}/{token}`, so the page also works under a path prefix.
+ * Asset links are relative to `/{page}/{token}` (`../assets/…`), so the page also works under a path
+ * prefix.
  */
 const renderShell = (
   text: ShellText,
@@ -84,7 +85,7 @@ const renderShell = (
   assets: ShellAssets,
   token: string | null,
 ): string => {
-  const relative = (path: string) => path.split("/").slice(-2).join("/");
+  const relative = (path: string) => `..${path}`;
   const head = documentHead(token === null ? text.notFoundTitle : text.title, {
     stylesheet: `${relative(paths.stylesheet)}?v=${assets.stylesheetVersion}`,
     script: token === null ? null : `${relative(paths.script)}?v=${assets.scriptVersion}`,

@@ -9,8 +9,8 @@ import { registerHostedPage, viaSessionEndpoint } from "../hosted-page/shell.ts"
 import { type Assets, bundleAssets } from "./assets.ts";
 
 export const ASSET_PATHS = {
-  script: "/pay/assets/pay.js",
-  stylesheet: "/pay/assets/pay.css",
+  script: "/assets/pay.js",
+  stylesheet: "/assets/pay.css",
 } as const;
 
 export interface PayPageOptions {

@@ -1,0 +1,35 @@
+/**
+ * Every path the service registers fits Hono's RegExpRouter (one regular expression for all routes).
+ * A static segment beside a parameter at the same place (`/pay/assets/…` beside `/pay/:token/…`) makes
+ * Hono fall back to its trie router, about five times slower a match, on every request.
+ */
+import { Exit } from "effect";
+import { describe, expect, it } from "vitest";
+import { makeApp } from "../../service/http/app.ts";
+import { registerAuthorizationPage } from "../../service/http/authorization-page/routes.ts";
+import { registerConsole } from "../../service/http/console/routes.ts";
+import { registerPayPage } from "../../service/http/pay-page/routes.ts";
+import { authorizationRoutes } from "../../service/http/routes/authorization.ts";
+import { payPageRoutes } from "../../service/http/routes/pay-page.ts";
+import { routes } from "../../service/main.ts";
+
+describe("the service's router", () => {
+  it("is Hono's RegExpRouter for every registered path", async () => {
+    const app = makeApp({
+      routes,
+      publicRoutes: [...authorizationRoutes, ...payPageRoutes],
+      extend: (hono) => {
+        registerAuthorizationPage(hono, { tokenExists: async () => false });
+        registerPayPage(hono, { tokenExists: async () => false });
+        registerConsole(hono);
+      },
+      run: async () => Exit.die("no runtime in this test"),
+      readiness: async () => ({ ready: true, checks: {} }),
+      openapi: {},
+    });
+    const answer = await app.request("/v1/openapi.json");
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get("request-id")).toMatch(/^req_/);
+    expect(app.router.name).toBe("SmartRouter + RegExpRouter");
+  });
+});
