@@ -534,9 +534,9 @@ describe("authorization page routes", () => {
     const bare = await hono.request("/assets/authorize.js");
     expect(bare.headers.get("cache-control")).toBe("no-cache");
     const etag = bare.headers.get("etag") ?? "";
-    expect(
-      (await hono.request("/assets/authorize.js", { headers: { "if-none-match": etag } })).status,
-    ).toBe(304);
+    expect((await hono.request("/assets/authorize.js", { headers: { "if-none-match": etag } })).status).toBe(
+      304,
+    );
     const css = await hono.request("/assets/authorize.css");
     expect(css.headers.get("content-type")).toBe("text/css; charset=utf-8");
     expect(await css.text()).toContain(".card");
