@@ -40,7 +40,7 @@ import { AuthorizationSessions } from "./mandates/authorization-session.ts";
 import type { Authorizations } from "./mandates/authorization-signing.ts";
 import type { MandateStore } from "./mandates/mandate-store.ts";
 import type { Mandates } from "./mandates/mandates.ts";
-import { Metrics, requestObserver } from "./metrics/metrics.ts";
+import { Metrics, observeRequest } from "./metrics/metrics.ts";
 import type { GaslessPayments } from "./payments/gasless-payments.ts";
 import { PaySessions } from "./payments/pay-session.ts";
 import type { Payments } from "./payments/payments.ts";
@@ -231,7 +231,7 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
     indexerLiveness: async () => ({ stalled: await stalledChains() }),
     metrics: {
       token: config.metricsToken === undefined ? undefined : Redacted.value(config.metricsToken),
-      observeRequest: requestObserver(metrics),
+      observeRequest: (request) => observeRequest(metrics, request),
       scrape: async () => ({
         contentType: metrics.registry.contentType,
         body: await metrics.registry.metrics(),

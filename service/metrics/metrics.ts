@@ -72,32 +72,17 @@ export const recordMetric = (update: (metrics: Instruments) => void): Effect.Eff
     Option.isSome(metrics) ? Effect.sync(() => update(metrics.value)) : Effect.void,
   );
 
-/**
- * Records answered HTTP requests, labelled by their route's template (bounded: never the raw path). Each
- * series' children are kept: prom-client would otherwise sort and join the labels on every call.
- */
-export const requestObserver = (metrics: Instruments) => {
-  const series = new Map<
-    string,
-    { readonly count: { inc(): void }; readonly duration: { observe(seconds: number): void } }
-  >();
-  return (request: {
+/** One answered HTTP request, labelled by its route's template (bounded: never the raw path). */
+export const observeRequest = (
+  metrics: Instruments,
+  request: {
     readonly method: string;
     readonly route: string;
     readonly status: number;
     readonly seconds: number;
-  }): void => {
-    const key = `${request.method} ${request.status} ${request.route}`;
-    let children = series.get(key);
-    if (children === undefined) {
-      const labels = { method: request.method, route: request.route, status: String(request.status) };
-      children = {
-        count: metrics.httpRequests.labels(labels),
-        duration: metrics.httpDuration.labels(labels),
-      };
-      series.set(key, children);
-    }
-    children.count.inc();
-    children.duration.observe(request.seconds);
-  };
+  },
+): void => {
+  const labels = { method: request.method, route: request.route, status: String(request.status) };
+  metrics.httpRequests.inc(labels);
+  metrics.httpDuration.observe(labels, request.seconds);
 };
