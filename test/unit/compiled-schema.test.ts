@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { Schema, type SchemaAST } from "effect";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -101,6 +102,19 @@ describe("compiled schema fast path", () => {
       expect(compileConforms(schema, { keyOrder: true })).toBeTypeOf("function");
       expect(compileConforms(schema, { keyOrder: false })).toBeTypeOf("function");
     }
+  });
+
+  it("leaves every value to Schema when Node may not generate code (--disallow-code-generation-from-strings)", () => {
+    const script = `
+      const { compileConforms } = await import(${JSON.stringify(new URL("../../service/compiled-schema.ts", import.meta.url).href)});
+      const { MandateObject } = await import(${JSON.stringify(new URL("../../service/mandates/mandate-object.ts", import.meta.url).href)});
+      console.log(typeof compileConforms(MandateObject, { keyOrder: true }));`;
+    const run = (flags: ReadonlyArray<string>) =>
+      execFileSync(process.execPath, [...flags, "--input-type=module", "-e", script], {
+        encoding: "utf8",
+      }).trim();
+    expect(run([])).toBe("function");
+    expect(run(["--disallow-code-generation-from-strings"])).toBe("undefined");
   });
 
   it("leaves a schema with a transformation or a declaration it does not know to Schema", () => {
