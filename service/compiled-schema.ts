@@ -164,8 +164,10 @@ export const compileConforms = (
   const source = `"use strict";\n${emitter.functions.join("\n")}\nreturn ${root};`;
   try {
     return new Function("refs", "passesChecks", source)(emitter.refs, passesChecks) as Conforms;
-  } catch {
+  } catch (error) {
     // Node run with --disallow-code-generation-from-strings: no fast path, Schema answers every value.
-    return undefined;
+    // Anything else is a bug in the generated source, and must not hide behind the slow path.
+    if (error instanceof EvalError) return undefined;
+    throw error;
   }
 };
