@@ -1,6 +1,8 @@
 /**
- * Resolves a `local` chain of the chain config: deploys its test contracts on the running anvil
- * (once: a persisted chain keeps them, recorded in the deployments file) and fills in rpc and addresses.
+ * Resolves a `local` chain of the chain config: deploys its contracts on the running anvil (once: a
+ * persisted chain keeps them, recorded in the deployments file) and fills in rpc and addresses. A token
+ * with `"deploy": "FiatTokenV2_2"` is Circle's USDC deployed as on mainnet (circle-usdc.ts), its roles
+ * played by anvil's accounts below; `"deploy": "TestUSDC"` is our own test token.
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import {
@@ -11,12 +13,15 @@ import {
   type Hex,
   http,
   keccak256,
+  maxUint256,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi, MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import type { ChainConfig } from "../../service/chains/config.ts";
+import { circleArtifact } from "../contracts/third-party.ts";
 import type { RunningAnvil } from "./anvil.ts";
+import { addUsdcMinter, deployCircleUsdc, rpcWriter, usdcAbi } from "./circle-usdc.ts";
 
 /** anvil's first default account: the local deployer. Test use only. */
 export const LOCAL_DEPLOYER_KEY: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
@@ -25,6 +30,16 @@ export const LOCAL_DEPLOYER_KEY: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb4
  * account of its own, so its nonces never race the deployer's or a test's transactions. Test use only.
  */
 export const LOCAL_RELAYER_KEY: Hex = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
+
+/** anvil's eighth default account: the local USDC's test faucet, a minter of its own. Test use only. */
+export const LOCAL_FAUCET_KEY: Hex = "0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356";
+/** anvil's ninth default account: the local USDC proxy's admin (which cannot use the token). */
+const LOCAL_USDC_PROXY_ADMIN: Hex = "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f";
+/**
+ * anvil's tenth default account: Circle on the local chain, the USDC's owner, pauser, blacklister,
+ * rescuer and master minter's owner. Tests blacklist and pause with it. Test use only.
+ */
+export const LOCAL_USDC_ADMIN_KEY: Hex = "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6";
 
 const CONTRACTS = {
   TestUSDC: { abi: TestUSDCAbi, bytecode: TestUSDCBytecode },
@@ -41,10 +56,24 @@ type Deployments = Record<string, Record<string, Deployment>>;
 const readDeployments = (file: string): Deployments =>
   existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Deployments) : {};
 
+/**
+ * What the local chain's USDC is identified by in the deployments file: its implementation's and its
+ * proxy's code (another build of either is deployed afresh).
+ */
+const usdcCodeHash = () =>
+  keccak256(
+    `0x${circleArtifact("FiatTokenV2_2").bytecode.slice(2)}${circleArtifact("FiatTokenProxy").bytecode.slice(2)}`,
+  );
+
+/**
+ * @param relayer the service's relayer on this chain: a USDC minter besides the test faucet, so that the
+ * test-mode fund helpers mint through the relayer as they would on any chain whose token lets them.
+ */
 export const resolveLocalChain = async (
   chain: ChainConfig,
   anvil: RunningAnvil,
   deploymentsFile: string,
+  relayer: Hex = privateKeyToAccount(LOCAL_RELAYER_KEY).address,
 ): Promise<ChainConfig> => {
   const viemChain = defineChain({
     id: chain.id,
@@ -80,9 +109,68 @@ export const resolveLocalChain = async (
     return deployment;
   };
 
+  /** Circle's USDC, once per chain, with the relayer and the test faucet as minters. */
+  const circleUsdc = async (): Promise<Deployment> => {
+    const codeHash = usdcCodeHash();
+    const recorded = known.FiatTokenV2_2;
+    let deployment: Deployment;
+    let masterMinter: Hex;
+    const code =
+      recorded?.codeHash === codeHash ? await publicClient.getCode({ address: recorded.address }) : undefined;
+    if (recorded !== undefined && code !== undefined && code !== "0x") {
+      deployment = recorded;
+      masterMinter = await publicClient.readContract({
+        address: recorded.address,
+        abi: usdcAbi,
+        functionName: "masterMinter",
+      });
+    } else {
+      const writer = rpcWriter(anvil.http, chain.id);
+      const usdc = await deployCircleUsdc(writer, {
+        deployer: account,
+        proxyAdmin: LOCAL_USDC_PROXY_ADMIN,
+        circle: privateKeyToAccount(LOCAL_USDC_ADMIN_KEY),
+      });
+      const block = Number(await publicClient.getBlockNumber());
+      deployment = { address: getAddress(usdc.address), block, codeHash };
+      masterMinter = usdc.masterMinter;
+      known.FiatTokenV2_2 = deployment;
+    }
+    const circle = privateKeyToAccount(LOCAL_USDC_ADMIN_KEY);
+    const faucet = privateKeyToAccount(LOCAL_FAUCET_KEY);
+    // The relayer may differ between starts (RELAYER_PRIVATE_KEY); each start makes sure it mints.
+    for (const [controller, minter] of [
+      [faucet, faucet.address],
+      [circle, relayer],
+    ] as const) {
+      const minting = await publicClient.readContract({
+        address: deployment.address,
+        abi: usdcAbi,
+        functionName: "isMinter",
+        args: [minter],
+      });
+      if (!minting)
+        await addUsdcMinter(
+          rpcWriter(anvil.http, chain.id),
+          { masterMinter },
+          circle,
+          controller,
+          minter,
+          maxUint256,
+        );
+    }
+    return deployment;
+  };
+
   const tokens = [];
   for (const token of chain.tokens) {
-    tokens.push(token.deploy ? { ...token, address: (await deployed(token.deploy)).address } : token);
+    if (token.deploy === undefined) tokens.push(token);
+    else
+      tokens.push({
+        ...token,
+        address: (token.deploy === "FiatTokenV2_2" ? await circleUsdc() : await deployed(token.deploy))
+          .address,
+      });
   }
   let escrow = chain.escrow;
   if (escrow.address === undefined) {

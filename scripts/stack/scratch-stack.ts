@@ -9,14 +9,14 @@ import type { ChainConfig } from "../../service/chains/config.ts";
 import { removePostgresData } from "./postgres-paths.ts";
 import { type RunningStack, type StackOptions, startStack } from "./stack.ts";
 
-/** A local anvil chain with test USDC, escrow holds of an hour and no confirmations to wait for. */
+/** A local anvil chain with Circle's USDC, escrow holds of an hour and no confirmations to wait for. */
 export const localChain = (overrides: Partial<ChainConfig> = {}): ChainConfig => ({
   id: 31337,
   name: "Local chain (anvil)",
   livemode: false,
   local: { port: 0 },
   escrow: {},
-  tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" }],
+  tokens: [{ symbol: "USDC", decimals: 6, deploy: "FiatTokenV2_2" }],
   subscriptions_available: true,
   payments_available: true,
   escrow_available: true,

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, type LogLevel, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
+import { privateKeyToAccount } from "viem/accounts";
 import { type ChainConfig, loadChainsFile } from "../../service/chains/config.ts";
 import type { ServiceConfig } from "../../service/config/env.ts";
 import { ONCHAIN_SCHEMA } from "../../service/db/client.ts";
@@ -198,6 +199,8 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     if (!abisUpToDate()) writeAbis();
     mark("contracts_compiled");
     const { resolveLocalChain, LOCAL_RELAYER_KEY } = await import("./local-chain.ts");
+    const relayerKey = (process.env.RELAYER_PRIVATE_KEY as `0x${string}` | undefined) ?? LOCAL_RELAYER_KEY;
+    const relayer = privateKeyToAccount(relayerKey);
     const chains: ChainConfig[] = [];
     const anvils: RunningAnvil[] = [];
     const localChains: LocalChainRpc[] = [];
@@ -218,7 +221,9 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       stops.push(anvil.stop);
       anvils.push(anvil);
       localChains.push({ id: chain.id, http: anvil.http });
-      chains.push(await resolveLocalChain(chain, anvil, join(options.dataDir, "deployments.json")));
+      chains.push(
+        await resolveLocalChain(chain, anvil, join(options.dataDir, "deployments.json"), relayer.address),
+      );
     }
     mark("chains");
     const chainsFile = join(options.dataDir, "chains.resolved.json");
@@ -238,9 +243,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       logFormat: options.logFormat,
       logLevel: options.logLevel,
       idempotencyRetentionHours: 24,
-      relayerKey: Redacted.make(
-        (process.env.RELAYER_PRIVATE_KEY as `0x${string}` | undefined) ?? LOCAL_RELAYER_KEY,
-      ),
+      relayerKey: Redacted.make(relayerKey),
       relayerBumpAfterSeconds: 30,
       webhooks: {
         secretsKey: Redacted.make(secretsKey),

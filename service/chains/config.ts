@@ -27,12 +27,15 @@ export const DEFAULT_RPC_BATCH_SIZE = 100;
 /** The relayer's spending limit per chain and hour when the chain config names none: 1 native coin. */
 export const DEFAULT_RELAYER_BUDGET_WEI_PER_HOUR = 10n ** 18n;
 
-/** A token the chain accepts. `deploy` (local chains only) names a test contract the dev stack deploys. */
+/**
+ * A token the chain accepts. `deploy` (local chains only) names what the dev stack deploys:
+ * `FiatTokenV2_2` is Circle's USDC as deployed on mainnet, `TestUSDC` our own test token.
+ */
 const TokenConfig = Schema.Struct({
   symbol: Symbol_,
   decimals: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 36 })),
   address: Schema.optionalKey(Address),
-  deploy: Schema.optionalKey(Schema.Literals(["TestUSDC"])),
+  deploy: Schema.optionalKey(Schema.Literals(["FiatTokenV2_2", "TestUSDC"])),
 });
 
 const EscrowConfig = Schema.Struct({

@@ -5,10 +5,10 @@
 import { Schema } from "effect";
 import type { Hex } from "viem";
 import type {
-  PermitDomain,
   PermitMessage,
   permitTypedDataJson,
   TermsMessage,
+  TokenDomain,
   termsTypedDataJson,
 } from "./terms.ts";
 
@@ -78,5 +78,5 @@ export interface AuthorizationRequest {
 export interface TypedAuthorizationRequest {
   readonly json: AuthorizationRequest;
   readonly terms: TermsMessage;
-  readonly permit: { readonly domain: PermitDomain; readonly message: PermitMessage } | null;
+  readonly permit: { readonly domain: TokenDomain; readonly message: PermitMessage } | null;
 }

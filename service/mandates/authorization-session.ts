@@ -10,7 +10,8 @@ import { authorizationAction } from "../chains/authorization-groups.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { type RelayedTransaction, Relayer } from "../chains/relayer.ts";
-import { NotFound } from "../errors.ts";
+import { unavailable } from "../chains/unavailable.ts";
+import { NotFound, type Unavailable } from "../errors.ts";
 import { Merchants } from "../merchants/merchants.ts";
 import { formatDecimal } from "../money/decimal.ts";
 import { MANDATE_STATUSES, type MandateRow } from "./mandate-object.ts";
@@ -98,7 +99,7 @@ const make = Effect.gen(function* () {
   const session = (
     mandate: MandateRow,
     submitted?: RelayedTransaction,
-  ): Effect.Effect<AuthorizationSession, SqlError.SqlError> =>
+  ): Effect.Effect<AuthorizationSession, SqlError.SqlError | Unavailable> =>
     Effect.gen(function* () {
       const chain = yield* chainOfMandate(registry, mandate);
       const token = tokenOf(chain, mandate.token_address);
@@ -114,7 +115,11 @@ const make = Effect.gen(function* () {
         const tx = submitted?.action === action ? submitted : yield* relayer.findAction(chain.id, action);
         if (tx && (tx.status === "pending" || tx.status === "mined")) pending = tx.hash;
       }
-      const permit = yield* tokens.permitDomain(chain, mandate.token_address as Hex);
+      // A chain that cannot say whether the token takes permits is a 503: guessing "no" would ask the
+      // customer for an approve transaction (and gas) needlessly.
+      const permit = yield* tokens
+        .permitDomain(chain, mandate.token_address as Hex)
+        .pipe(Effect.mapError(unavailable));
       const cap = BigInt(mandate.cap);
       return {
         object: "authorization_session" as const,

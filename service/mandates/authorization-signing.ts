@@ -29,10 +29,10 @@ import type { MandateRow } from "./mandate-object.ts";
 import { MandateStore } from "./mandate-store.ts";
 import {
   onchainMandateId,
-  type PermitDomain,
   permitTypedDataJson,
   SIGNATURE_WINDOW_SECONDS,
   type TermsMessage,
+  type TokenDomain,
   termsMessage,
   termsTypedDataJson,
 } from "./terms.ts";
@@ -46,7 +46,7 @@ export const AuthorizationLimits = Context.Reference<{ readonly transactionsPerM
 
 /** What the page needs of the token: its permit domain and the customer's permit nonce, or the allowance. */
 type TokenState =
-  | { readonly permit: { readonly domain: PermitDomain; readonly nonce: bigint } }
+  | { readonly permit: { readonly domain: TokenDomain; readonly nonce: bigint } }
   | { readonly allowance: bigint };
 
 export type AuthorizeFailure = InvalidRequest | Unavailable | RateLimited | SqlError.SqlError;

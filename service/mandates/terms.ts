@@ -29,7 +29,8 @@ export const PERMIT_TYPES = {
   ],
 } as const;
 
-const EIP712_DOMAIN = [
+/** The fields of the EIP-712 domains we sign in (no salt). */
+export const EIP712_DOMAIN = [
   { name: "name", type: "string" },
   { name: "version", type: "string" },
   { name: "chainId", type: "uint256" },
@@ -90,7 +91,8 @@ export const termsMessage = (input: TermsInput): TermsMessage => ({
 export const termsDomain = (chainId: number, escrow: Hex) =>
   ({ name: "MandateEscrow", version: "1", chainId, verifyingContract: escrow }) as const;
 
-export type PermitDomain = {
+/** A token's EIP-712 domain: EIP-2612 permits and EIP-3009 authorizations are signed in it (USDC: "USD Coin", "2"). */
+export type TokenDomain = {
   readonly name: string;
   readonly version: string;
   readonly chainId: number;
@@ -123,7 +125,7 @@ export const termsTypedDataJson = (chainId: number, escrow: Hex, message: TermsM
   message: jsonMessage(message),
 });
 
-export const permitTypedDataJson = (domain: PermitDomain, message: PermitMessage) => ({
+export const permitTypedDataJson = (domain: TokenDomain, message: PermitMessage) => ({
   domain,
   types: { EIP712Domain: EIP712_DOMAIN, ...PERMIT_TYPES },
   primaryType: "Permit" as const,

@@ -6,17 +6,7 @@
  */
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect";
 import type { SqlError } from "effect/sql";
-import {
-  BaseError,
-  ContractFunctionRevertedError,
-  ContractFunctionZeroDataError,
-  domainSeparator,
-  getAddress,
-  type Hex,
-  parseAbi,
-  zeroAddress,
-  zeroHash,
-} from "viem";
+import { getAddress, type Hex, parseAbi, zeroAddress, zeroHash } from "viem";
 import { PAYMENT_STATUSES } from "../../src/ledger/payment-machine.ts";
 import { ChainClients } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
@@ -25,7 +15,8 @@ import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { NotFound } from "../errors.ts";
 import { WalletChain, walletChainOf } from "../mandates/authorization-session.ts";
-import { TokenReads } from "../mandates/token-reads.ts";
+import { EIP712_DOMAIN, type TokenDomain } from "../mandates/terms.ts";
+import { definitelyMissing, TokenReads } from "../mandates/token-reads.ts";
 import { Merchants } from "../merchants/merchants.ts";
 import { formatDecimal } from "../money/decimal.ts";
 import type { PaymentRow } from "./payment-object.ts";
@@ -33,9 +24,7 @@ import { PaymentStore } from "./payment-store.ts";
 import {
   amountOverpaid,
   amountToSend,
-  EIP712_DOMAIN_TYPE,
   erc681TransferUri,
-  type TokenDomain,
   TRANSFER_WITH_AUTHORIZATION_TYPES,
 } from "./transfer-authorization.ts";
 
@@ -114,17 +103,7 @@ export const gaslessAction = (chainId: number, paymentId: string) => `pay-gasles
 
 const eip3009Abi = parseAbi([
   "function authorizationState(address authorizer, bytes32 nonce) view returns (bool)",
-  "function name() view returns (string)",
-  "function version() view returns (string)",
-  "function DOMAIN_SEPARATOR() view returns (bytes32)",
 ]);
-
-/** A call that answered "no such function" (a revert or no data), not a chain that did not answer. */
-const definitelyMissing = (error: unknown) =>
-  error instanceof BaseError &&
-  error.walk(
-    (e) => e instanceof ContractFunctionRevertedError || e instanceof ContractFunctionZeroDataError,
-  ) !== null;
 
 /** The chain a payment is on; a payment on a chain no longer configured is a defect. */
 export const chainOfPayment = (registry: ChainRegistry["Service"], payment: PaymentRow) => {
@@ -150,57 +129,30 @@ const make = Effect.gen(function* () {
       Effect.flatMap((row) => (row ? Effect.succeed(row) : Effect.fail(notFoundPayPage))),
     );
 
-  const read = <A>(f: () => Promise<A>) => Effect.tryPromise({ try: f, catch: (error) => error });
-
   /**
-   * The token's EIP-712 domain, from EIP-5267 (`eip712Domain`) or, as USDC has it, from `name()` and
-   * `version()` checked against its `DOMAIN_SEPARATOR()`.
-   */
-  const tokenDomain = (chain: ResolvedChain, token: Hex) =>
-    Effect.gen(function* () {
-      const declared = yield* tokens.permitDomain(chain, token);
-      if (Option.isSome(declared)) return declared;
-      const client = clients.client(chain);
-      const call = (functionName: "name" | "version" | "DOMAIN_SEPARATOR") =>
-        read(() => client.readContract({ address: token, abi: eip3009Abi, functionName }));
-      const [name, version, separator] = yield* Effect.all([
-        call("name"),
-        call("version"),
-        call("DOMAIN_SEPARATOR"),
-      ]);
-      const domain: TokenDomain = {
-        name: String(name),
-        version: String(version),
-        chainId: chain.id,
-        verifyingContract: token,
-      };
-      return domainSeparator({ domain }).toLowerCase() === String(separator).toLowerCase()
-        ? Option.some(domain)
-        : Option.none();
-    });
-
-  /**
-   * Whether the token takes EIP-3009 authorizations (it answers `authorizationState`), with its domain;
-   * asked once per token. A chain that does not answer means "not now", and is asked again next time.
+   * Whether the token takes EIP-3009 authorizations (it answers `authorizationState`) in an EIP-712
+   * domain the service can establish (TokenReads), with that domain; asked once per token. A chain that
+   * does not answer means "not now", and is asked again next time.
    */
   const gaslessDomain = (chain: ResolvedChain, token: Hex): Effect.Effect<Option.Option<TokenDomain>> => {
     const key = `${chain.id}:${token.toLowerCase()}`;
     const known = support.get(key);
     if (known) return Effect.succeed(known);
-    return read(() =>
-      clients.client(chain).readContract({
-        address: token,
-        abi: eip3009Abi,
-        functionName: "authorizationState",
-        args: [zeroAddress, zeroHash],
-      }),
-    ).pipe(
-      Effect.flatMap(() => tokenDomain(chain, token)),
+    return Effect.tryPromise({
+      try: () =>
+        clients.client(chain).readContract({
+          address: token,
+          abi: eip3009Abi,
+          functionName: "authorizationState",
+          args: [zeroAddress, zeroHash],
+        }),
+      catch: (error) => error,
+    }).pipe(
+      Effect.flatMap(() => tokens.domain(chain, token)),
       Effect.tap((domain) => Effect.sync(() => support.set(key, domain))),
       Effect.catch((error) => {
-        if (!definitelyMissing(error)) return Effect.succeed(Option.none<TokenDomain>());
         const none = Option.none<TokenDomain>();
-        support.set(key, none);
+        if (definitelyMissing(error)) support.set(key, none);
         return Effect.succeed(none);
       }),
     );
@@ -275,7 +227,7 @@ const make = Effect.gen(function* () {
           onSome: (domain) => ({
             domain: { ...domain, verifyingContract: getAddress(domain.verifyingContract) },
             types: {
-              EIP712Domain: EIP712_DOMAIN_TYPE.map((f) => ({ ...f })),
+              EIP712Domain: EIP712_DOMAIN.map((f) => ({ ...f })),
               TransferWithAuthorization: TRANSFER_WITH_AUTHORIZATION_TYPES.TransferWithAuthorization.map(
                 (f) => ({
                   ...f,

@@ -6,22 +6,8 @@
  */
 import type { Hex } from "viem";
 import type { ErrorCode } from "../error-codes.ts";
+import type { TokenDomain } from "../mandates/terms.ts";
 import type { PaymentRow } from "./payment-object.ts";
-
-/** A token's EIP-712 domain: EIP-3009 authorizations are signed in it (USDC: "USD Coin", version "2"). */
-export interface TokenDomain {
-  readonly name: string;
-  readonly version: string;
-  readonly chainId: number;
-  readonly verifyingContract: Hex;
-}
-
-export const EIP712_DOMAIN_TYPE = [
-  { name: "name", type: "string" },
-  { name: "version", type: "string" },
-  { name: "chainId", type: "uint256" },
-  { name: "verifyingContract", type: "address" },
-] as const;
 
 export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
   TransferWithAuthorization: [

@@ -6,7 +6,7 @@
  */
 import { Context, Duration, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
-import { encodeFunctionData, type Hex, parseAbi } from "viem";
+import type { Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { chooseChain } from "../chains/chain-choice.ts";
 import { ChainClients } from "../chains/chain-clients.ts";
@@ -17,7 +17,6 @@ import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { outsideTransaction } from "../db/client.ts";
 import { InvalidRequest, type NotFound, Unavailable } from "../errors.ts";
-import { newId } from "../ids.ts";
 import { Authorizations, type AuthorizeFailure } from "../mandates/authorization-signing.ts";
 import type { MandateObject } from "../mandates/mandate-object.ts";
 import { MandateStore } from "../mandates/mandate-store.ts";
@@ -27,6 +26,7 @@ import { TokenReads } from "../mandates/token-reads.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
 import { formatDecimal } from "../money/decimal.ts";
 import { testAmount } from "./test-amount.ts";
+import { mintTestFunds } from "./test-mint.ts";
 
 export const FundRequest = Schema.Struct({
   amount_decimal: Schema.String.annotate({ description: "Test tokens to mint to the customer's wallet" }),
@@ -57,7 +57,6 @@ export const TestClock = Schema.Struct({
   now: Schema.Int.annotate({ description: "The chain's time after the move, unix seconds" }),
 }).annotate({ identifier: "TestClock" });
 
-const mintAbi = parseAbi(["function mint(address to, uint256 amount)"]);
 const WAIT = Duration.seconds(30);
 
 const unavailable = (message: string) => new Unavailable({ code: "chain_unavailable", message });
@@ -99,15 +98,6 @@ export class TestHelpers extends Context.Service<
         return chain ? Effect.succeed(chain) : Effect.die(new Error(`unknown chain ${chainId}`));
       };
 
-      /** Sends a relayer transaction and waits for it, committed on its own (outside the request's). */
-      const sendAndWait = (chainId: number, to: Hex, data: Hex, purpose: string) =>
-        outsideTransaction(
-          Effect.gen(function* () {
-            yield* relayer.submit(chainId, { to, data, purpose });
-            return yield* relayer.waitMined(chainId, purpose, WAIT);
-          }),
-        ).pipe(Effect.provideService(SqlClient.SqlClient, sql));
-
       const fund = (scope: MerchantScope, mandateId: string, input: typeof FundRequest.Type) =>
         Effect.gen(function* () {
           const mandate = yield* store.load(scope, mandateId);
@@ -117,35 +107,13 @@ export class TestHelpers extends Context.Service<
           const amount = yield* testAmount(input.amount_decimal, decimals);
           const vault = (mandate.customer_address ??
             privateKeyToAccount(testWalletKey(mandate.id)).address) as Hex;
-          const data = encodeFunctionData({
-            abi: mintAbi,
-            functionName: "mint",
-            args: [vault, amount],
-          });
-          const mined = yield* sendAndWait(
-            chain.id,
+          const hash = yield* mintTestFunds(
+            chain,
             mandate.token_address as Hex,
-            data,
-            `fund:${yield* newId("request")}`,
-          ).pipe(
-            Effect.catchTag(
-              "RelayerError",
-              (error): Effect.Effect<never, InvalidRequest | Unavailable> =>
-                error.reason === "simulation_failed"
-                  ? Effect.fail(
-                      new InvalidRequest({
-                        code: "test_funding_unsupported",
-                        message: `The token on chain ${chain.id} cannot mint test funds (${error.message}).`,
-                        param: null,
-                      }),
-                    )
-                  : Effect.fail(unavailable(error.message)),
-            ),
-          );
-          if (mined === undefined || mined.status !== "mined")
-            return yield* unavailable(
-              "The funding transaction was not mined in time. Retry with a new Idempotency-Key.",
-            );
+            vault,
+            amount,
+            "test_funding_unsupported",
+          ).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Relayer, relayer));
           const balance = yield* tokens
             .balance(chain, mandate.token_address as Hex, vault)
             .pipe(Effect.mapError((e) => unavailable(e.message)));
@@ -156,7 +124,7 @@ export class TestHelpers extends Context.Service<
             amount: amount.toString(),
             amount_decimal: formatDecimal(amount, decimals),
             balance_decimal: formatDecimal(balance, decimals),
-            transaction_hash: mined.hash,
+            transaction_hash: hash,
           };
         });
 

@@ -1,22 +1,24 @@
 /**
  * Test mode: pay a payment's deposit address with a real token transfer on a local chain. The payer (a
- * deterministic test wallet of the payment, or any `from` address) is impersonated on the local node,
- * given gas and test tokens, and sends a plain ERC-20 `transfer`, as a wallet or an exchange would; the
+ * deterministic test wallet of the payment, or any `from` address) gets test tokens minted by the
+ * relayer (test-mint.ts), is impersonated on the local node, given gas, and sends a plain ERC-20 `transfer`, as a wallet or an exchange would; the
  * deposit watcher, the sweeper and the indexed sweep then do the rest, as for a real payer.
  */
 import { Context, Effect, Layer, Schema } from "effect";
-import type { SqlError } from "effect/sql";
+import { SqlClient, type SqlError } from "effect/sql";
 import { encodeFunctionData, getAddress, type Hex, parseAbi } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { ChainClients } from "../chains/chain-clients.ts";
 import { tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
+import { Relayer } from "../chains/relayer.ts";
 import { InvalidRequest, type NotFound, Unavailable } from "../errors.ts";
 import { testWalletKey } from "../mandates/terms.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
 import { formatDecimal } from "../money/decimal.ts";
 import { PaymentStore } from "../payments/payment-store.ts";
 import { testAmount } from "./test-amount.ts";
+import { mintTestFunds } from "./test-mint.ts";
 
 const AddressText = Schema.String.check(
   Schema.isPattern(/^0x[0-9a-fA-F]{40}$/, { message: "must be a 0x-prefixed 20-byte hex address" }),
@@ -47,10 +49,7 @@ export const TestPaymentTransfer = Schema.Struct({
 }).annotate({ identifier: "TestPaymentTransfer" });
 export type TestPaymentTransfer = typeof TestPaymentTransfer.Type;
 
-const tokenAbi = parseAbi([
-  "function mint(address to, uint256 amount)",
-  "function transfer(address to, uint256 amount) returns (bool)",
-]);
+const tokenAbi = parseAbi(["function transfer(address to, uint256 amount) returns (bool)"]);
 /** Gas money for an impersonated payer that has less. */
 const GAS_MONEY = 10n ** 17n;
 
@@ -73,6 +72,8 @@ export class TestPayments extends Context.Service<
       const registry = yield* ChainRegistry;
       const clients = yield* ChainClients;
       const store = yield* PaymentStore;
+      const relayer = yield* Relayer;
+      const sql = yield* SqlClient.SqlClient;
 
       const pay = (scope: MerchantScope, paymentId: string, input: PayRequest) =>
         Effect.gen(function* () {
@@ -93,6 +94,10 @@ export class TestPayments extends Context.Service<
               method: "eth_sendTransaction",
               params: [{ from, to: token, data }],
             } as never) as Promise<Hex>;
+          yield* mintTestFunds(chain, token, from, amount, "test_payment_unsupported").pipe(
+            Effect.provideService(Relayer, relayer),
+            Effect.provideService(SqlClient.SqlClient, sql),
+          );
           const mined = yield* clients
             .rpc(chain, "test payment", async () => {
               await client.request({ method: "anvil_impersonateAccount", params: [from] } as never);
@@ -103,11 +108,6 @@ export class TestPayments extends Context.Service<
                     method: "anvil_setBalance",
                     params: [from, `0x${GAS_MONEY.toString(16)}`],
                   } as never);
-                const minted = await send(
-                  encodeFunctionData({ abi: tokenAbi, functionName: "mint", args: [from, amount] }),
-                );
-                const mint = await client.waitForTransactionReceipt({ hash: minted, timeout: 30_000 });
-                if (mint.status !== "success") return undefined;
                 const sent = await send(
                   encodeFunctionData({
                     abi: tokenAbi,
@@ -129,8 +129,6 @@ export class TestPayments extends Context.Service<
                   }),
               ),
             );
-          if (mined === undefined)
-            return yield* unsupported(`The token on chain ${chain.id} cannot mint test funds.`);
           if (mined.status !== "success")
             return yield* new Unavailable({
               code: "chain_unavailable",

@@ -137,6 +137,7 @@ const fakeRelayer = (state: FakeChain) => {
 
 /** A customer who holds plenty and let the escrow take it (no permit). */
 const fakeTokenReads = Layer.succeed(TokenReads, {
+  domain: () => Effect.succeed(Option.none()),
   permitDomain: () => Effect.succeed(Option.none()),
   permitNonce: () => Effect.succeed(0n),
   allowance: () => Effect.succeed(10n ** 30n),

@@ -16,9 +16,10 @@ import {
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
+import { TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, rpc } from "../../scripts/stack/anvil.ts";
-import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
+import { usdcAbi } from "../../scripts/stack/circle-usdc.ts";
+import { LOCAL_DEPLOYER_KEY, LOCAL_FAUCET_KEY } from "../../scripts/stack/local-chain.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { mandateIdFor, TERMS_TYPES } from "../contract/harness.ts";
@@ -29,6 +30,10 @@ export const operator = privateKeyToAccount(LOCAL_DEPLOYER_KEY);
 /** The dev merchant's payout address on every local test chain (set by the stack's seed). */
 export const DEV_PAYOUT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" as const;
 export const usd = (amount: string) => parseUnits(amount, 6);
+/** The local USDC's test faucet: a minter of its own (local-chain.ts). */
+export const faucet = privateKeyToAccount(LOCAL_FAUCET_KEY);
+/** The faucet's transactions, one at a time per chain (each takes the account's next nonce). */
+const faucetQueues = new Map<number, Promise<unknown>>();
 
 export const chainDriver = (chainId: number) => {
   const resolved = (
@@ -60,7 +65,7 @@ export const chainDriver = (chainId: number) => {
   const call = (
     account: PrivateKeyAccount,
     to: `0x${string}`,
-    abi: typeof MandateEscrowAbi | typeof TestUSDCAbi,
+    abi: typeof MandateEscrowAbi | typeof erc20Abi | typeof usdcAbi,
     functionName: string,
     args: unknown[],
   ) =>
@@ -70,11 +75,23 @@ export const chainDriver = (chainId: number) => {
       encodeFunctionData({ abi, functionName, args } as Parameters<typeof encodeFunctionData>[0]),
     );
 
+  /** Mints the chain's USDC to `to` from the test faucet. */
+  const mint = (to: Hex, amount: bigint) => {
+    const minted = (faucetQueues.get(chainId) ?? Promise.resolve()).then(() =>
+      call(faucet, usdc, usdcAbi, "mint", [to, amount]),
+    );
+    faucetQueues.set(
+      chainId,
+      minted.catch(() => undefined),
+    );
+    return minted;
+  };
+
   const newCustomer = async (funds = usd("1000")) => {
     const customer = privateKeyToAccount(generatePrivateKey());
     await rpc("anvil_setBalance", [customer.address, "0xde0b6b3a7640000"]);
-    await call(customer, usdc, TestUSDCAbi, "mint", [customer.address, funds]);
-    await call(customer, usdc, TestUSDCAbi, "approve", [escrow, 2n ** 256n - 1n]);
+    await mint(customer.address, funds);
+    await call(customer, usdc, erc20Abi, "approve", [escrow, 2n ** 256n - 1n]);
     return customer;
   };
 
@@ -123,6 +140,7 @@ export const chainDriver = (chainId: number) => {
     escrow,
     usdc,
     rpc,
+    mint,
     newCustomer,
     balanceOf,
     authorize,

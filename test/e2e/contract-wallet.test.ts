@@ -7,7 +7,6 @@
 import { createWalletClient, encodeDeployData, getAddress, http } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
-import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { TestWalletAbi, TestWalletBytecode } from "../../abis/TestWallet.ts";
 import { type PageTypedData, signPageTerms } from "../contract/harness.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
@@ -32,13 +31,7 @@ const contractWallet = async (owner: `0x${string}`, funds: bigint) => {
   });
   const receipt = await driver.client.waitForTransactionReceipt({ hash, pollingInterval: 20 });
   if (!receipt.contractAddress) throw new Error("the wallet was not deployed");
-  const mint = await wallet.writeContract({
-    address: driver.usdc,
-    abi: TestUSDCAbi,
-    functionName: "mint",
-    args: [receipt.contractAddress, funds],
-  });
-  await driver.client.waitForTransactionReceipt({ hash: mint, pollingInterval: 20 });
+  await driver.mint(receipt.contractAddress, funds);
   return getAddress(receipt.contractAddress);
 };
 

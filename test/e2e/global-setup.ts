@@ -38,7 +38,7 @@ const TEST_CHAIN = {
   livemode: false,
   local: { port: 0 },
   escrow: {},
-  tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" as const }],
+  tokens: [{ symbol: "USDC", decimals: 6, deploy: "FiatTokenV2_2" as const }],
   subscriptions_available: true,
   payments_available: true,
   escrow_available: true,

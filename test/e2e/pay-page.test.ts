@@ -23,6 +23,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { QR_OPTIONS } from "../../service/http/pay-page/client/qr.ts";
 import type { PaySession } from "../../service/payments/pay-session.ts";
 import { CHAIN_ID, chainRpcUrl, hostedPageBrowser, TestWallet } from "./browser-wallet.ts";
+import { faucet } from "./chain-driver.ts";
 import { expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
 
 const { openPage, shot, button, focusedText, expectNoProblems } = hostedPageBrowser("test-results/pay-page");
@@ -117,7 +118,7 @@ const tokenAbi = parseAbi([
   "function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)",
 ]);
 
-/** A throwaway account with gas, for what the test itself sends (mints). */
+/** A throwaway account with gas, for what the test itself sends. */
 const gasAccount = async (): Promise<PrivateKeyAccount> => {
   const account = privateKeyToAccount(generatePrivateKey());
   await local.publicClient.request({
@@ -127,8 +128,9 @@ const gasAccount = async (): Promise<PrivateKeyAccount> => {
   return account;
 };
 
+/** Mints from the local USDC's test faucet, a minter. */
 const mint = async (token: Hex, to: Hex, units: bigint) => {
-  const wallet = local.walletClient(await gasAccount());
+  const wallet = local.walletClient(faucet);
   const hash = await wallet.writeContract({
     address: token,
     abi: tokenAbi,

@@ -10,29 +10,25 @@
 import { randomUUID } from "node:crypto";
 import { Agent, fetch } from "undici";
 import {
-  encodeAbiParameters,
   encodeFunctionData,
   erc20Abi,
   type Hex,
-  keccak256,
   type PrivateKeyAccount,
-  pad,
   parseEventLogs,
   parseSignature,
   type TransactionReceipt,
   toFunctionSelector,
-  toHex,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
-import { LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
+import { usdcAbi } from "../../scripts/stack/circle-usdc.ts";
+import { LOCAL_RELAYER_KEY, LOCAL_USDC_ADMIN_KEY } from "../../scripts/stack/local-chain.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { GROUPS_IN_FLIGHT } from "../../service/chains/relayer.ts";
 import { PERMIT_TYPES } from "../../service/mandates/terms.ts";
 import { type PageTypedData, signPageTerms } from "../contract/harness.ts";
-import { chainDriver } from "./chain-driver.ts";
+import { chainDriver, faucet } from "./chain-driver.ts";
 import { api, expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
 
 const CHAIN = 31337;
@@ -138,9 +134,9 @@ const emptyWallet = async (customer: PrivateKeyAccount) =>
 
 const mint = async (customer: PrivateKeyAccount, amount: bigint) => {
   const hash = await sendAhead(
-    customer,
+    faucet,
     driver.usdc,
-    encodeFunctionData({ abi: TestUSDCAbi, functionName: "mint", args: [customer.address, amount] }),
+    encodeFunctionData({ abi: usdcAbi, functionName: "mint", args: [customer.address, amount] }),
   );
   await driver.client.waitForTransactionReceipt({ hash, pollingInterval: 20 });
 };
@@ -317,16 +313,9 @@ describe("a transaction that reverts on chain is retried with a new transaction"
     const charge = await chargeOf(chargeId);
     expect(charge.held).toBe(true);
     // Nothing a customer can do makes a held return fail (it even pays the gas of refilling an emptied
-    // wallet within the relayer's margin), so the test changes the chain under the pending transaction:
-    // the escrow's token balance (OpenZeppelin ERC20's `_balances`, slot 0) reads zero for the block
-    // that mines it, then is put back.
-    const slot = keccak256(
-      encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [driver.escrow, 0n]),
-    );
-    const escrowBalance = await balanceOf(driver.escrow);
-    expect(escrowBalance).toBeGreaterThan(0n);
-    const setEscrowBalance = (amount: bigint) =>
-      driver.rpc("anvil_setStorageAt", [driver.usdc, slot, pad(toHex(amount), { size: 32 })]);
+    // wallet within the relayer's margin), but Circle can: the token's blacklister blocks the customer in
+    // the block that mines the return (sent ahead of it by fee), and clears it afterwards.
+    const blacklister = privateKeyToAccount(LOCAL_USDC_ADMIN_KEY);
     const firstHash = await withoutAutomine(
       async () => {
         const returned = await merchant.call(`/v1/charges/${chargeId}/return`, {});
@@ -339,11 +328,19 @@ describe("a transaction that reverts on chain is retried with a new transaction"
         return relayedInPool(row?.pending_action_purpose ?? "");
       },
       async () => {
-        await setEscrowBalance(0n);
+        await sendAhead(
+          blacklister,
+          driver.usdc,
+          encodeFunctionData({ abi: usdcAbi, functionName: "blacklist", args: [customer.address] }),
+        );
       },
     );
-    await setEscrowBalance(escrowBalance);
-    expect(await balanceOf(driver.escrow)).toBe(escrowBalance);
+    const cleared = await sendAhead(
+      blacklister,
+      driver.usdc,
+      encodeFunctionData({ abi: usdcAbi, functionName: "unBlacklist", args: [customer.address] }),
+    );
+    await driver.client.waitForTransactionReceipt({ hash: cleared, pollingInterval: 20 });
     expect(await receiptStatus(firstHash)).toBe("reverted");
     await waitUntil(
       "the failed return to be cleared",
@@ -643,7 +640,7 @@ describe("authorisations sent together in one authorizeMany", () => {
           lateCustomer,
           driver.usdc,
           encodeFunctionData({
-            abi: TestUSDCAbi,
+            abi: usdcAbi,
             functionName: "permit",
             args: [message.owner, message.spender, message.value, message.deadline, Number(v), r, sigS],
           }),

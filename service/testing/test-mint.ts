@@ -1,0 +1,65 @@
+/**
+ * Test funds, for the test-mode helpers (fund a mandate's wallet, pay a payment): the relayer sends the
+ * token's `mint(to, amount)` and the helper waits for it. It works where the token lets the relayer mint:
+ * Circle's USDC on a local chain, whose stack makes the relayer a minter, and our own test token; on any
+ * other chain the token refuses and the helper answers that test funds cannot be minted there.
+ */
+import { Duration, Effect } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import { encodeFunctionData, type Hex, parseAbi } from "viem";
+import type { ResolvedChain } from "../chains/config.ts";
+import { Relayer } from "../chains/relayer.ts";
+import { outsideTransaction } from "../db/client.ts";
+import type { ErrorCode } from "../error-codes.ts";
+import { InvalidRequest, Unavailable } from "../errors.ts";
+import { newId } from "../ids.ts";
+
+const mintAbi = parseAbi(["function mint(address to, uint256 amount) returns (bool)"]);
+const WAIT = Duration.seconds(30);
+
+const unavailable = (message: string) => new Unavailable({ code: "chain_unavailable", message });
+
+/**
+ * Mints `amount` of `token` to `to` through the relayer and answers the mined transaction's hash. The
+ * transaction is committed on its own (outside the request's), so the helper's answer never waits on it.
+ * `refusedCode` names the caller's error when the token refuses to mint.
+ */
+export const mintTestFunds = (
+  chain: ResolvedChain,
+  token: Hex,
+  to: Hex,
+  amount: bigint,
+  refusedCode: ErrorCode,
+): Effect.Effect<Hex, InvalidRequest | Unavailable | SqlError.SqlError, Relayer | SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const relayer = yield* Relayer;
+    const sql = yield* SqlClient.SqlClient;
+    const purpose = `fund:${yield* newId("request")}`;
+    const data = encodeFunctionData({ abi: mintAbi, functionName: "mint", args: [to, amount] });
+    const mined = yield* outsideTransaction(
+      Effect.gen(function* () {
+        yield* relayer.submit(chain.id, { to: token, data, purpose });
+        return yield* relayer.waitMined(chain.id, purpose, WAIT);
+      }),
+    ).pipe(
+      Effect.provideService(SqlClient.SqlClient, sql),
+      Effect.catchTag(
+        "RelayerError",
+        (error): Effect.Effect<never, InvalidRequest | Unavailable> =>
+          error.reason === "simulation_failed"
+            ? Effect.fail(
+                new InvalidRequest({
+                  code: refusedCode,
+                  message: `The token on chain ${chain.id} does not let this service mint test funds (${error.message}).`,
+                  param: null,
+                }),
+              )
+            : Effect.fail(unavailable(error.message)),
+      ),
+    );
+    if (mined === undefined || mined.status !== "mined")
+      return yield* unavailable(
+        "The minting transaction was not mined in time. Retry with a new Idempotency-Key.",
+      );
+    return mined.hash;
+  });
