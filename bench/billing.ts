@@ -31,7 +31,7 @@ import {
 import { privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
 import { TestFaucetAbi, TestFaucetBytecode } from "../abis/TestFaucet.ts";
-import { LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
+import { addLocalUsdcMinter, LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
 import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
 import type { PageTypedData } from "../test/contract/harness.ts";
 import { startSigners } from "./billing-signer.ts";
@@ -379,10 +379,12 @@ try {
     console.log(`${N} subscriptions opened in ${created} s`);
     return created;
   };
-  // The faucet mints to 500 customers a transaction (TestFaucet), deployed while their keys are made.
+  // The faucet mints to 500 customers a transaction (TestFaucet, made a minter of the chain's USDC),
+  // deployed while their keys are made.
   const MINTS_PER_TRANSACTION = 500;
   const deployer = privateKeyToAccount(LOCAL_DEPLOYER_KEY);
-  const wallet = createWalletClient({ account: deployer, chain, transport: http(resolved.rpc.http[0]) });
+  const rpcUrl = resolved.rpc.http[0];
+  const wallet = createWalletClient({ account: deployer, chain, transport: http(rpcUrl) });
   const funding = async () => {
     const faucetDeployed = wallet
       .deployContract({ abi: TestFaucetAbi, bytecode: TestFaucetBytecode })
@@ -399,6 +401,7 @@ try {
       )
     ).flat();
     const faucet = await faucetDeployed;
+    await addLocalUsdcMinter(rpcUrl, resolved.id, usdc, faucet);
     const nonce = await client.getTransactionCount({ address: deployer.address, blockTag: "pending" });
     const fees = await client.estimateFeesPerGas();
     const hashes: Hex[] = [];

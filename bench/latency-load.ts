@@ -15,6 +15,7 @@ import {
   createWalletClient,
   defineChain,
   encodeFunctionData,
+  erc20Abi,
   http,
   type PrivateKeyAccount,
   parseEventLogs,
@@ -22,8 +23,8 @@ import {
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
-import { TestUSDCAbi } from "../abis/TestUSDC.ts";
-import { LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
+import { usdcAbi } from "../scripts/stack/circle-usdc.ts";
+import { LOCAL_DEPLOYER_KEY, LOCAL_FAUCET_KEY } from "../scripts/stack/local-chain.ts";
 import { ONCHAIN_SCHEMA } from "../service/db/client.ts";
 import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { mandateIdFor, TERMS_TYPES } from "../test/contract/harness.ts";
@@ -90,10 +91,10 @@ await client.request({
   params: [customer.address, "0xde0b6b3a7640000"],
 } as never);
 await send(
-  customer,
+  privateKeyToAccount(LOCAL_FAUCET_KEY),
   usdc,
   encodeFunctionData({
-    abi: TestUSDCAbi,
+    abi: usdcAbi,
     functionName: "mint",
     args: [customer.address, parseUnits("1000000", 6)],
   }),
@@ -101,7 +102,7 @@ await send(
 await send(
   customer,
   usdc,
-  encodeFunctionData({ abi: TestUSDCAbi, functionName: "approve", args: [escrow, 2n ** 256n - 1n] }),
+  encodeFunctionData({ abi: erc20Abi, functionName: "approve", args: [escrow, 2n ** 256n - 1n] }),
 );
 const now = Number((await client.getBlock()).timestamp);
 const mandates: `0x${string}`[] = [];

@@ -38,6 +38,7 @@ import {
   createPublicClient,
   defineChain,
   encodeFunctionData,
+  erc20Abi,
   formatUnits,
   type Hex,
   http,
@@ -48,8 +49,8 @@ import {
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
-import { TestUSDCAbi } from "../abis/TestUSDC.ts";
-import { LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
+import { usdcAbi } from "../scripts/stack/circle-usdc.ts";
+import { LOCAL_DEPLOYER_KEY, LOCAL_FAUCET_KEY } from "../scripts/stack/local-chain.ts";
 import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
 import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { SWEEP_BATCH } from "../service/payments/deposit-sweeper.ts";
@@ -195,6 +196,9 @@ try {
   };
 
   let deployerNonce = await client.getTransactionCount({ address: deployer.address, blockTag: "pending" });
+  // The local USDC's test faucet mints (local-chain.ts).
+  const faucet = privateKeyToAccount(LOCAL_FAUCET_KEY);
+  let faucetNonce = await client.getTransactionCount({ address: faucet.address, blockTag: "pending" });
   const fees = await client.estimateFeesPerGas();
   const signAs = (account: PrivateKeyAccount, nonce: number, to: Hex, data: Hex) =>
     account.signTransaction({
@@ -212,15 +216,15 @@ try {
     client.waitForTransactionReceipt({ hash, timeout: 120_000, pollingInterval: 50 });
   const mint = (to: Hex, units: bigint) =>
     signAs(
-      deployer,
-      deployerNonce++,
+      faucet,
+      faucetNonce++,
       usdc,
-      encodeFunctionData({ abi: TestUSDCAbi, functionName: "mint", args: [to, units] }),
+      encodeFunctionData({ abi: usdcAbi, functionName: "mint", args: [to, units] }),
     );
   const transferData = (to: Hex, units: bigint) =>
-    encodeFunctionData({ abi: TestUSDCAbi, functionName: "transfer", args: [to, units] });
+    encodeFunctionData({ abi: erc20Abi, functionName: "transfer", args: [to, units] });
   const balanceOf = (address: Hex) =>
-    client.readContract({ address: usdc, abi: TestUSDCAbi, functionName: "balanceOf", args: [address] });
+    client.readContract({ address: usdc, abi: erc20Abi, functionName: "balanceOf", args: [address] });
 
   /** Creates `count` payments through the API and funds a payer for each, one transfer signed per payer. */
   const prepare = async (count: number) => {

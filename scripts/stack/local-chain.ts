@@ -184,3 +184,18 @@ export const resolveLocalChain = async (
   // The local node's URLs replace any configured ones; a configured batch size still applies.
   return { ...chain, rpc: { ...chain.rpc, http: [anvil.http], ws: anvil.ws }, tokens, escrow };
 };
+
+/**
+ * Makes `minter` (a benchmark's faucet contract, say) a minter of a local chain's USDC, with the
+ * stack's master minter owner as its controller. Test use only.
+ */
+export const addLocalUsdcMinter = async (rpcUrl: string, chainId: number, usdc: Hex, minter: Hex) => {
+  const publicClient = createPublicClient({ transport: http(rpcUrl) });
+  const masterMinter = await publicClient.readContract({
+    address: usdc,
+    abi: usdcAbi,
+    functionName: "masterMinter",
+  });
+  const circle = privateKeyToAccount(LOCAL_USDC_ADMIN_KEY);
+  await addUsdcMinter(rpcWriter(rpcUrl, chainId), { masterMinter }, circle, circle, minter, maxUint256);
+};
