@@ -141,6 +141,16 @@ results.batch_release_50_per_release = Math.round(
     "releaseMany(50)",
   ) / 50,
 );
+// The same 50 again, all released already: what a charge passed over costs (a batch front-run by anyone).
+results.batch_release_50_passed_over_per_item = Math.round(
+  gasOf(
+    await chain.send(accountAt(7), chain.escrow, MandateEscrowAbi, "releaseMany", [
+      held50.ids,
+      held50.ids.map(() => 0),
+    ]),
+    "releaseMany(50) passed over",
+  ) / 50,
+);
 
 // A mandate's later periods: a held charge after the previous hold was released (the usual month), and one
 // that finds the previous hold still open (a hold longer than a period), which moves that hold aside.
@@ -231,6 +241,14 @@ results.batch_release_payments_50_per_payment = Math.round(
       heldPayments.deposits,
     ]),
     "releasePayments(50)",
+  ) / 50,
+);
+results.batch_release_payments_50_passed_over_per_item = Math.round(
+  gasOf(
+    await chain.send(accountAt(7), chain.escrow, MandateEscrowAbi, "releasePayments", [
+      heldPayments.deposits,
+    ]),
+    "releasePayments(50) passed over",
   ) / 50,
 );
 

@@ -420,15 +420,27 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         token.safeTransfer(payee, amount);
     }
 
-    /// @notice Several releases in one transaction; all succeed or none does. Consecutive releases to the
-    /// same payee in the same token are paid in one transfer (each still has its own `Released` event).
+    /// @notice Several releases in one transaction. A charge with nothing held (released or returned
+    /// already, or never held) is passed over without an event: anyone may release one item of a batch
+    /// first, which must not undo the rest. A hold not yet over reverts the whole batch. Consecutive
+    /// releases to the same payee in the same token are paid in one transfer (each still has its own
+    /// `Released` event).
     function releaseMany(bytes32[] calldata mandateIds, uint32[] calldata periods) external nonReentrant {
         if (mandateIds.length != periods.length) revert LengthMismatch();
         IERC20 token;
         address payee;
         uint256 owed;
         for (uint256 i; i < mandateIds.length; ++i) {
-            (IERC20 t, address p, uint256 amount) = _release(mandateIds[i], periods[i]);
+            // `_release`, passing over a charge with nothing held (here: through `_release`, about 90 gas more
+            // per release, from the optimizer's stack layout).
+            bytes32 id = mandateIds[i];
+            uint32 period = periods[i];
+            Record storage m = _mandates[id];
+            uint256 amount = _takeHold(m, id, period, true, true);
+            if (amount == 0) continue;
+            address p = m.payee;
+            IERC20 t = IERC20(m.token);
+            emit Released(id, chargeIdOf(id, period), period, amount, p);
             if (t != token || p != payee) {
                 if (owed != 0) token.safeTransfer(payee, owed);
                 (token, payee, owed) = (t, p, 0);
@@ -443,7 +455,7 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     function returnCharge(bytes32 mandateId, uint32 period) external nonReentrant {
         Record storage m = _mandates[mandateId];
         if (msg.sender != m.operator && msg.sender != m.payee) revert NotOperator();
-        uint256 amount = _takeHold(m, mandateId, period, false);
+        uint256 amount = _takeHold(m, mandateId, period, false, false);
         address customer = customerOf(mandateId);
         IERC20(m.token).safeTransfer(customer, amount);
         emit Returned(mandateId, chargeIdOf(mandateId, period), period, amount, customer);
@@ -452,15 +464,19 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     /// @dev Ends a hold for release; the caller pays `amount` of `token` to `payee`.
     function _release(bytes32 id, uint32 period) private returns (IERC20 token, address payee, uint256 amount) {
         Record storage m = _mandates[id];
-        amount = _takeHold(m, id, period, true);
+        amount = _takeHold(m, id, period, true, false);
         payee = m.payee;
         token = IERC20(m.token);
         emit Released(id, chargeIdOf(id, period), period, amount, payee);
     }
 
     /// @dev Ends a charge's hold and returns its amount: the record's open hold when it is this period's,
-    /// else one moved to `_holds`. A release needs the hold over, a return needs it still running.
-    function _takeHold(Record storage m, bytes32 id, uint32 period, bool release) private returns (uint256 amount) {
+    /// else one moved to `_holds`. A release needs the hold over, a return needs it still running. Nothing
+    /// held: `NoHold`, or with `skip` 0.
+    function _takeHold(Record storage m, bytes32 id, uint32 period, bool release, bool skip)
+        private
+        returns (uint256 amount)
+    {
         uint64 releaseAt;
         amount = m.heldAmount;
         if (amount != 0 && m.heldPeriod == period) {
@@ -469,7 +485,10 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         } else {
             bytes32 chargeId = chargeIdOf(id, period);
             Hold memory h = _holds[chargeId];
-            if (h.amount == 0) revert NoHold(chargeId);
+            if (h.amount == 0) {
+                if (!skip) revert NoHold(chargeId);
+                return 0;
+            }
             (amount, releaseAt) = (h.amount, h.releaseAt);
             delete _holds[chargeId];
         }
@@ -493,13 +512,15 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         }
     }
 
-    /// @notice Pays each payment's held funds to its payee once its hold is over. Anyone may call.
+    /// @notice Pays each payment's held funds to its payee once its hold is over. Anyone may call. A payment
+    /// with nothing held (released or returned already, or never held) is passed over without an event, as
+    /// `releaseMany` passes over charges; a hold not yet over reverts the whole batch.
     function releasePayments(Deposit[] calldata deposits) external nonReentrant {
         for (uint256 i; i < deposits.length; ++i) {
             Deposit calldata d = deposits[i];
             bytes32 key = depositKey(d);
             Hold memory h = _paymentHolds[key];
-            if (h.amount == 0) revert NoHold(key);
+            if (h.amount == 0) continue;
             if (block.timestamp < h.releaseAt) revert HoldNotOver(h.releaseAt);
             delete _paymentHolds[key];
             IERC20(d.token).safeTransfer(d.payee, h.amount);

@@ -2,8 +2,11 @@
  * The hold releaser: releases every held charge whose hold ended, on mandates this service operates, so
  * merchants get their money without asking (the service pays the gas). Up to RELEASE_BATCH charges go in
  * one `releaseMany` transaction, ordered by token and payee so that the contract pays each merchant's run
- * with one transfer (about a quarter of the gas of one `release` each); a batch the chain would
- * refuse (one of its charges returned or released meanwhile by someone else) is sent one by one instead.
+ * with one transfer (about a quarter of the gas of one `release` each). A charge of the batch that
+ * someone else released (anyone may) or the payee returned first is passed over by the contract: the
+ * batch mines with the others, and that charge's pending action is cleared by the other transaction's
+ * `Released`/`Returned` fact (ChargeStore.recordEnded), like any charge's. A batch the chain would still
+ * refuse (a token refusing one payee's transfer, say) is sent one by one instead.
  * Charges are locked `FOR UPDATE SKIP LOCKED` and marked in the same transaction, so replicas never
  * release twice; a release that reverted is cleared and tried again.
  */

@@ -1,9 +1,11 @@
 /**
  * The payment releaser: pays held payment funds to the merchant once their hold is over (the service
- * pays the gas), up to RELEASE_BATCH payments per transaction. A batch the chain would refuse (one of
- * its payments released or returned meanwhile by someone else) is sent one by one instead. Rows are
- * locked and marked in the transaction that records the relayer's transaction; a release that
- * reverted is cleared and tried again.
+ * pays the gas), up to RELEASE_BATCH payments per transaction. A payment of the batch that someone else
+ * released first (anyone may) is passed over by the contract: the batch mines with the others, and that
+ * payment's pending action is cleared by the other transaction's `PaymentReleased` fact, which leaves
+ * nothing held (PaymentStore.recordHold). A batch the chain would still refuse (a token refusing the
+ * payee's transfer, say) is sent one by one instead. Rows are locked and marked in the transaction that
+ * records the relayer's transaction; a release that reverted is cleared and tried again.
  */
 import { Effect } from "effect";
 import { SqlClient } from "effect/sql";

@@ -2,8 +2,11 @@
  * Model-based property test of MandateEscrow on a real EVM (anvil): random sequences of authorize,
  * re-authorize, revoke, fund, approve, charge, batch charge, advance time, release and return, and of
  * one-time payments (transfers to deposit addresses, sweeps, payment releases and returns), by random
- * callers over several customers, mandates and deposit addresses. After every step the contract's views
- * and every token balance must equal the model's, and the invariants must hold:
+ * callers over several customers, mandates and deposit addresses. Batches of releases list charges and
+ * payments with nothing held now and then, and are sometimes front-run by a stranger releasing one of
+ * their items alone first: such items are passed over, and each batch's release events must be exactly
+ * the model's. After every step the contract's views and every token balance must equal the model's, and
+ * the invariants must hold:
  *   - the escrow's balance of each token equals the sum of its open charge holds and payment holds;
  *   - nobody but the operator charges (the model refuses every other caller, and the chain must agree);
  *   - no account but a payee, a customer (payer) or the return address the operator or payee named ever
@@ -570,48 +573,86 @@ const releaseCmd = holdTarget.map(
   }),
 );
 
+/**
+ * A `releaseMany` as the model says, its `Released` events (charge by charge, in order) compared with the
+ * model's: a charge with nothing held is passed over without one.
+ */
+const releaseManyAs = async (
+  model: EscrowModel,
+  items: ReadonlyArray<{ id: Hex; period: number }>,
+  what: string,
+  by = stranger,
+) => {
+  const outcome = await chain.sendForReceipt(by, chain.escrow, MandateEscrowAbi, "releaseMany", [
+    items.map((item) => item.id),
+    items.map((item) => item.period),
+  ]);
+  const { result, next, released } = model.releaseMany(items);
+  expectOutcome(outcome.ok ? { ok: true, gasUsed: outcome.gasUsed } : outcome, result, what);
+  if (!outcome.ok) return;
+  const events = parseEventLogs({ abi: MandateEscrowAbi, logs: outcome.receipt.logs, eventName: "Released" });
+  expect(
+    events.map((e) => [e.args.mandateId.toLowerCase(), e.args.period, e.args.amount]),
+    `${what}: Released events`,
+  ).toEqual(released.map((r) => [r.id.toLowerCase(), r.period, r.amount]));
+  if (released.length < items.length)
+    stats.succeeded.set(
+      `${what}, some passed over`,
+      (stats.succeeded.get(`${what}, some passed over`) ?? 0) + 1,
+    );
+  Object.assign(model, next);
+  model.now += 1;
+};
+
 const releaseManyCmd = fc.array(holdTarget, { minLength: 1, maxLength: 5 }).map(
   (targets): Cmd => ({
     check: () => true,
     toString: () => `releaseMany(${targets.length})`,
     run: async (model) => {
       const picked = targets.map((p) => pickHold(model, p));
-      const outcome = await chain.send(stranger, chain.escrow, MandateEscrowAbi, "releaseMany", [
-        picked.map(([id]) => id),
-        picked.map(([, period]) => period),
-      ]);
-      const { result, next } = model.releaseMany(picked.map(([id, period]) => ({ id, period })));
-      expectOutcome(outcome, result, "releaseMany");
-      if (outcome.ok) {
-        Object.assign(model, next);
-        model.now += 1;
-      }
+      await releaseManyAs(
+        model,
+        picked.map(([id, period]) => ({ id, period })),
+        "releaseMany",
+      );
       await compare(model);
     },
   }),
 );
 
-/** What the service's hold releaser does: every hold that is over, in one `releaseMany` (mixed payees and tokens). */
-const releaseDueCmd = fc.constant(null).map(
-  (): Cmd => ({
-    check: () => true,
-    toString: () => "releaseDue()",
-    run: async (model) => {
-      const due = [...model.holds.values()].filter((h) => h.releaseAt <= model.now);
-      const outcome = await chain.send(stranger, chain.escrow, MandateEscrowAbi, "releaseMany", [
-        due.map((h) => h.mandateId),
-        due.map((h) => h.period),
-      ]);
-      const { result, next } = model.releaseMany(due.map((h) => ({ id: h.mandateId, period: h.period })));
-      expectOutcome(outcome, result, due.length > 0 ? "releaseMany (due)" : "releaseMany (none due)");
-      if (outcome.ok) {
-        Object.assign(model, next);
-        model.now += 1;
-      }
-      await compare(model);
-    },
-  }),
-);
+/**
+ * What the service's hold releaser does: every hold that is over, in one `releaseMany` by the operator
+ * (mixed payees and tokens); sometimes a stranger front-runs it, releasing one of them alone first.
+ */
+const releaseDueCmd = fc
+  .oneof({ arbitrary: fc.constant(-1), weight: 1 }, { arbitrary: fc.nat(), weight: 1 })
+  .map(
+    (frontRun): Cmd => ({
+      check: () => true,
+      toString: () => `releaseDue(${frontRun >= 0 ? `front-run ${frontRun}` : ""})`,
+      run: async (model) => {
+        const due = [...model.holds.values()]
+          .filter((h) => h.releaseAt <= model.now)
+          .map((h) => ({ id: h.mandateId, period: h.period }));
+        const first = frontRun >= 0 ? due[frontRun % due.length] : undefined;
+        if (first !== undefined) {
+          const outcome = await chain.send(stranger, chain.escrow, MandateEscrowAbi, "release", [
+            first.id,
+            first.period,
+          ]);
+          expectOutcome(outcome, model.release(first.id, first.period), "release (front-run)");
+          model.now += 1;
+        }
+        await releaseManyAs(
+          model,
+          due,
+          due.length > 0 ? "releaseMany (due)" : "releaseMany (none due)",
+          operator,
+        );
+        await compare(model);
+      },
+    }),
+  );
 
 const returnCmd = holdTarget.map(
   (p): Cmd => ({
@@ -698,27 +739,55 @@ const pickDeposits = (model: EscrowModel, p: { known: number; slots: readonly nu
 };
 const knownHold = fc.oneof({ arbitrary: fc.nat(), weight: 4 }, { arbitrary: fc.constant(-1), weight: 1 });
 
+/** A `releasePayments` as the model says, its `PaymentReleased` events compared with the model's. */
+const releasePaymentsAs = async (
+  model: EscrowModel,
+  list: readonly ModelDeposit[],
+  what: string,
+  by = stranger,
+) => {
+  const outcome = await chain.sendForReceipt(by, chain.escrow, MandateEscrowAbi, "releasePayments", [
+    list.map((d) => d.terms),
+  ]);
+  const { result, next, paid } = model.paymentBatch("releasePayments", list);
+  expectOutcome(outcome.ok ? { ok: true, gasUsed: outcome.gasUsed } : outcome, result, what);
+  if (!outcome.ok) return;
+  const events = parseEventLogs({
+    abi: MandateEscrowAbi,
+    logs: outcome.receipt.logs,
+    eventName: "PaymentReleased",
+  });
+  expect(
+    events.map((e) => [e.args.depositAddress.toLowerCase(), e.args.amount]),
+    `${what}: PaymentReleased events`,
+  ).toEqual(paid.map((r) => [r.deposit.address.toLowerCase(), r.amount]));
+  if (paid.length < list.length)
+    stats.succeeded.set(
+      `${what}, some passed over`,
+      (stats.succeeded.get(`${what}, some passed over`) ?? 0) + 1,
+    );
+  Object.assign(model, next);
+  model.now += 1;
+};
+
+/** Payment releases by anyone; sometimes a stranger front-runs the batch, releasing one of its payments alone first. */
 const releasePaymentsCmd = fc
-  .record({ known: knownHold, slots: fc.array(depositSlot, { minLength: 1, maxLength: 3 }), caller })
+  .record({
+    known: knownHold,
+    slots: fc.array(depositSlot, { minLength: 1, maxLength: 3 }),
+    caller,
+    frontRun: fc.oneof({ arbitrary: fc.constant(-1), weight: 2 }, { arbitrary: fc.nat(), weight: 1 }),
+  })
   .map(
     (p): Cmd => ({
       check: () => true,
-      toString: () => `releasePayments(${JSON.stringify({ known: p.known, slots: p.slots })})`,
+      toString: () =>
+        `releasePayments(${JSON.stringify({ known: p.known, slots: p.slots, frontRun: p.frontRun })})`,
       run: async (model) => {
         const list = depositsOf(pickDeposits(model, p));
-        const outcome = await chain.send(
-          p.caller ?? stranger,
-          chain.escrow,
-          MandateEscrowAbi,
-          "releasePayments",
-          [list.map((d) => d.terms)],
-        );
-        const { result, next } = model.paymentBatch("releasePayments", list);
-        expectOutcome(outcome, result, "releasePayments");
-        if (outcome.ok) {
-          Object.assign(model, next);
-          model.now += 1;
-        }
+        const first = p.frontRun >= 0 ? list[p.frontRun % list.length] : undefined;
+        if (first !== undefined) await releasePaymentsAs(model, [first], "releasePayments (front-run)");
+        await releasePaymentsAs(model, list, "releasePayments", p.caller ?? stranger);
         await compare(model);
       },
     }),

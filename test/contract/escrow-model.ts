@@ -222,14 +222,26 @@ export class EscrowModel {
     return {};
   }
 
-  /** `releaseMany`: all or nothing, like `chargeMany`. */
-  releaseMany(items: ReadonlyArray<{ id: Hex; period: number }>): { result: Result; next: EscrowModel } {
+  /**
+   * `releaseMany`: a charge with nothing held (released or returned already, never held, listed twice) is
+   * passed over; any other failure (a hold not over) is the batch's failure and nothing changes. `released`:
+   * the charges paid, in order (one `Released` event each).
+   */
+  releaseMany(items: ReadonlyArray<{ id: Hex; period: number }>): {
+    result: Result;
+    next: EscrowModel;
+    released: ReadonlyArray<{ id: Hex; period: number; amount: bigint }>;
+  } {
     const next = this.clone();
+    const released: { id: Hex; period: number; amount: bigint }[] = [];
     for (const item of items) {
+      const amount = next.hold(item.id, item.period)?.amount;
       const result = next.release(item.id, item.period);
-      if (result.error) return { result, next: this };
+      if (result.error === "NoHold") continue;
+      if (result.error) return { result, next: this, released: [] };
+      released.push({ ...item, amount: amount ?? 0n });
     }
-    return { result: {}, next };
+    return { result: {}, next, released };
   }
 
   returnCharge(id: Hex, period: number, caller: Address): Result {
@@ -281,17 +293,25 @@ export class EscrowModel {
     return {};
   }
 
-  /** `sweep` and `releasePayments`: all or nothing, like `chargeMany`. */
+  /**
+   * `sweep` and `releasePayments`: any failure is the batch's failure and nothing changes, except that
+   * `releasePayments` passes over a payment with nothing held, as a sweep passes over an empty address.
+   * `paid`: the deposits swept or released, in order, with their amounts (one event each).
+   */
   paymentBatch(
     kind: "sweep" | "releasePayments",
     deposits: readonly ModelDeposit[],
-  ): { result: Result; next: EscrowModel } {
+  ): { result: Result; next: EscrowModel; paid: ReadonlyArray<{ deposit: ModelDeposit; amount: bigint }> } {
     const next = this.clone();
+    const paid: { deposit: ModelDeposit; amount: bigint }[] = [];
     for (const d of deposits) {
+      const amount = kind === "sweep" ? next.balance(d.terms.token, d.address) : next.paymentHold(d)?.amount;
       const result = kind === "sweep" ? next.sweepOne(d) : next.releasePayment(d);
-      if (result.error) return { result, next: this };
+      if (kind === "releasePayments" && result.error === "NoHold") continue;
+      if (result.error) return { result, next: this, paid: [] };
+      if (amount !== undefined && amount > 0n) paid.push({ deposit: d, amount });
     }
-    return { result: {}, next };
+    return { result: {}, next, paid };
   }
 
   returnPayment(d: ModelDeposit, to: Address, caller: Address): Result {

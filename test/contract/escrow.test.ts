@@ -1,5 +1,8 @@
 import {
+  encodeAbiParameters,
   encodeFunctionData,
+  erc20Abi,
+  getAddress,
   type Hex,
   keccak256,
   parseEventLogs,
@@ -19,6 +22,7 @@ import {
   type Chain,
   mandateIdFor,
   mandateTerms,
+  type ReceiptOutcome,
   startChain,
   type Terms,
 } from "./harness.ts";
@@ -67,6 +71,22 @@ const fund = async (token: Address, amount: bigint, allowance = MAX, who = custo
   await chain.send(who, token, TestUSDCAbi, "approve", [chain.escrow, allowance]);
 };
 const failure = (name: string) => ({ ok: false, error: name });
+const releaseManyOf = (by: typeof stranger, ids: readonly Hex[]) =>
+  chain.sendForReceipt(by, chain.escrow, MandateEscrowAbi, "releaseMany", [ids, ids.map(() => 0)]);
+const receiptOf = (outcome: ReceiptOutcome) => {
+  if (!outcome.ok) throw new Error(`expected success, got ${outcome.error}`);
+  return outcome.receipt;
+};
+/** A transaction's `Released` events, in order, addresses checksummed as the ABI decodes them. */
+const releasedOf = (outcome: ReceiptOutcome) =>
+  parseEventLogs({ abi: MandateEscrowAbi, logs: receiptOf(outcome).logs, eventName: "Released" }).map(
+    (log) => log.args,
+  );
+/** The escrow's outgoing token transfers in a transaction: [token, to, value], in order. */
+const escrowTransfersOf = (outcome: ReceiptOutcome) =>
+  parseEventLogs({ abi: erc20Abi, logs: receiptOf(outcome).logs, eventName: "Transfer" })
+    .filter((log) => log.args.from.toLowerCase() === chain.escrow.toLowerCase())
+    .map((log) => [getAddress(log.address), getAddress(log.args.to), log.args.value]);
 
 describe("MandateEscrow: charges", () => {
   it("collects up to the cap once per period, to the payee fixed by the signature", async () => {
@@ -283,7 +303,7 @@ describe("MandateEscrow: holds", () => {
     expect(await balance(chain.usdc, payee.address)).toBe(payeeBefore + usd("20"));
   });
 
-  it("releases many in one transaction, all or none, paying each payee and token exactly", async () => {
+  it("releases many in one transaction, paying each payee and token exactly; a hold not over reverts them all", async () => {
     const otherPayee = accountAt(5);
     await fund(chain.usdc, usd("1000"));
     await chain.send(customer, chain.noReturn, NoReturnTokenAbi, "mint", [customer.address, usd("100")]);
@@ -303,30 +323,123 @@ describe("MandateEscrow: holds", () => {
       expect((await charge(terms.mandateId, item.amount)).ok).toBe(true);
       ids.push(terms.mandateId);
     }
-    const releaseMany = (list: Hex[]) =>
-      chain.sendForReceipt(stranger, chain.escrow, MandateEscrowAbi, "releaseMany", [
-        list,
-        list.map(() => 0),
-      ]);
+    const late = termsFor({ holdSeconds: 1000n });
+    expect((await authorize(late)).ok).toBe(true);
+    expect((await charge(late.mandateId, usd("32"))).ok).toBe(true);
     const before = {
       payeeUsdc: await balance(chain.usdc, payee.address),
       otherUsdc: await balance(chain.usdc, otherPayee.address),
       payeeNrt: await chain.read<bigint>(chain.noReturn, NoReturnTokenAbi, "balanceOf", [payee.address]),
+      escrowUsdc: await balance(chain.usdc, chain.escrow),
     };
     chain.clock.advance(100);
-    // One of them not held at all: nothing moves.
-    expect(await releaseMany([...ids, mandateIdFor(customer.address, 999_998n)])).toEqual(failure("NoHold"));
-    const released = await releaseMany(ids);
-    if (!released.ok) throw new Error(released.error);
-    expect(
-      released.receipt.logs.filter((l) => l.address.toLowerCase() === chain.escrow.toLowerCase()),
-    ).toHaveLength(5);
+    // One of them still held: nothing moves.
+    expect(await releaseManyOf(stranger, [...ids, late.mandateId])).toEqual(failure("HoldNotOver"));
+    expect(await balance(chain.usdc, chain.escrow)).toBe(before.escrowUsdc);
+    const released = await releaseManyOf(stranger, ids);
+    expect(releasedOf(released).map((e) => [e.mandateId, e.amount, e.payee])).toEqual(
+      plan.map((item, i) => [ids[i], item.amount, item.payee]),
+    );
+    expect(escrowTransfersOf(released)).toEqual([
+      [getAddress(chain.usdc), payee.address, usd("3")],
+      [getAddress(chain.usdc), otherPayee.address, usd("4")],
+      [getAddress(chain.noReturn), payee.address, usd("8")],
+      [getAddress(chain.usdc), payee.address, usd("16")],
+    ]);
     expect(await balance(chain.usdc, payee.address)).toBe(before.payeeUsdc + usd("19"));
     expect(await balance(chain.usdc, otherPayee.address)).toBe(before.otherUsdc + usd("4"));
     expect(await chain.read(chain.noReturn, NoReturnTokenAbi, "balanceOf", [payee.address])).toBe(
       before.payeeNrt + usd("8"),
     );
-    expect(await releaseMany(ids.slice(0, 1))).toEqual(failure("NoHold"));
+    expect(await balance(chain.usdc, chain.escrow)).toBe(before.escrowUsdc - usd("23"));
+  });
+
+  it("passes over charges with nothing held in releaseMany (released, returned, never held, listed twice); release alone still refuses them", async () => {
+    await fund(chain.usdc, usd("1000"));
+    const ids: Hex[] = [];
+    for (const amount of [usd("1"), usd("2")]) {
+      const terms = termsFor({ holdSeconds: 100n });
+      expect((await authorize(terms)).ok).toBe(true);
+      expect((await charge(terms.mandateId, amount)).ok).toBe(true);
+      ids.push(terms.mandateId);
+    }
+    const [kept, returned] = ids as [Hex, Hex];
+    expect(
+      (await chain.send(operator, chain.escrow, MandateEscrowAbi, "returnCharge", [returned, 0])).ok,
+    ).toBe(true);
+    chain.clock.advance(100);
+    const payeeBefore = await balance(chain.usdc, payee.address);
+    const never = mandateIdFor(customer.address, 999_998n);
+    const released = await releaseManyOf(stranger, [never, returned, kept, kept]);
+    expect(releasedOf(released).map((e) => [e.mandateId, e.amount])).toEqual([[kept, usd("1")]]);
+    expect(escrowTransfersOf(released)).toEqual([[getAddress(chain.usdc), payee.address, usd("1")]]);
+    expect(await balance(chain.usdc, payee.address)).toBe(payeeBefore + usd("1"));
+    // Nothing left at all: the batch mines, with no event and no transfer.
+    const empty = await releaseManyOf(stranger, [kept, returned, never]);
+    if (!empty.ok) throw new Error(empty.error);
+    expect(empty.receipt.logs).toEqual([]);
+    for (const id of [kept, returned, never])
+      expect(await chain.send(stranger, chain.escrow, MandateEscrowAbi, "release", [id, 0])).toEqual(
+        failure("NoHold"),
+      );
+    expect(await chain.send(operator, chain.escrow, MandateEscrowAbi, "returnCharge", [returned, 0])).toEqual(
+      failure("NoHold"),
+    );
+  });
+
+  it("mines the operator's batch when a stranger released one of its charges first, releasing the rest", async () => {
+    const otherPayee = accountAt(5);
+    await fund(chain.usdc, usd("1000"));
+    // The relayer's batch, ordered by token and payee: a run of three to one payee, then one to another.
+    const plan = [
+      { payee: payee.address, amount: usd("1") },
+      { payee: payee.address, amount: usd("2") },
+      { payee: payee.address, amount: usd("4") },
+      { payee: otherPayee.address, amount: usd("8") },
+    ];
+    const ids: Hex[] = [];
+    for (const item of plan) {
+      const terms = termsFor({ payee: item.payee, holdSeconds: 100n });
+      expect((await authorize(terms)).ok).toBe(true);
+      expect((await charge(terms.mandateId, item.amount)).ok).toBe(true);
+      ids.push(terms.mandateId);
+    }
+    chain.clock.advance(100);
+    const before = {
+      payee: await balance(chain.usdc, payee.address),
+      other: await balance(chain.usdc, otherPayee.address),
+      escrow: await balance(chain.usdc, chain.escrow),
+    };
+    // The stranger releases the middle of the run first (its own Released, its own transfer).
+    const first = await chain.sendForReceipt(stranger, chain.escrow, MandateEscrowAbi, "release", [
+      ids[1],
+      0,
+    ]);
+    expect(releasedOf(first).map((e) => [e.mandateId, e.amount, e.payee])).toEqual([
+      [ids[1], usd("2"), payee.address],
+    ]);
+    const batch = await releaseManyOf(operator, ids);
+    expect(releasedOf(batch)).toEqual(
+      [0, 2, 3].map((i) => ({
+        mandateId: ids[i],
+        chargeId: keccak256(
+          encodeAbiParameters([{ type: "bytes32" }, { type: "uint32" }], [ids[i] as Hex, 0]),
+        ),
+        period: 0,
+        amount: plan[i]?.amount,
+        payee: plan[i]?.payee,
+      })),
+    );
+    // The run around the passed-over charge is still paid with one transfer.
+    expect(escrowTransfersOf(batch)).toEqual([
+      [getAddress(chain.usdc), payee.address, usd("5")],
+      [getAddress(chain.usdc), otherPayee.address, usd("8")],
+    ]);
+    expect(await balance(chain.usdc, payee.address)).toBe(before.payee + usd("7"));
+    expect(await balance(chain.usdc, otherPayee.address)).toBe(before.other + usd("8"));
+    expect(await balance(chain.usdc, chain.escrow)).toBe(before.escrow - usd("15"));
+    for (const id of ids)
+      expect(await chain.read(chain.escrow, MandateEscrowAbi, "holdOf", [id, 0])).toEqual([0n, 0n]);
   });
 });
 

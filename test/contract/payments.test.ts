@@ -10,6 +10,7 @@ import {
   concat,
   encodeAbiParameters,
   encodeFunctionData,
+  erc20Abi,
   getAddress,
   type Hex,
   keccak256,
@@ -208,8 +209,8 @@ describe("MandateEscrow: sweeps", () => {
     expect(await balance(chain.usdc, chain.escrow)).toBe(escrowBefore);
     expect(await holdOf(d)).toEqual({ amount: 0n, releaseAt: 0 });
     expect(await codeAt(deposit)).not.toBe("0x");
-    // Nothing held: nothing to release or return.
-    expect(await releasePayments([d])).toEqual(failure("NoHold"));
+    // Nothing held: nothing to release (passed over) or return.
+    expect(receiptOf(await releasePayments([d])).logs).toEqual([]);
     expect(await returnPayment(d, payer.address)).toEqual(failure("NoHold"));
 
     // A top-up after the sweep is swept again by the clone that now exists (cheaper: no deployment).
@@ -291,7 +292,8 @@ describe("MandateEscrow: payment holds", () => {
     expect(await balance(chain.usdc, payee.address)).toBe(payeeBefore + usd("20"));
     expect(await balance(chain.usdc, chain.escrow)).toBe(escrowBefore);
     expect(await holdOf(d)).toEqual({ amount: 0n, releaseAt: 0 });
-    expect(await releasePayments([d])).toEqual(failure("NoHold"));
+    expect(receiptOf(await releasePayments([d])).logs).toEqual([]);
+    expect(await balance(chain.usdc, payee.address)).toBe(payeeBefore + usd("20"));
     expect(await returnPayment(d, payer.address)).toEqual(failure("NoHold"));
   });
 
@@ -341,20 +343,74 @@ describe("MandateEscrow: payment holds", () => {
     expect(receivedOf(await sweep([d]))).toEqual(expectedReceived(d, usd("1"), thirdAt + 500, usd("1")));
   });
 
-  it("releases many payments at once, all or none", async () => {
+  it("releases many payments at once; a hold not over reverts them all, one with nothing held is passed over", async () => {
     const a = depositFor({ holdSeconds: 10n });
     const b = depositFor({ holdSeconds: 10n });
+    const late = depositFor({ holdSeconds: 1000n });
     const never = depositFor({ holdSeconds: 10n });
+    const returned = depositFor({ holdSeconds: 10n });
     await pay(a, usd("1"));
     await pay(b, usd("2"));
-    await sweep([a, b]);
+    await pay(late, usd("4"));
+    await pay(returned, usd("8"));
+    await sweep([a, b, late, returned]);
+    expect((await returnPayment(returned, refundTo.address)).ok).toBe(true);
     chain.clock.advance(10);
-    expect(await releasePayments([a, never, b])).toEqual(failure("NoHold"));
-    expect(await holdOf(a)).toEqual({ amount: usd("1"), releaseAt: expect.any(Number) });
-    expect(await releasePayments([a, b, a])).toEqual(failure("NoHold"));
     const payeeBefore = await balance(chain.usdc, payee.address);
-    expect(eventsOf(await releasePayments([a, b]), "PaymentReleased")).toHaveLength(2);
+    expect(await releasePayments([a, late, b])).toEqual(failure("HoldNotOver"));
+    expect(await holdOf(a)).toEqual({ amount: usd("1"), releaseAt: expect.any(Number) });
+    // Never held, returned, listed twice: passed over, with no event.
+    const released = await releasePayments([never, a, returned, b, a]);
+    expect(eventsOf(released, "PaymentReleased").map((e) => [e.args.paymentId, e.args.amount])).toEqual([
+      [a.paymentId, usd("1")],
+      [b.paymentId, usd("2")],
+    ]);
     expect(await balance(chain.usdc, payee.address)).toBe(payeeBefore + usd("3"));
+    expect(await holdOf(late)).toEqual({ amount: usd("4"), releaseAt: expect.any(Number) });
+  });
+
+  it("mines the operator's batch when a stranger released one of its payments first, releasing the rest", async () => {
+    const batch = [usd("1"), usd("2"), usd("4")].map((amount) => ({
+      d: depositFor({ holdSeconds: 10n }),
+      amount,
+    }));
+    for (const { d, amount } of batch) await pay(d, amount);
+    await sweep(batch.map(({ d }) => d));
+    chain.clock.advance(10);
+    const payeeBefore = await balance(chain.usdc, payee.address);
+    const escrowBefore = await balance(chain.usdc, chain.escrow);
+    const [first, second, third] = batch as [
+      (typeof batch)[number],
+      (typeof batch)[number],
+      (typeof batch)[number],
+    ];
+    const frontRun = await releasePayments([second.d], stranger);
+    expect(eventsOf(frontRun, "PaymentReleased").map((e) => e.args.paymentId)).toEqual([second.d.paymentId]);
+    const released = await releasePayments(
+      batch.map(({ d }) => d),
+      operator,
+    );
+    expect(eventsOf(released, "PaymentReleased").map((e) => e.args)).toEqual(
+      [first, third].map(({ d, amount }) => ({
+        paymentId: d.paymentId,
+        payee: getAddress(d.payee),
+        depositAddress: getAddress(addressOf(d)),
+        token: getAddress(d.token),
+        amount,
+      })),
+    );
+    const transfers = parseEventLogs({
+      abi: erc20Abi,
+      logs: receiptOf(released).logs,
+      eventName: "Transfer",
+    });
+    expect(transfers.map((t) => [getAddress(t.args.from), getAddress(t.args.to), t.args.value])).toEqual([
+      [getAddress(chain.escrow), getAddress(payee.address), usd("1")],
+      [getAddress(chain.escrow), getAddress(payee.address), usd("4")],
+    ]);
+    expect(await balance(chain.usdc, payee.address)).toBe(payeeBefore + usd("7"));
+    expect(await balance(chain.usdc, chain.escrow)).toBe(escrowBefore - usd("7"));
+    for (const { d } of batch) expect(await holdOf(d)).toEqual({ amount: 0n, releaseAt: 0 });
   });
 });
 

@@ -62,6 +62,21 @@ export const chainDriver = (chainId: number) => {
     if (receipt.status !== "success") throw new Error(`transaction ${hash} reverted`);
     return { hash, raw, receipt };
   };
+  /**
+   * Signs and sends without waiting for a block (for automine off), with a tip above the relayer's so
+   * that the next block mines it first; returns its hash.
+   */
+  const sendAhead = async (account: PrivateKeyAccount, to: `0x${string}`, data: Hex) => {
+    const wallet = createWalletClient({ chain, transport, account });
+    const request = await wallet.prepareTransactionRequest({
+      to,
+      data,
+      gas: 1_000_000n,
+      maxPriorityFeePerGas: 16_000_000_000n,
+      maxFeePerGas: 160_000_000_000n,
+    });
+    return client.sendRawTransaction({ serializedTransaction: await wallet.signTransaction(request) });
+  };
   const call = (
     account: PrivateKeyAccount,
     to: `0x${string}`,
@@ -85,6 +100,13 @@ export const chainDriver = (chainId: number) => {
       minted.catch(() => undefined),
     );
     return minted;
+  };
+
+  /** A fresh account with ether for gas and nothing else (anyone may release a hold that is over). */
+  const newStranger = async () => {
+    const stranger = privateKeyToAccount(generatePrivateKey());
+    await rpc("anvil_setBalance", [stranger.address, "0xde0b6b3a7640000"]);
+    return stranger;
   };
 
   const newCustomer = async (funds = usd("1000")) => {
@@ -141,6 +163,8 @@ export const chainDriver = (chainId: number) => {
     usdc,
     rpc,
     mint,
+    sendAhead,
+    newStranger,
     newCustomer,
     balanceOf,
     authorize,

@@ -3,7 +3,7 @@
  * the dunning walk-through with the test helpers, escrow holds (automatic release, merchant return),
  * and a charge that passes simulation but reverts on chain (a race).
  */
-import { decodeFunctionData } from "viem";
+import { decodeFunctionData, encodeFunctionData, parseEventLogs } from "viem";
 import { describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
@@ -278,6 +278,92 @@ describe("charges: the transitions table and the dunning walk-through", () => {
     const call = decodeFunctionData({ abi: MandateEscrowAbi, data: sent?.data as `0x${string}` });
     expect(call.functionName).toBe("releaseMany");
     expect(((call.args ?? [])[0] as readonly string[]).length).toBeGreaterThanOrEqual(3);
+  });
+
+  it("mines a release batch one of whose charges a stranger released first, and ends every charge once", async () => {
+    const m = await merchant();
+    const chain = chainDriver(31337);
+    const charges: { id: string; mandate: string }[] = [];
+    for (const customer of ["cus_front_1", "cus_front_2", "cus_front_3"]) {
+      const mandate = await openMandate(m, { customer });
+      await m.call(`/v1/test/mandates/${mandate.id}/fund`, { amount_decimal: "100" });
+      await m.call(`/v1/test/mandates/${mandate.id}/authorize`, {});
+      const charge = await m.call(`/v1/mandates/${mandate.id}/charges`, { amount_decimal: "10" });
+      expect(charge.status, charge.text).toBe(200);
+      charges.push({ id: charge.json.id, mandate: mandate.id });
+    }
+    const succeeded = [];
+    for (const { id } of charges) succeeded.push(await m.waitForCharge(id, "succeeded"));
+    const onchainIds: `0x${string}`[] = [];
+    for (const { mandate } of charges)
+      onchainIds.push((await m.call(`/v1/mandates/${mandate}`)).json.onchain_id as `0x${string}`);
+    const stranger = await chain.newStranger();
+    const payoutBefore = await chain.balanceOf(m.payoutAddress);
+    const charge = async (id: string) => (await m.call(`/v1/charges/${id}`)).json;
+
+    // Chain time passes every hold's end without a transaction; the stranger's release of the middle
+    // charge waits in the mempool with a higher tip, and the service's batch (all three) joins it.
+    await chain.rpc("evm_setAutomine", [false]);
+    let frontRun: `0x${string}`;
+    try {
+      await chain.increaseTime(3601);
+      await chain.mine();
+      frontRun = await chain.sendAhead(
+        stranger,
+        chain.escrow,
+        encodeFunctionData({
+          abi: MandateEscrowAbi,
+          functionName: "release",
+          args: [onchainIds[1] as `0x${string}`, succeeded[1].period],
+        }),
+      );
+      await waitFor(
+        async () =>
+          (await Promise.all(charges.map(({ id }) => charge(id)))).every(
+            (c) => c.pending_action === "release",
+          ),
+        {
+          timeoutMs: 20_000,
+          intervalMs: 100,
+          what: "the service's release of the three charges to be submitted",
+        },
+      );
+      await chain.rpc("evm_mine", []);
+    } finally {
+      await chain.rpc("evm_setAutomine", [true]);
+    }
+
+    const released = [];
+    for (const { id } of charges) released.push(await m.waitForCharge(id, "released"));
+    for (const c of released) expect(c.pending_action).toBeNull();
+    expect(released[1].ended_onchain.transaction_hash).toBe(frontRun);
+    const batchHash = released[0].ended_onchain.transaction_hash as `0x${string}`;
+    expect(batchHash).not.toBe(frontRun);
+    expect(released[2].ended_onchain.transaction_hash).toBe(batchHash);
+    // One block: the stranger's release, then the batch, which mined (no revert) and named all three.
+    const first = await chain.client.getTransactionReceipt({ hash: frontRun });
+    const batch = await chain.client.getTransactionReceipt({ hash: batchHash });
+    expect(batch.status).toBe("success");
+    expect(batch.blockNumber).toBe(first.blockNumber);
+    expect(batch.transactionIndex).toBeGreaterThan(first.transactionIndex);
+    const [sent] = await query<{ data: string; status: string }>(
+      "SELECT data, status FROM billing.relayer_transactions WHERE $1 = ANY (hashes)",
+      [batchHash],
+    );
+    expect(sent?.status).not.toBe("reverted");
+    const call = decodeFunctionData({ abi: MandateEscrowAbi, data: sent?.data as `0x${string}` });
+    expect(call.functionName).toBe("releaseMany");
+    const named = ((call.args ?? [])[0] as readonly string[]).map((id) => id.toLowerCase());
+    for (const id of onchainIds) expect(named).toContain(id.toLowerCase());
+    // The batch passed over the stranger's charge: its Released events are the two others' only.
+    const batchReleased = parseEventLogs({ abi: MandateEscrowAbi, logs: batch.logs, eventName: "Released" });
+    const ours = batchReleased.filter((e) => onchainIds.some((id) => id.toLowerCase() === e.args.mandateId));
+    expect(ours.map((e) => e.args.mandateId).sort()).toEqual(
+      [onchainIds[0], onchainIds[2]].map((id) => id?.toLowerCase()).sort(),
+    );
+    expect((await chain.balanceOf(m.payoutAddress)) - payoutBefore).toBe(usd("30"));
+    const events = await m.events("charge.released");
+    for (const { id } of charges) expect(events.filter((e) => e.data.object.id === id)).toHaveLength(1);
   });
 
   it("returns a held charge during its hold (charge.returned), and refuses once the hold is over", async () => {

@@ -4,8 +4,17 @@
  * reported once each as `payment.paid`, `payment.underpaid` or `payment.reversed`.
  */
 import { createHmac } from "node:crypto";
-import { createWalletClient, encodeFunctionData, erc20Abi, type Hex, http, parseUnits } from "viem";
+import {
+  createWalletClient,
+  decodeFunctionData,
+  encodeFunctionData,
+  erc20Abi,
+  type Hex,
+  http,
+  parseUnits,
+} from "viem";
 import { afterAll, describe, expect, it } from "vitest";
+import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { verifySignature } from "../../service/webhooks/signature.ts";
 import { chainDriver } from "./chain-driver.ts";
@@ -244,6 +253,113 @@ describe("payments API", () => {
     const late = await m.call(`/v1/payments/${kept.id}/return`, {});
     expect(late.json.error.code).toBe("payment_not_returnable");
     expect((await retrieve(m, kept.id)).status).toBe("paid");
+  });
+
+  it("mines a release batch one of whose payments a stranger released first, and releases every payment once", async () => {
+    const m = await merchantOnTestChain();
+    const chain = chainDriver(31337);
+    const payments: Json[] = [];
+    for (const amount of ["1", "2", "3"]) {
+      const payment = await create(m, { amount_decimal: amount });
+      await pay(m, payment.id, amount);
+      payments.push(payment);
+    }
+    const paid = [];
+    for (const payment of payments) paid.push(await waitForStatus(m, payment.id, "paid"));
+    const [terms] = await query<{
+      onchain_id: Hex;
+      payee_address: Hex;
+      token_address: Hex;
+      operator_address: Hex;
+      hold_seconds: number;
+    }>(
+      "SELECT onchain_id, payee_address, token_address, operator_address, hold_seconds FROM billing.payments WHERE id = $1",
+      [payments[1].id],
+    );
+    if (terms === undefined) throw new Error("no payment row");
+    const stranger = await chain.newStranger();
+    const payoutBefore = await balanceOf(m.payoutAddress as Hex);
+
+    // Chain time passes every hold's end without a transaction; the stranger's release of the middle
+    // payment waits in the mempool with a higher tip, and the service's batch (all three) joins it.
+    await chain.rpc("evm_setAutomine", [false]);
+    let frontRun: Hex;
+    try {
+      await chain.increaseTime(Math.max(...paid.map((p) => p.release_at)) - (await chainTime()) + 1);
+      await chain.mine();
+      frontRun = await chain.sendAhead(
+        stranger,
+        chain.escrow,
+        encodeFunctionData({
+          abi: MandateEscrowAbi,
+          functionName: "releasePayments",
+          args: [
+            [
+              {
+                paymentId: terms.onchain_id,
+                payee: terms.payee_address,
+                token: terms.token_address,
+                operator: terms.operator_address,
+                holdSeconds: BigInt(terms.hold_seconds),
+              },
+            ],
+          ],
+        }),
+      );
+      await waitFor(
+        async () =>
+          (await Promise.all(payments.map((p) => retrieve(m, p.id)))).every(
+            (p) => p.pending_action === "release",
+          ),
+        {
+          timeoutMs: 20_000,
+          intervalMs: 100,
+          what: "the service's release of the three payments to be submitted",
+        },
+      );
+      await chain.rpc("evm_mine", []);
+    } finally {
+      await chain.rpc("evm_setAutomine", [true]);
+    }
+
+    for (const payment of payments)
+      await waitFor(async () => (await retrieve(m, payment.id)).held === false, {
+        timeoutMs: 30_000,
+        what: `payment ${payment.id}'s hold to be released`,
+      });
+    const releases = [];
+    for (const payment of payments) {
+      expect(await retrieve(m, payment.id)).toMatchObject({ status: "paid", pending_action: null });
+      const rows = await query<{ tx_hash: string }>(
+        "SELECT tx_hash FROM onchain.fact WHERE kind = 'payment.released' AND details->>'deposit_address' = $1",
+        [payment.address.toLowerCase()],
+      );
+      expect(rows).toHaveLength(1);
+      releases.push(rows[0]?.tx_hash as Hex);
+    }
+    expect(releases[1]).toBe(frontRun);
+    const batchHash = releases[0] as Hex;
+    expect(batchHash).not.toBe(frontRun);
+    expect(releases[2]).toBe(batchHash);
+    // One block: the stranger's release, then the batch, which mined (no revert) and named all three.
+    const first = await chain.client.getTransactionReceipt({ hash: frontRun });
+    const batch = await chain.client.getTransactionReceipt({ hash: batchHash });
+    expect(batch.status).toBe("success");
+    expect(batch.blockNumber).toBe(first.blockNumber);
+    expect(batch.transactionIndex).toBeGreaterThan(first.transactionIndex);
+    const [sent] = await query<{ data: Hex; status: string }>(
+      "SELECT data, status FROM billing.relayer_transactions WHERE $1 = ANY (hashes)",
+      [batchHash],
+    );
+    expect(sent?.status).not.toBe("reverted");
+    const call = decodeFunctionData({ abi: MandateEscrowAbi, data: sent?.data as Hex });
+    expect(call.functionName).toBe("releasePayments");
+    const named = ((call.args ?? [])[0] as readonly { paymentId: string }[]).map((d) =>
+      d.paymentId.toLowerCase(),
+    );
+    expect(named).toContain(terms.onchain_id.toLowerCase());
+    expect((await balanceOf(m.payoutAddress as Hex)) - payoutBefore).toBe(parseUnits("6", 6));
+    for (const payment of payments) expect(await eventsOf(m, payment.id)).toEqual(["payment.paid"]);
   });
 
   it("sweeps several deposit addresses paid in one block with one transaction", async () => {
