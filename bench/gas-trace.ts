@@ -5,10 +5,9 @@
  * next to the intrinsic cost (21,000 + calldata) and the refund. The profile behind docs/performance.md
  * "Gas".
  */
-import { type Hex, keccak256, parseUnits, toHex } from "viem";
+import { erc20Abi, type Hex, keccak256, parseUnits, toHex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
-import { TestUSDCAbi } from "../abis/TestUSDC.ts";
 import { accountAt, mandateTerms, startChain } from "../test/contract/harness.ts";
 
 interface Step {
@@ -65,8 +64,8 @@ let customers = 0;
 const authorized = async (holdSeconds: bigint) => {
   const customer = privateKeyToAccount(keccak256(toHex(`trace customer ${customers++}`)));
   await chain.testClient.setBalance({ address: customer.address, value: 10n ** 18n });
-  await chain.send(customer, chain.usdc, TestUSDCAbi, "mint", [customer.address, usd("100000")]);
-  await chain.send(customer, chain.usdc, TestUSDCAbi, "approve", [chain.escrow, MAX]);
+  await chain.mint(chain.usdc, customer.address, usd("100000"));
+  await chain.send(customer, chain.usdc, erc20Abi, "approve", [chain.escrow, MAX]);
   const terms = mandateTerms(
     chain,
     { customer: customer.address, payee: payee.address, operator: operator.address },
@@ -89,7 +88,7 @@ const run = async (what: string, functionName: string, args: readonly unknown[],
 };
 
 // Steady state as in bench/gas.ts: payee and escrow already hold the token.
-await chain.send(operator, chain.usdc, TestUSDCAbi, "mint", [payee.address, usd("1")]);
+await chain.mint(chain.usdc, payee.address, usd("1"));
 await run("warm-up charge", "charge", [(await authorized(3600n)).id, usd("1")]);
 const fresh = await authorized(0n);
 traced.push({ what: "authorize", hash: fresh.hash, gasUsed: 0n });

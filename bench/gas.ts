@@ -8,10 +8,10 @@
  * the issue's figures as summary rows beside their published anchors or same-run baselines, and every
  * operation's gas in `operations`). `node bench/gas-trace.ts` shows where each operation's gas goes.
  */
-import { type Hex, keccak256, parseUnits, toHex } from "viem";
+import { erc20Abi, type Hex, keccak256, parseUnits, toHex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
-import { TestUSDCAbi } from "../abis/TestUSDC.ts";
+import { usdcAbi } from "../scripts/stack/circle-usdc.ts";
 import { type DepositTerms, depositAddress } from "../service/payments/deposit-address.ts";
 import { accountAt, mandateTerms, startChain, type Terms } from "../test/contract/harness.ts";
 import { type SummaryRow, writeResults } from "./report.ts";
@@ -29,7 +29,7 @@ let customerCounter = 0;
 const newCustomer = async () => {
   const account = privateKeyToAccount(keccak256(toHex(`bench customer ${customerCounter++}`)));
   await chain.testClient.setBalance({ address: account.address, value: 10n ** 18n });
-  await chain.send(account, chain.usdc, TestUSDCAbi, "mint", [account.address, usd("100000")]);
+  await chain.mint(chain.usdc, account.address, usd("100000"));
   return account;
 };
 
@@ -47,7 +47,7 @@ const gasOf = (outcome: Awaited<ReturnType<typeof chain.send>>, what: string): n
 /** A customer who approved the escrow with a transaction, and a mandate signed but not yet submitted. */
 const prepared = async (holdSeconds: bigint) => {
   const customer = await newCustomer();
-  await chain.send(customer, chain.usdc, TestUSDCAbi, "approve", [chain.escrow, MAX]);
+  await chain.send(customer, chain.usdc, erc20Abi, "approve", [chain.escrow, MAX]);
   const terms = newTerms(customer.address, holdSeconds);
   return { customer, terms, signature: await chain.signTerms(customer, terms) };
 };
@@ -62,7 +62,7 @@ const authorized = async (holdSeconds: bigint) => {
 };
 
 // Steady state: the payee and the escrow already hold some of the token.
-await chain.send(operator, chain.usdc, TestUSDCAbi, "mint", [payee.address, usd("1")]);
+await chain.mint(chain.usdc, payee.address, usd("1"));
 const warm = await authorized(3600n);
 gasOf(
   await chain.send(operator, chain.escrow, MandateEscrowAbi, "charge", [warm, usd("1")]),
@@ -194,7 +194,7 @@ const newDeposit = (holdSeconds: bigint): DepositTerms => ({
 const payer = await newCustomer();
 const pay = async (d: DepositTerms, amount = usd("50")) =>
   gasOf(
-    await chain.send(payer, chain.usdc, TestUSDCAbi, "transfer", [depositAddress(chain.escrow, d), amount]),
+    await chain.send(payer, chain.usdc, erc20Abi, "transfer", [depositAddress(chain.escrow, d), amount]),
     "payer transfer",
   );
 const sweep = async (deposits: DepositTerms[], what: string) =>
@@ -256,11 +256,11 @@ results.batch_release_payments_50_passed_over_per_item = Math.round(
 // without gas (EIP-3009). Each sender keeps a balance; "fresh" recipients held nothing before.
 const freshAddress = (label: string) => privateKeyToAccount(keccak256(toHex(label))).address;
 results.erc20_transfer_to_fresh_address = gasOf(
-  await chain.send(payer, chain.usdc, TestUSDCAbi, "transfer", [freshAddress("bench fresh 1"), usd("50")]),
+  await chain.send(payer, chain.usdc, erc20Abi, "transfer", [freshAddress("bench fresh 1"), usd("50")]),
   "transfer",
 );
 results.erc20_transfer_to_holder = gasOf(
-  await chain.send(payer, chain.usdc, TestUSDCAbi, "transfer", [payee.address, usd("50")]),
+  await chain.send(payer, chain.usdc, erc20Abi, "transfer", [payee.address, usd("50")]),
   "transfer",
 );
 {
@@ -275,7 +275,7 @@ results.erc20_transfer_to_holder = gasOf(
   };
   const { v, r, s } = await chain.signAuthorization(gasless, chain.usdc, authorization);
   results.usdc_transfer_with_authorization_to_fresh_address = gasOf(
-    await chain.send(operator, chain.usdc, TestUSDCAbi, "transferWithAuthorization", [
+    await chain.send(operator, chain.usdc, usdcAbi, "transferWithAuthorization", [
       authorization.from,
       authorization.to,
       authorization.value,
@@ -297,7 +297,7 @@ const authorizeMany = async (size: number, withPermits: boolean) => {
   const permits = [];
   for (let i = 0; i < size; i++) {
     const customer = await newCustomer();
-    if (!withPermits) await chain.send(customer, chain.usdc, TestUSDCAbi, "approve", [chain.escrow, MAX]);
+    if (!withPermits) await chain.send(customer, chain.usdc, erc20Abi, "approve", [chain.escrow, MAX]);
     const t = newTerms(customer.address, 0n);
     terms.push(t);
     signatures.push(await chain.signTerms(customer, t));

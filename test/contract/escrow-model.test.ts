@@ -16,11 +16,10 @@
  */
 import { Result } from "effect";
 import fc from "fast-check";
-import { type Hex, keccak256, parseEventLogs, toFunctionSelector, toHex, zeroAddress } from "viem";
+import { erc20Abi, type Hex, keccak256, parseEventLogs, toFunctionSelector, toHex, zeroAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { NoReturnTokenAbi } from "../../abis/NoReturnToken.ts";
-import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { depositAddress } from "../../service/payments/deposit-address.ts";
 import { toEscrowLog } from "../../src/ledger/decode.ts";
 import { applyLogs } from "../../src/ledger/ledger.ts";
@@ -83,7 +82,7 @@ afterAll(async () => {
 });
 
 /** The no-return token must be called with its own ABI (viem decodes return values). */
-const tokenAbi = (token: Address) => (token === chain.noReturn ? NoReturnTokenAbi : TestUSDCAbi);
+const tokenAbi = (token: Address) => (token === chain.noReturn ? NoReturnTokenAbi : erc20Abi);
 
 /** Mandate slots: a fixed identity (customer, salt, payee, token) each, terms chosen when first signed. */
 const SLOTS = 4;
@@ -402,7 +401,7 @@ const fundFor = (customer: fc.Arbitrary<number> | number, token: fc.Arbitrary<nu
         run: async (model) => {
           const who = customers[p.customer] as (typeof customers)[number];
           const token = tokens[p.token] as Address;
-          const outcome = await chain.send(who, token, tokenAbi(token), "mint", [who.address, p.amount]);
+          const outcome = await chain.mint(token, who.address, p.amount);
           expectOutcome(outcome, model.mint(token, who.address, p.amount), "mint");
           model.now += 1;
           await compare(model);
@@ -688,7 +687,7 @@ const payFor = (slot: fc.Arbitrary<number> | number) =>
           const who = customers[p.payer] as (typeof customers)[number];
           const d = deposits[p.slot] as ModelDeposit;
           const token = d.terms.token;
-          const minted = await chain.send(who, token, tokenAbi(token), "mint", [who.address, p.amount]);
+          const minted = await chain.mint(token, who.address, p.amount);
           const paid = await chain.send(who, token, tokenAbi(token), "transfer", [d.address, p.amount]);
           expectOutcome(minted.ok ? paid : minted, model.pay(d, p.amount), "pay");
           model.now += 2;

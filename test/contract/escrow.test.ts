@@ -15,7 +15,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { NoReturnTokenAbi } from "../../abis/NoReturnToken.ts";
 import { ReentrantTokenAbi } from "../../abis/ReentrantToken.ts";
-import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import {
   type Address,
   accountAt,
@@ -65,10 +64,10 @@ const authorize = async (terms: Terms, signer = customer) =>
   ]);
 const charge = (id: Hex, amount: bigint, by = operator) =>
   chain.send(by, chain.escrow, MandateEscrowAbi, "charge", [id, amount]);
-const balance = (token: Address, who: Address) => chain.read<bigint>(token, TestUSDCAbi, "balanceOf", [who]);
+const balance = (token: Address, who: Address) => chain.read<bigint>(token, erc20Abi, "balanceOf", [who]);
 const fund = async (token: Address, amount: bigint, allowance = MAX, who = customer) => {
-  await chain.send(who, token, TestUSDCAbi, "mint", [who.address, amount]);
-  await chain.send(who, token, TestUSDCAbi, "approve", [chain.escrow, allowance]);
+  await chain.mint(token, who.address, amount);
+  await chain.send(who, token, erc20Abi, "approve", [chain.escrow, allowance]);
 };
 const failure = (name: string) => ({ ok: false, error: name });
 const releaseManyOf = (by: typeof stranger, ids: readonly Hex[]) =>
@@ -125,11 +124,11 @@ describe("MandateEscrow: charges", () => {
     await authorize(terms);
     const poor = accountAt(5);
     const poorTerms = termsFor({ mandateId: mandateIdFor(poor.address, salt++) });
-    await chain.send(poor, chain.usdc, TestUSDCAbi, "approve", [chain.escrow, MAX]);
+    await chain.send(poor, chain.usdc, erc20Abi, "approve", [chain.escrow, MAX]);
     expect((await authorize(poorTerms, poor)).ok).toBe(true);
     expect(await charge(poorTerms.mandateId, usd("5"))).toEqual(failure("InsufficientBalance"));
-    await chain.send(poor, chain.usdc, TestUSDCAbi, "mint", [poor.address, usd("100")]);
-    await chain.send(poor, chain.usdc, TestUSDCAbi, "approve", [chain.escrow, usd("1")]);
+    await chain.mint(chain.usdc, poor.address, usd("100"));
+    await chain.send(poor, chain.usdc, erc20Abi, "approve", [chain.escrow, usd("1")]);
     expect(await charge(poorTerms.mandateId, usd("5"))).toEqual(failure("InsufficientAllowance"));
 
     await fund(chain.usdc, usd("500"));
@@ -495,7 +494,7 @@ describe("MandateEscrow: signatures", () => {
 
   it("authorizes with an EIP-2612 permit: no transaction from the customer at all", async () => {
     const gasless = accountAt(6);
-    await chain.send(operator, chain.usdc, TestUSDCAbi, "mint", [gasless.address, usd("100")]);
+    await chain.mint(chain.usdc, gasless.address, usd("100"));
     const terms = termsFor({ mandateId: mandateIdFor(gasless.address, salt++) });
     const nonceBefore = await chain.publicClient.getTransactionCount({ address: gasless.address });
     const permit = await chain.signPermit(gasless, chain.usdc, usd("150"), BigInt(chain.clock.now + 3600));
@@ -552,7 +551,7 @@ describe("MandateEscrow: authorizeMany", () => {
     const twiceAgain = { ...twice, nonce: 2n, cap: usd("20") };
     const forged = termsFor();
     const gasless = accountAt(6);
-    await chain.send(operator, chain.usdc, TestUSDCAbi, "mint", [gasless.address, usd("100")]);
+    await chain.mint(chain.usdc, gasless.address, usd("100"));
     const withPermit = termsFor({ mandateId: mandateIdFor(gasless.address, salt++) });
     const permitDeadline = BigInt(chain.clock.now + 3600);
     const permit = await chain.signPermit(gasless, chain.usdc, usd("150"), permitDeadline);
@@ -594,9 +593,9 @@ describe("MandateEscrow: authorizeMany", () => {
     expect((await mandate(twice.mandateId)).cap).toBe(usd("20"));
     expect((await mandate(expired.mandateId)).operator).toBe("0x0000000000000000000000000000000000000000");
     expect((await mandate(forged.mandateId)).operator).toBe("0x0000000000000000000000000000000000000000");
-    expect(
-      await chain.read<bigint>(chain.usdc, TestUSDCAbi, "allowance", [gasless.address, chain.escrow]),
-    ).toBe(usd("150"));
+    expect(await chain.read<bigint>(chain.usdc, erc20Abi, "allowance", [gasless.address, chain.escrow])).toBe(
+      usd("150"),
+    );
     expect((await charge(fresh.mandateId, usd("50"))).ok).toBe(true);
     expect((await charge(withPermit.mandateId, usd("50"))).ok).toBe(true);
   });

@@ -1,7 +1,8 @@
 /**
- * A real EVM for contract tests: anvil on a free port, the escrow and test tokens deployed from abis/,
- * exact control of block time (every transaction is mined at a timestamp the test chooses), and
- * revert reasons decoded to the contract's custom error names.
+ * A real EVM for contract tests: anvil on a free port, the escrow deployed from abis/, Circle's USDC
+ * deployed as on mainnet (scripts/stack/circle-usdc.ts) and our own test tokens for what USDC lacks (no
+ * return value, reentrancy), exact control of block time (every transaction is mined at a timestamp the
+ * test chooses), and reverts named by the contract's custom error or the token's reason string.
  */
 import {
   type Abi,
@@ -22,8 +23,13 @@ import { mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi, MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
 import { NoReturnTokenAbi, NoReturnTokenBytecode } from "../../abis/NoReturnToken.ts";
 import { ReentrantTokenAbi, ReentrantTokenBytecode } from "../../abis/ReentrantToken.ts";
-import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, startAnvil } from "../../scripts/stack/anvil.ts";
+import {
+  addUsdcMinter,
+  type ChainWriter,
+  deployCircleUsdc,
+  usdcAbi,
+} from "../../scripts/stack/circle-usdc.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
 import { PERMIT_TYPES, TERMS_TYPES } from "../../service/mandates/terms.ts";
 import {
@@ -190,6 +196,23 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
     }
   };
 
+  /** Transactions of a deployment script, each mined at `clock.now` like every other. */
+  const writer: ChainWriter = {
+    deploy: async (from, bytecode) => {
+      await testClient.setNextBlockTimestamp({ timestamp: BigInt(now) });
+      const receipt = await receiptFor(await wallet(from).sendTransaction({ data: bytecode }));
+      now += 1;
+      if (receipt.status !== "success" || !receipt.contractAddress) throw new Error("deployment failed");
+      return receipt.contractAddress;
+    },
+    call: async (from, to, data) => {
+      await testClient.setNextBlockTimestamp({ timestamp: BigInt(now) });
+      const receipt = await receiptFor(await wallet(from).sendTransaction({ to, data }));
+      now += 1;
+      if (receipt.status !== "success") throw new Error(`call to ${to} reverted`);
+    },
+  };
+
   const deploy = async (abi: Abi, bytecode: Hex): Promise<Address> => {
     await testClient.setNextBlockTimestamp({ timestamp: BigInt(now) });
     const hash = await wallet(deployer).deployContract({ abi, bytecode });
@@ -265,8 +288,30 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
     >[0]) as Promise<T>;
 
   const escrow = await deploy(MandateEscrowAbi, MandateEscrowBytecode);
-  const usdc = await deploy(TestUSDCAbi, TestUSDCBytecode);
+  // Circle's roles: account 9 owns, pauses, blacklists and mints; account 10 (unfunded) is the proxy's admin.
+  const circle = accountAt(9);
+  const circleUsdc = await deployCircleUsdc(writer, {
+    deployer,
+    proxyAdmin: accountAt(10).address,
+    circle,
+  });
+  await addUsdcMinter(writer, circleUsdc, circle, circle, circle.address, 2n ** 256n - 1n);
+  const usdc = circleUsdc.address;
   const noReturn = await deploy(NoReturnTokenAbi, NoReturnTokenBytecode);
+
+  /** Mints `amount` of `token` to `to`: USDC from its minter, our test tokens from their recipient. */
+  const mint = (token: Address, to: Address, amount: bigint): Promise<Outcome> =>
+    token.toLowerCase() === usdc.toLowerCase()
+      ? send(circle, usdc, usdcAbi, "mint", [to, amount])
+      : send(deployer, token, NoReturnTokenAbi, "mint", [to, amount]);
+
+  /** The token's EIP-712 domain as it signs permits and EIP-3009 authorizations (USDC: "USD Coin", "2"). */
+  const tokenDomain = async (token: Address) => ({
+    name: await read<string>(token, usdcAbi, "name"),
+    version: await read<string>(token, usdcAbi, "version"),
+    chainId: 31337,
+    verifyingContract: token,
+  });
 
   const signTerms = (
     customer: PrivateKeyAccount,
@@ -282,10 +327,9 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
     });
 
   const signPermit = async (owner: PrivateKeyAccount, token: Address, value: bigint, deadline: bigint) => {
-    const nonce = await read<bigint>(token, TestUSDCAbi, "nonces", [owner.address]);
-    const name = await read<string>(token, TestUSDCAbi, "name");
+    const nonce = await read<bigint>(token, usdcAbi, "nonces", [owner.address]);
     const signature = await owner.signTypedData({
-      domain: { name, version: "1", chainId: 31337, verifyingContract: token },
+      domain: await tokenDomain(token),
       types: PERMIT_TYPES,
       primaryType: "Permit",
       message: { owner: owner.address, spender: escrow, value, nonce, deadline },
@@ -293,13 +337,6 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
     const { v, r, s } = parseSignature(signature);
     return { v: Number(v), r, s };
   };
-
-  const authorizationDomain = async (token: Address) => ({
-    name: await read<string>(token, TestUSDCAbi, "name"),
-    version: "1",
-    chainId: 31337,
-    verifyingContract: token,
-  });
 
   /** `signer`'s EIP-3009 transfer (or receive) authorization on `token`, split for the token's (v, r, s) arguments. */
   const signAuthorization = async (
@@ -309,7 +346,7 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
     primaryType: "TransferWithAuthorization" | "ReceiveWithAuthorization" = "TransferWithAuthorization",
   ) => {
     const signature = await signer.signTypedData({
-      domain: await authorizationDomain(token),
+      domain: await tokenDomain(token),
       types: AUTHORIZATION_TYPES,
       primaryType,
       message: authorization,
@@ -326,7 +363,7 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
     nonce: Hex,
   ) => {
     const signature = await signer.signTypedData({
-      domain: await authorizationDomain(token),
+      domain: await tokenDomain(token),
       types: AUTHORIZATION_TYPES,
       primaryType: "CancelAuthorization",
       message: { authorizer, nonce },
@@ -347,7 +384,10 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
     read,
     escrow,
     usdc,
+    /** Circle on this chain: the USDC's owner, pauser, blacklister and a minter. */
+    circle,
     noReturn,
+    mint,
     signTerms,
     signPermit,
     signAuthorization,
@@ -362,8 +402,11 @@ export type Chain = Awaited<ReturnType<typeof startChain>>;
 export const revertName = (error: unknown): string => {
   if (error instanceof BaseError) {
     const reverted = error.walk((e) => e instanceof ContractFunctionRevertedError);
-    if (reverted instanceof ContractFunctionRevertedError)
-      return reverted.data?.errorName ?? reverted.reason ?? "revert";
+    if (reverted instanceof ContractFunctionRevertedError) {
+      const name = reverted.data?.errorName;
+      // A require() with a message (Circle's USDC): the message itself names it.
+      return (name === undefined || name === "Error" ? reverted.reason : name) ?? "revert";
+    }
   }
   return `unexpected: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`;
 };

@@ -25,8 +25,8 @@ import { DepositCollectorAbi } from "../../abis/DepositCollector.ts";
 import { MandateEscrowAbi, MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
 import { NoReturnTokenAbi } from "../../abis/NoReturnToken.ts";
 import { ReentrantTokenAbi } from "../../abis/ReentrantToken.ts";
-import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { TestWalletBytecode } from "../../abis/TestWallet.ts";
+import { usdcAbi } from "../../scripts/stack/circle-usdc.ts";
 import {
   collectorAddress,
   type DepositTerms,
@@ -75,12 +75,12 @@ const depositFor = (overrides: Partial<DepositTerms> = {}): DepositTerms => ({
 const addressOf = (d: DepositTerms) => depositAddress(chain.escrow, d) as Address;
 
 /** The token's ABI for reads and transfers (the no-return token's `transfer` returns nothing). */
-const abiOf = (token: Hex): Abi => (token === chain.noReturn ? NoReturnTokenAbi : TestUSDCAbi);
-const balance = (token: Hex, who: Hex) => chain.read<bigint>(token, abiOf(token), "balanceOf", [who]);
+const abiOf = (token: Hex): Abi => (token === chain.noReturn ? NoReturnTokenAbi : erc20Abi);
+const balance = (token: Hex, who: Hex) => chain.read<bigint>(token, erc20Abi, "balanceOf", [who]);
 
 /** The payer's side: a plain ERC-20 transfer to the deposit address. */
 const pay = async (d: DepositTerms, amount: bigint, from = payer) => {
-  await chain.send(from, d.token, abiOf(d.token), "mint", [from.address, amount]);
+  await chain.mint(d.token, from.address, amount);
   const outcome = await chain.send(from, d.token, abiOf(d.token), "transfer", [addressOf(d), amount]);
   if (!outcome.ok) throw new Error(`transfer failed: ${outcome.error}`);
 };
@@ -421,7 +421,7 @@ describe("MandateEscrow: deposit address safety", () => {
     await pay(d, usd("1"));
     await sweep([d]);
     await pay(d, usd("6"));
-    await chain.send(stranger, chain.usdc, TestUSDCAbi, "mint", [collector, usd("1")]);
+    await chain.mint(chain.usdc, collector, usd("1"));
     for (const target of [collector, addressOf(d)])
       for (const who of [stranger, payee, operator, payer])
         expect(
@@ -549,7 +549,7 @@ describe("MandateEscrow: deposit address safety", () => {
   });
 });
 
-describe("TestUSDC: EIP-3009 transfer by authorization", () => {
+describe("Circle's USDC: EIP-3009 transfer by authorization, as the pay page relays it", () => {
   const gasless = privateKeyToAccount(keccak256(toHex("gasless payer")));
   let nonceCounter = 0;
   const freshNonce = () => keccak256(toHex(`authorization nonce ${nonceCounter++}`));
@@ -568,7 +568,7 @@ describe("TestUSDC: EIP-3009 transfer by authorization", () => {
     by = operator,
     functionName = "transferWithAuthorization",
   ) =>
-    chain.sendForReceipt(by, chain.usdc, TestUSDCAbi, functionName, [
+    chain.sendForReceipt(by, chain.usdc, usdcAbi, functionName, [
       a.from,
       a.to,
       a.value,
@@ -580,10 +580,10 @@ describe("TestUSDC: EIP-3009 transfer by authorization", () => {
       sig.s,
     ]);
   const used = (authorizer: Hex, nonce: Hex) =>
-    chain.read<boolean>(chain.usdc, TestUSDCAbi, "authorizationState", [authorizer, nonce]);
+    chain.read<boolean>(chain.usdc, usdcAbi, "authorizationState", [authorizer, nonce]);
 
   beforeAll(async () => {
-    await chain.send(operator, chain.usdc, TestUSDCAbi, "mint", [gasless.address, usd("1000")]);
+    await chain.mint(chain.usdc, gasless.address, usd("1000"));
   });
 
   it("signs USDC's type hashes (the token accepts what is signed with them)", () => {
@@ -614,26 +614,26 @@ describe("TestUSDC: EIP-3009 transfer by authorization", () => {
       { ...a, nonce: freshNonce() },
       { ...a, validBefore: a.validBefore + 1n },
     ])
-      expect(await submit(tampered, sig)).toEqual(failure("InvalidAuthorizationSignature"));
+      expect(await submit(tampered, sig)).toEqual(failure("FiatTokenV2: invalid signature"));
     // Signed by someone else for the payer's funds.
     expect(await submit(a, await chain.signAuthorization(stranger, chain.usdc, a))).toEqual(
-      failure("InvalidAuthorizationSignature"),
+      failure("FiatTokenV2: invalid signature"),
     );
     // The same signature with s flipped to the upper half of the curve order (malleability).
     const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
     const malleable = { v: sig.v === 27 ? 28 : 27, r: sig.r, s: toHex(n - BigInt(sig.s), { size: 32 }) };
-    expect(await submit(a, malleable)).toEqual(failure("InvalidAuthorizationSignature"));
+    expect(await submit(a, malleable)).toEqual(failure("ECRecover: invalid signature 's' value"));
 
     const outcome = await submit(a, sig);
-    const logs = parseEventLogs({ abi: TestUSDCAbi, logs: receiptOf(outcome).logs });
+    const logs = parseEventLogs({ abi: usdcAbi, logs: receiptOf(outcome).logs });
     expect(logs.map((l) => l.eventName)).toEqual(["AuthorizationUsed", "Transfer"]);
     expect(logs[0]?.args).toEqual({ authorizer: gasless.address, nonce: a.nonce });
     expect(await balance(chain.usdc, addressOf(d))).toBe(usd("25"));
     expect(await used(gasless.address, a.nonce)).toBe(true);
     expect(await chain.publicClient.getTransactionCount({ address: gasless.address })).toBe(0);
     expect(await chain.publicClient.getBalance({ address: gasless.address })).toBe(0n);
-    expect(await submit(a, sig)).toEqual(failure("AuthorizationUsedOrCanceled"));
-    expect(await submit(a, sig, stranger)).toEqual(failure("AuthorizationUsedOrCanceled"));
+    expect(await submit(a, sig)).toEqual(failure("FiatTokenV2: authorization is used or canceled"));
+    expect(await submit(a, sig, stranger)).toEqual(failure("FiatTokenV2: authorization is used or canceled"));
 
     const payeeBefore = await balance(chain.usdc, payee.address);
     expect(receivedOf(await sweep([d])).amount).toBe(usd("25"));
@@ -644,43 +644,45 @@ describe("TestUSDC: EIP-3009 transfer by authorization", () => {
     const now = BigInt(chain.clock.now);
     const notYet = authorization({ validAfter: now });
     expect(await submit(notYet, await chain.signAuthorization(gasless, chain.usdc, notYet))).toEqual(
-      failure("AuthorizationNotYetValid"),
+      failure("FiatTokenV2: authorization is not yet valid"),
     );
     const expired = authorization({ validBefore: now });
     expect(await submit(expired, await chain.signAuthorization(gasless, chain.usdc, expired))).toEqual(
-      failure("AuthorizationExpired"),
+      failure("FiatTokenV2: authorization is expired"),
     );
     const exact = authorization({ validAfter: now - 1n, validBefore: now + 1n });
     expect((await submit(exact, await chain.signAuthorization(gasless, chain.usdc, exact))).ok).toBe(true);
     // A window in the future opens strictly after validAfter and closes at validBefore.
     const later = authorization({ validAfter: now + 100n, validBefore: now + 200n });
     const sig = await chain.signAuthorization(gasless, chain.usdc, later);
-    expect(await submit(later, sig)).toEqual(failure("AuthorizationNotYetValid"));
+    expect(await submit(later, sig)).toEqual(failure("FiatTokenV2: authorization is not yet valid"));
     chain.clock.advance(Number(now) + 100 - chain.clock.now);
-    expect(await submit(later, sig)).toEqual(failure("AuthorizationNotYetValid"));
+    expect(await submit(later, sig)).toEqual(failure("FiatTokenV2: authorization is not yet valid"));
     chain.clock.advance(1);
     expect((await submit(later, sig)).ok).toBe(true);
     const closing = authorization({ validBefore: BigInt(chain.clock.now + 1) });
     const closingSig = await chain.signAuthorization(gasless, chain.usdc, closing);
     chain.clock.advance(1);
-    expect(await submit(closing, closingSig)).toEqual(failure("AuthorizationExpired"));
+    expect(await submit(closing, closingSig)).toEqual(failure("FiatTokenV2: authorization is expired"));
   });
 
   it("receiveWithAuthorization: only the payee may submit it, and a transfer signature does not fit it", async () => {
     const a = authorization({ to: payee.address, value: usd("3") });
     const sig = await chain.signAuthorization(gasless, chain.usdc, a, "ReceiveWithAuthorization");
     for (const by of [operator, stranger, gasless])
-      expect(await submit(a, sig, by, "receiveWithAuthorization")).toEqual(failure("CallerNotPayee"));
+      expect(await submit(a, sig, by, "receiveWithAuthorization")).toEqual(
+        failure("FiatTokenV2: caller must be the payee"),
+      );
     const transferSig = await chain.signAuthorization(gasless, chain.usdc, a);
     expect(await submit(a, transferSig, payee, "receiveWithAuthorization")).toEqual(
-      failure("InvalidAuthorizationSignature"),
+      failure("FiatTokenV2: invalid signature"),
     );
-    expect(await submit(a, sig)).toEqual(failure("InvalidAuthorizationSignature"));
+    expect(await submit(a, sig)).toEqual(failure("FiatTokenV2: invalid signature"));
     const before = await balance(chain.usdc, payee.address);
     expect((await submit(a, sig, payee, "receiveWithAuthorization")).ok).toBe(true);
     expect(await balance(chain.usdc, payee.address)).toBe(before + usd("3"));
     expect(await submit(a, sig, payee, "receiveWithAuthorization")).toEqual(
-      failure("AuthorizationUsedOrCanceled"),
+      failure("FiatTokenV2: authorization is used or canceled"),
     );
   });
 
@@ -688,7 +690,7 @@ describe("TestUSDC: EIP-3009 transfer by authorization", () => {
     const a = authorization();
     const sig = await chain.signAuthorization(gasless, chain.usdc, a);
     const cancel = (signature: { v: number; r: Hex; s: Hex }, nonce = a.nonce) =>
-      chain.sendForReceipt(operator, chain.usdc, TestUSDCAbi, "cancelAuthorization", [
+      chain.sendForReceipt(operator, chain.usdc, usdcAbi, "cancelAuthorization", [
         gasless.address,
         nonce,
         signature.v,
@@ -697,16 +699,16 @@ describe("TestUSDC: EIP-3009 transfer by authorization", () => {
       ]);
     expect(
       await cancel(await chain.signCancelAuthorization(stranger, chain.usdc, gasless.address, a.nonce)),
-    ).toEqual(failure("InvalidAuthorizationSignature"));
+    ).toEqual(failure("FiatTokenV2: invalid signature"));
     const cancelSig = await chain.signCancelAuthorization(gasless, chain.usdc, gasless.address, a.nonce);
     const canceled = await cancel(cancelSig);
-    const logs = parseEventLogs({ abi: TestUSDCAbi, logs: receiptOf(canceled).logs });
+    const logs = parseEventLogs({ abi: usdcAbi, logs: receiptOf(canceled).logs });
     expect(logs.map((l) => [l.eventName, l.args])).toEqual([
       ["AuthorizationCanceled", { authorizer: gasless.address, nonce: a.nonce }],
     ]);
     expect(await used(gasless.address, a.nonce)).toBe(true);
-    expect(await submit(a, sig)).toEqual(failure("AuthorizationUsedOrCanceled"));
-    expect(await cancel(cancelSig)).toEqual(failure("AuthorizationUsedOrCanceled"));
+    expect(await submit(a, sig)).toEqual(failure("FiatTokenV2: authorization is used or canceled"));
+    expect(await cancel(cancelSig)).toEqual(failure("FiatTokenV2: authorization is used or canceled"));
     // A used authorization cannot be canceled either.
     const b = authorization();
     expect((await submit(b, await chain.signAuthorization(gasless, chain.usdc, b))).ok).toBe(true);
@@ -715,7 +717,7 @@ describe("TestUSDC: EIP-3009 transfer by authorization", () => {
         await chain.signCancelAuthorization(gasless, chain.usdc, gasless.address, b.nonce),
         b.nonce,
       ),
-    ).toEqual(failure("AuthorizationUsedOrCanceled"));
+    ).toEqual(failure("FiatTokenV2: authorization is used or canceled"));
   });
 
   it("accepts an ERC-1271 smart wallet's authorization", async () => {
@@ -724,11 +726,11 @@ describe("TestUSDC: EIP-3009 transfer by authorization", () => {
       [],
       concat([TestWalletBytecode, encodeAbiParameters([{ type: "address" }], [owner.address])]),
     );
-    await chain.send(operator, chain.usdc, TestUSDCAbi, "mint", [wallet, usd("10")]);
+    await chain.mint(chain.usdc, wallet, usd("10"));
     const d = depositFor();
     const a = authorization({ from: wallet, to: addressOf(d), value: usd("4") });
     expect(await submit(a, await chain.signAuthorization(stranger, chain.usdc, a))).toEqual(
-      failure("InvalidAuthorizationSignature"),
+      failure("FiatTokenV2: invalid signature"),
     );
     expect((await submit(a, await chain.signAuthorization(owner, chain.usdc, a))).ok).toBe(true);
     expect(await balance(chain.usdc, addressOf(d))).toBe(usd("4"));
