@@ -21,6 +21,7 @@ import { viewModel } from "../../service/http/authorization-page/client/view-mod
 import { registerAuthorizationPage } from "../../service/http/authorization-page/routes.ts";
 import { closeDelayFromQuery } from "../../service/http/hosted-page/client/close-option.ts";
 import type { Eip1193Provider } from "../../service/http/hosted-page/client/wallet.ts";
+import { discoverWallets } from "../../service/http/hosted-page/client/wallets.ts";
 
 const CUSTOMER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 const OTHER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
@@ -208,8 +209,12 @@ const harness = (options: FakeOptions = {}) => {
           return session;
         },
       },
-      provider: () => (options.provider === false ? null : provider),
+      // `window.ethereum` only, as most tests need: the wallet choice has its own tests (hosted-page.test.ts).
+      wallets: discoverWallets(
+        Object.assign(new EventTarget(), options.provider === false ? {} : { ethereum: provider }),
+      ),
       sleep: () => new Promise((resolve) => setImmediate(resolve)),
+      now: () => 0,
       closeWindow: () => {
         closed += 1;
       },
@@ -448,23 +453,23 @@ describe("authorization flow", () => {
   it("closes the tab after the countdown, unless kept open", async () => {
     const h = harness({ closeDelay: 2, session: { status: "active", needs_signature: false } });
     const seen: Array<string | null> = [];
-    const load = h.flow.load();
-    for (let i = 0; i < 20 && h.closed() === 0; i += 1) {
+    await h.flow.load();
+    // The page's clock ticks every second.
+    for (let i = 0; i < 3 && h.closed() === 0; i += 1) {
       seen.push(h.view().countdown);
-      await new Promise((resolve) => setImmediate(resolve));
+      h.flow.tick();
     }
-    await load;
     expect(h.closed()).toBe(1);
     expect(seen).toContain("This tab will close in 2 seconds.");
     expect(seen).toContain("This tab will close in 1 second.");
+    h.flow.tick(); // still here a second later: the browser refused
     expect(h.view().countdown).toBe("You can close this tab now.");
 
     const kept = harness({ closeDelay: 5, session: { status: "active", needs_signature: false } });
-    const keptLoad = kept.flow.load();
-    await new Promise((resolve) => setImmediate(resolve));
+    await kept.flow.load();
     expect(kept.view().action).toEqual({ kind: "keep_open", label: "Keep this tab open" });
     kept.flow.keepOpen();
-    await keptLoad;
+    for (let i = 0; i < 6; i += 1) kept.flow.tick();
     expect(kept.closed()).toBe(0);
     expect(kept.view().countdown).toBeNull();
   });

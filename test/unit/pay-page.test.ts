@@ -8,6 +8,7 @@ import { Hono } from "hono";
 import { encodeFunctionData, erc20Abi, type Hex, verifyTypedData } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
+import { discoverWallets } from "../../service/http/hosted-page/client/wallets.ts";
 import { tokenOfPath } from "../../service/http/page-rate-limit.ts";
 import { ApiError } from "../../service/http/pay-page/client/api.ts";
 import { AUTHORIZATION_VALIDITY_SECONDS, createFlow } from "../../service/http/pay-page/client/flow.ts";
@@ -371,7 +372,9 @@ const harness = (options: FakeOptions = {}) => {
           return session;
         },
       },
-      provider: () => (options.provider === false ? null : provider),
+      wallets: discoverWallets(
+        Object.assign(new EventTarget(), options.provider === false ? {} : { ethereum: provider }),
+      ),
       sleep: async () => undefined,
       now: () => clock,
       randomBytes: (n) => new Uint8Array(n).fill(7),
@@ -526,7 +529,7 @@ describe("flow", () => {
           },
           authorize: async () => baseSession,
         },
-        provider: () => null,
+        wallets: discoverWallets(new EventTarget()),
         sleep: async () => undefined,
         now: () => NOW,
         randomBytes: (n) => new Uint8Array(n),
