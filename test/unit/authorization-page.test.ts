@@ -136,6 +136,7 @@ const harness = (options: FakeOptions = {}) => {
   const submitErrors = [...(options.submitErrors ?? [])];
   const after = [...(options.afterSubmit ?? [{ status: "active", needs_signature: false }])];
   let closed = 0;
+  let clock = 0;
   let reads = 0;
   let receiptPolls = 0;
 
@@ -214,7 +215,7 @@ const harness = (options: FakeOptions = {}) => {
         Object.assign(new EventTarget(), options.provider === false ? {} : { ethereum: provider }),
       ),
       sleep: () => new Promise((resolve) => setImmediate(resolve)),
-      now: () => 0,
+      now: () => clock,
       closeWindow: () => {
         closed += 1;
       },
@@ -234,6 +235,9 @@ const harness = (options: FakeOptions = {}) => {
     methods: () => calls.map((call) => call.method),
     view: () => viewModel(flow.state()),
     closed: () => closed,
+    advance: (seconds: number) => {
+      clock += seconds;
+    },
     setAccount: (next: string) => {
       account = next;
     },
@@ -357,6 +361,13 @@ describe("authorization flow", () => {
     });
     await h.flow.load();
     expect(h.view().steps.find((s) => s.id === "allowance")?.label).toBe("Approve USDC");
+    // Said before the customer acts: one approval transaction, its gas paid by them, and why.
+    expect(h.view().gas).toEqual({
+      title: "This token needs one approval transaction",
+      message:
+        "USDC doesn't support gasless approvals (EIP-2612 permits), so your wallet sends one approval transaction on Local chain (anvil) and pays its network fee (gas) in ETH. After that, every charge costs you no gas: the payment service sends each one and pays its fees.",
+    });
+    expect(h.view().stage).toBe("connect");
     await h.flow.connect();
     await h.flow.authorize();
     expect(h.view().stage).toBe("done");
@@ -370,10 +381,25 @@ describe("authorization flow", () => {
   it("skips the allowance when neither permit nor approval is needed", async () => {
     const h = harness({ terms: { ...termsResponse, permit: null } });
     await h.flow.load();
+    expect(h.view().gas).toBeNull(); // a token with permit: nothing to pay
     await h.flow.connect();
     await h.flow.authorize();
     expect(h.view().steps.find((s) => s.id === "allowance")?.status).toBe("skipped");
     expect(h.methods().filter((m) => m === "eth_signTypedData_v4")).toHaveLength(1);
+
+    // A token without permit whose allowance is already enough: the notice goes once the terms say so.
+    const allowed = harness({
+      session: { token: { ...baseSession.token, permit: false } },
+      terms: { ...termsResponse, permit: null },
+      submitErrors: [new ApiError(400, "terms_expired", "The terms expired.")],
+    });
+    await allowed.flow.load();
+    expect(allowed.view().gas).not.toBeNull();
+    await allowed.flow.connect();
+    await allowed.flow.authorize();
+    expect(allowed.view().error?.title).toBe("Signature expired");
+    expect(allowed.view().gas).toBeNull();
+    expect(allowed.methods()).not.toContain("eth_sendTransaction");
   });
 
   it("shows the service's errors and recovers from expired terms", async () => {
@@ -454,22 +480,29 @@ describe("authorization flow", () => {
     const h = harness({ closeDelay: 2, session: { status: "active", needs_signature: false } });
     const seen: Array<string | null> = [];
     await h.flow.load();
-    // The page's clock ticks every second.
-    for (let i = 0; i < 3 && h.closed() === 0; i += 1) {
+    // The page's clock ticks several times a second; the countdown moves a second per second.
+    for (let i = 0; i < 12 && h.closed() === 0; i += 1) {
       seen.push(h.view().countdown);
+      h.advance(0.25);
       h.flow.tick();
     }
     expect(h.closed()).toBe(1);
-    expect(seen).toContain("This tab will close in 2 seconds.");
-    expect(seen).toContain("This tab will close in 1 second.");
-    h.flow.tick(); // still here a second later: the browser refused
+    expect(seen.filter((text) => text === "This tab will close in 2 seconds.")).toHaveLength(4);
+    expect(seen.filter((text) => text === "This tab will close in 1 second.")).toHaveLength(4);
+    h.flow.tick(); // still here a tick later: the browser refused
     expect(h.view().countdown).toBe("You can close this tab now.");
 
     const kept = harness({ closeDelay: 5, session: { status: "active", needs_signature: false } });
     await kept.flow.load();
     expect(kept.view().action).toEqual({ kind: "keep_open", label: "Keep this tab open" });
+    kept.advance(1);
+    kept.flow.tick();
+    expect(kept.view().countdown).toBe("This tab will close in 4 seconds.");
     kept.flow.keepOpen();
-    for (let i = 0; i < 6; i += 1) kept.flow.tick();
+    for (let i = 0; i < 6; i += 1) {
+      kept.advance(1);
+      kept.flow.tick();
+    }
     expect(kept.closed()).toBe(0);
     expect(kept.view().countdown).toBeNull();
   });

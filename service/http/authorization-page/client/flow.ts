@@ -103,9 +103,16 @@ export const createFlow = (env: FlowEnvironment, onChange: hosted.Listener<State
   };
 
   const load = async () => {
-    if (!(await core.load(reload, "authorization"))) return;
-    if (state().phase.tag === "connect" && !(await core.waitForWallets())) return fail(NO_WALLET);
-    await confirm();
+    if (await core.load(reload, "authorization")) await confirm();
+  };
+
+  /**
+   * Says at once when there is no wallet to connect, after a moment for one that announces itself
+   * late; the customer can already act meanwhile (connecting waits for it too).
+   */
+  const lookForWallets = async () => {
+    if (state().phase.tag !== "connect" || (await core.waitForWallets())) return;
+    if (state().phase.tag === "connect") fail(NO_WALLET);
   };
 
   const serverError = async (error: unknown) => {
@@ -247,15 +254,12 @@ export const createFlow = (env: FlowEnvironment, onChange: hosted.Listener<State
   // Connecting again, cheaply: the customer may have switched account or network since connecting.
   const authorize = (): Promise<void> => core.exclusive(() => withWallet(authorize, sign));
 
-  return {
-    ...core.hosted({
-      load,
-      reload: load,
-      actions: { connect, authorize },
-      // A connected account came from the wallet being changed: connect the new one.
-      changeWallet: () => (state().account === null ? null : connect),
-    }),
-    connect,
-    authorize,
-  };
+  const flow = core.hosted({
+    load,
+    reload: load,
+    actions: { connect, authorize },
+    // A connected account came from the wallet being changed: connect the new one.
+    changeWallet: () => (state().account === null ? null : connect),
+  });
+  return { ...flow, load: () => flow.load().then(lookForWallets), connect, authorize };
 };

@@ -84,7 +84,7 @@ export const mountCard = <A extends string>(
 
       notice.render(
         choice.picking
-          ? { ...model, status: "Choose the wallet to use.", busy: false, statusVisible: true }
+          ? { ...model, status: "Choose the wallet to use.", busy: false, statusVisible: false }
           : model,
       );
       actions.hidden = choice.picking;

@@ -12,8 +12,13 @@ export const element = <K extends keyof HTMLElementTagNameMap>(
 
 /** Shows `text` in `node`, or hides the node when there is none. */
 export const show = (node: HTMLElement, text: string | null): void => {
-  node.textContent = text ?? "";
+  setText(node, text ?? "");
   node.hidden = text === null || text === "";
+};
+
+/** Sets the text only when it changed: a live region would announce a text set again. */
+export const setText = (node: HTMLElement, text: string): void => {
+  if (node.textContent !== text) node.textContent = text;
 };
 
 /** What a page's view model says about where the focus goes when the page reaches another stage. */

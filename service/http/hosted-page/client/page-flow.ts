@@ -48,7 +48,10 @@ export type Listener<S> = (state: S, wallets: WalletChoice) => void;
 /** The controls every hosted page's flow has beside its own actions. */
 export interface PageControls {
   readonly wallets: () => WalletChoice;
-  /** The clock moved (every second): the `?close=1` countdown, and the page's own use of time. */
+  /**
+   * The clock moved (the page's script calls it several times a second): the page's own use of time,
+   * and once the page is done, a second of the `?close=1` countdown each whole second since then.
+   */
   readonly tick: () => void;
   /** Stops the countdown of `?close=1`. */
   readonly keepOpen: () => void;
@@ -105,6 +108,9 @@ export const createPageFlow = <
   let state = initial;
   let running = false;
   let closeRequested = false;
+  /** When the page was done (the countdown counts from there), and the seconds counted since. */
+  let doneAt: number | null = null;
+  let counted = 0;
   let chosen: Wallet | null = null;
   let picking = false;
   let pending: (() => Promise<void>) | null = null;
@@ -119,6 +125,7 @@ export const createPageFlow = <
 
   const dispatch = (event: E | CoreEvent<R>) => {
     state = reduce(state, event);
+    if (isDone(state.phase) && doneAt === null) doneAt = env.now();
     emit();
     // `delay=0` closes as soon as the page is done; otherwise when the countdown reaches 0.
     if (isDone(state.phase) && state.phase.countdown === 0 && !closeRequested) {
@@ -224,9 +231,15 @@ export const createPageFlow = <
   const controls: PageControls = {
     wallets,
     tick: () => {
-      if (isDone(state.phase) && state.phase.countdown === 0 && closeRequested && !state.phase.closeFailed)
+      const now = env.now();
+      const phase = state.phase;
+      if (!isDone(phase)) return dispatch({ type: "tick", at: now });
+      // Still open a tick after closing: the browser refused (a tab the customer opened themselves).
+      if (phase.countdown === 0 && closeRequested && !phase.closeFailed)
         return dispatch({ type: "close_failed" });
-      dispatch({ type: "tick", at: env.now() });
+      if (phase.countdown === null || phase.countdown === 0 || now - (doneAt ?? now) < counted + 1) return;
+      counted += 1;
+      dispatch({ type: "tick", at: now });
     },
     keepOpen: () => dispatch({ type: "keep_open" }),
     chooseWallet: (uuid) => {

@@ -24,11 +24,13 @@ const icon = (info: WalletInfo): HTMLElement => {
       height: "28",
       decoding: "async",
     });
-  return element(
-    "span",
-    { class: "wallet-icon wallet-icon-blank", "aria-hidden": "true" },
-    (info.name.trim()[0] ?? "?").toUpperCase(),
-  );
+  // The initial is drawn by CSS, so the button's text stays the wallet's name alone.
+  const initial = (/[\p{L}\p{N}]/u.exec(info.name)?.[0] ?? "?").toUpperCase();
+  return element("span", {
+    class: "wallet-icon wallet-icon-blank",
+    "data-initial": initial,
+    "aria-hidden": "true",
+  });
 };
 
 export const walletPicker = (handlers: WalletHandlers, onCancel: () => void) => {
