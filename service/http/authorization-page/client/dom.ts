@@ -1,6 +1,6 @@
 /** Renders a view model into the page: the shared card, with the gas notice and the steps. */
 import { type CardHandlers, mountCard, type View } from "../../hosted-page/client/card.ts";
-import { element, show } from "../../hosted-page/client/element.ts";
+import { element, rebuild, show } from "../../hosted-page/client/element.ts";
 import type { Action, ViewModel } from "./view-model.ts";
 
 const STATUS_WORDS = {
@@ -28,18 +28,16 @@ export const mountView = (root: HTMLElement, handlers: CardHandlers<Action>): Vi
       gas.hidden = model.gas === null;
       show(gasTitle, model.gas?.title ?? null);
       show(gasMessage, model.gas?.message ?? null);
-      steps.replaceChildren(
-        ...model.steps.map((step) =>
-          element(
-            "li",
-            {
-              class: `step step-${step.status}`,
-              ...(step.status === "active" ? { "aria-current": "step" } : {}),
-            },
-            element("span", { class: "step-icon", "aria-hidden": "true" }),
-            element("span", { class: "step-label" }, step.label),
-            element("span", { class: "visually-hidden" }, ` (${STATUS_WORDS[step.status]})`),
-          ),
+      rebuild(steps, model.steps, (step) =>
+        element(
+          "li",
+          {
+            class: `step step-${step.status}`,
+            ...(step.status === "active" ? { "aria-current": "step" } : {}),
+          },
+          element("span", { class: "step-icon", "aria-hidden": "true" }),
+          element("span", { class: "step-label" }, step.label),
+          element("span", { class: "visually-hidden" }, ` (${STATUS_WORDS[step.status]})`),
         ),
       );
       steps.hidden = model.steps.length === 0;

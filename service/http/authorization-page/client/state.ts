@@ -139,7 +139,9 @@ export const reduce = (state: State, event: Event): State => {
       };
     case "tick":
     case "keep_open":
-    case "close_failed":
-      return { ...state, phase: closing(state.phase, event.type) };
+    case "close_failed": {
+      const phase = closing(state.phase, event.type);
+      return phase === state.phase ? state : { ...state, phase };
+    }
   }
 };

@@ -5,7 +5,7 @@
  */
 import type { CardModel } from "./card-model.ts";
 import { cardNotice } from "./card-notice.ts";
-import { element, show } from "./element.ts";
+import { element, rebuild, setText, show } from "./element.ts";
 import type { WalletChoice } from "./page-flow.ts";
 import { type WalletHandlers, walletPicker } from "./wallet-picker.ts";
 
@@ -66,29 +66,24 @@ export const mountCard = <A extends string>(
       show(merchant, model.merchant);
       show(mark, model.merchant === null ? null : (model.merchant.trim()[0] ?? "").toUpperCase());
       show(badge, model.badge);
-      title.textContent = model.title;
-      document.title = model.title;
+      setText(title, model.title);
+      if (document.title !== model.title) document.title = model.title;
       show(lead, model.lead);
 
-      summary.replaceChildren(
-        ...model.summary.map((row) =>
-          element(
-            "div",
-            { class: "summary-row" },
-            element("dt", {}, row.label),
-            element("dd", {}, row.value),
-          ),
-        ),
+      rebuild(summary, model.summary, (row) =>
+        element("div", { class: "summary-row" }, element("dt", {}, row.label), element("dd", {}, row.value)),
       );
       summary.hidden = model.summary.length === 0;
 
+      // The picker only while the page's action uses the wallet (a payment that arrived meanwhile ends it).
+      const picking = choice.picking && model.usesWallet;
       notice.render(
-        choice.picking
+        picking
           ? { ...model, status: "Choose the wallet to use.", busy: false, statusVisible: false }
           : model,
       );
-      actions.hidden = choice.picking;
-      wallets.render(choice, model.usesWallet && !model.busy);
+      actions.hidden = picking;
+      wallets.render({ ...choice, picking }, model.usesWallet && !model.busy);
       root.setAttribute("aria-busy", String(model.stage === "loading"));
       card.dataset.stage = model.stage.split(":")[0] ?? "";
       show(footer, model.footer);

@@ -124,7 +124,9 @@ export const createPageFlow = <
   env.wallets.subscribe(emit);
 
   const dispatch = (event: E | CoreEvent<R>) => {
-    state = reduce(state, event);
+    const next = reduce(state, event);
+    if (next === state) return;
+    state = next;
     if (isDone(state.phase) && doneAt === null) doneAt = env.now();
     emit();
     // `delay=0` closes as soon as the page is done; otherwise when the countdown reaches 0.

@@ -3,7 +3,7 @@
  * address with its QR code and copy button, and the second way to pay.
  */
 import { type CardHandlers, mountCard, type View } from "../../hosted-page/client/card.ts";
-import { element, show } from "../../hosted-page/client/element.ts";
+import { element, setText, show } from "../../hosted-page/client/element.ts";
 import { qrElement } from "./qr.ts";
 import type { Action, ViewModel } from "./view-model.ts";
 
@@ -87,14 +87,14 @@ export const mountView = (root: HTMLElement, handlers: CardHandlers<Action>): Vi
       show(expiry, model.expiry);
       deposit.hidden = model.deposit === null;
       if (model.deposit !== null) {
-        depositLabel.textContent = model.deposit.label;
-        address.textContent = model.deposit.address;
+        setText(depositLabel, model.deposit.label);
+        setText(address, model.deposit.address);
         renderQr(model.deposit.uri, `QR code: ${model.deposit.label}, ${model.deposit.address}`);
       }
       show(hint, model.hint);
       secondaryAction = model.secondary?.kind ?? null;
       secondary.hidden = model.secondary === null;
-      secondary.textContent = model.secondary?.label ?? "";
+      setText(secondary, model.secondary?.label ?? "");
       card.render(model, wallets);
     },
   };
