@@ -18,8 +18,8 @@ import {
   type WalletMemory,
 } from "../../service/http/hosted-page/client/wallets.ts";
 import { createFlow } from "../../service/http/pay-page/client/flow.ts";
-import type { Session } from "../../service/http/pay-page/client/types.ts";
 import { viewModel } from "../../service/http/pay-page/client/view-model.ts";
+import { NOW, paySession } from "./pay-session.ts";
 
 const ICON = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg'/%3E";
 const PAYER_A = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
@@ -135,46 +135,15 @@ describe("EIP-6963 announcements", () => {
 // ---------------------------------------------------------------------------------------------------
 // The choice, as the pay page's flow makes it (the authorization page's is the same core)
 
-const NOW = 1_800_000_000;
-const DEPOSIT = "0x0CCA1773165C78cc2AF59788d1ECbd363fb926A4";
-const TOKEN = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
+const session = paySession;
 
-const session: Session = {
-  object: "pay_session",
-  payment: "pay_1",
-  livemode: false,
-  status: "requires_payment",
-  merchant: { name: "Acme" },
-  description: null,
-  amount_decimal: "10",
-  amount_received_decimal: "0",
-  amount_pending_decimal: "0",
-  amount_remaining_decimal: "10",
-  amount_remaining: "10000000",
-  amount_overpaid_decimal: "0",
-  token: { symbol: "USDC", address: TOKEN, decimals: 6 },
-  chain: {
-    id: 31337,
-    name: "Local chain (anvil)",
-    rpc_url: null,
-    native_currency: { name: "Ether", symbol: "ETH", decimals: 18 },
-  },
-  address: DEPOSIT,
-  payment_uri: null,
-  expires_at: NOW + 900,
-  now: NOW,
-  transfers: 0,
-  gasless: {
-    domain: { name: "USDC", version: "2", chainId: 31337, verifyingContract: TOKEN },
-    types: { EIP712Domain: [], TransferWithAuthorization: [] },
-    primary_type: "TransferWithAuthorization",
-    to: DEPOSIT,
-    value: "10000000",
-  },
-  gasless_transaction: null,
-};
-
-const page = (options: { memory?: WalletMemory; ethereum?: Eip1193Provider } = {}) => {
+const page = (
+  options: {
+    memory?: WalletMemory;
+    ethereum?: Eip1193Provider;
+    sleep?: (target: EventTarget) => Promise<void>;
+  } = {},
+) => {
   const target: EventTarget & { ethereum?: unknown } = new EventTarget();
   if (options.ethereum) target.ethereum = options.ethereum;
   const posted: string[] = [];
@@ -190,7 +159,7 @@ const page = (options: { memory?: WalletMemory; ethereum?: Eip1193Provider } = {
       },
       wallets: discoverWallets(target),
       ...(options.memory ? { memory: options.memory } : {}),
-      sleep: async () => undefined,
+      sleep: async () => options.sleep?.(target),
       now: () => NOW,
       randomBytes: (n) => new Uint8Array(n),
       closeWindow: () => undefined,
@@ -311,31 +280,18 @@ describe("choosing the wallet", () => {
   });
 
   it("waits a moment for a wallet that injects itself late, then says there is none", async () => {
-    const target: EventTarget & { ethereum?: unknown } = new EventTarget();
     const late = fakeProvider(PAYER_A);
     let slept = 0;
-    const flow = createFlow(
-      {
-        api: {
-          session: async () => session,
-          authorize: async () => ({ ...session, gasless_transaction: { hash: "0x1", status: "pending" } }),
-        },
-        wallets: discoverWallets(target),
-        sleep: async () => {
-          slept += 1;
-          if (slept === 3) announce(target, { info: info("a", "Alpha"), provider: late.provider });
-        },
-        now: () => NOW,
-        randomBytes: (n) => new Uint8Array(n),
-        closeWindow: () => undefined,
-        receiptPollMs: 1,
-        closeDelay: null,
+    const waiting = page({
+      sleep: async (target) => {
+        slept += 1;
+        if (slept === 3) announce(target, { info: info("a", "Alpha"), provider: late.provider });
       },
-      () => undefined,
-    );
-    await flow.load();
-    await flow.payGasless();
-    expect(late.calls).toContain("eth_signTypedData_v4");
+    });
+    await waiting.flow.load();
+    await waiting.flow.payGasless();
+    expect(slept).toBe(3);
+    expect(waiting.posted).toEqual([PAYER_A]);
 
     const none = page();
     await none.flow.load();

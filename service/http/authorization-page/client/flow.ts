@@ -258,7 +258,7 @@ export const createFlow = (env: FlowEnvironment, onChange: hosted.Listener<State
     load,
     reload: load,
     actions: { connect, authorize },
-    // A connected account came from the wallet being changed: connect the new one.
+    // Another wallet picked after one was connected: connect the new one (its account, its chain).
     changeWallet: () => (state().account === null ? null : connect),
   });
   return { ...flow, load: () => flow.load().then(lookForWallets), connect, authorize };
