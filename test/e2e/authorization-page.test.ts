@@ -7,7 +7,7 @@ import type { Page } from "playwright-core";
 import { generatePrivateKey } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
-import { CHAIN_ID, hostedPageBrowser, OTHER_CHAIN_ID, TestWallet } from "./browser-wallet.ts";
+import { CHAIN_ID, hostedPageBrowser, OTHER_CHAIN_ID, squareIcon, TestWallet } from "./browser-wallet.ts";
 import { api, stack } from "./helpers.ts";
 
 const { openPage, shot, button, focusedText, expectNoProblems } = hostedPageBrowser(
@@ -164,6 +164,99 @@ describe("hosted authorization page", () => {
     await waitForDone(page);
     await waitForStatus(created.id, "active");
     expect((await chargeAndWait(created.id, "25")).status).toBe("succeeded");
+    await page.close();
+    expectNoProblems();
+  });
+
+  it("lets the customer pick one of several EIP-6963 wallets, signs with that one alone, and keeps the choice", async () => {
+    const created = await newMandate();
+    const first = new TestWallet();
+    const second = new TestWallet({ chainId: OTHER_CHAIN_ID, rejectSignatures: 1 });
+    const hostile = new TestWallet();
+    const hostileName = "<img src=x onerror=alert(1)>Hostile";
+    const icons = { first: squareIcon("#f6851b"), second: squareIcon("#7084ff") };
+    // No window.ethereum: only the announced wallets.
+    const page = await openPage(created.authorization_url, {
+      announce: [
+        { wallet: first, name: "First Wallet", rdns: "com.example.first", icon: icons.first },
+        { wallet: second, name: "Second Wallet", rdns: "com.example.second", icon: icons.second },
+        { wallet: hostile, name: hostileName, rdns: "com.example.hostile", icon: "javascript:alert(1)" },
+      ],
+    });
+    const dialogs: string[] = [];
+    page.on("dialog", (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.dismiss();
+    });
+
+    await button(page, "Connect wallet").click();
+    const picker = page.getByRole("region", { name: "Choose a wallet" });
+    await picker.waitFor();
+    expect(await picker.getByRole("button").allTextContents()).toEqual([
+      "First Wallet",
+      "Second Wallet",
+      hostileName,
+      "Cancel",
+    ]);
+    // Each wallet's own icon; the one that is not a data image is not shown, and names are text.
+    expect(await picker.locator("img").evaluateAll((imgs) => imgs.map((i) => i.getAttribute("src")))).toEqual(
+      [icons.first, icons.second],
+    );
+    expect(
+      await picker.getByRole("button", { name: hostileName }).locator(".wallet-icon-blank").count(),
+    ).toBe(1);
+    expect(await focusedText(page)).toBe("First Wallet");
+    expect(await page.getByRole("status").textContent()).toBe("Choose the wallet to use.");
+    await shot(page, "wallet-picker");
+
+    await button(page, "Second Wallet").click();
+    // Connected and switched to the mandate's chain in the second wallet; it declines the first signature.
+    await button(page, "Sign and authorize").click();
+    await page.getByRole("alert").getByText("Signature declined").waitFor();
+    await button(page, "Try again").click();
+    await waitForDone(page);
+    await waitForStatus(created.id, "active");
+    expect((await mandate(created.id)).customer_address?.toLowerCase()).toBe(second.address.toLowerCase());
+    expect(second.methods()).toContain("wallet_switchEthereumChain");
+    // Connect, sign, sign again: each asks the chosen wallet for its account anew (the customer may
+    // have switched accounts meanwhile); the declined terms, then the terms and the permit.
+    expect(second.methods().filter((m) => m === "eth_requestAccounts")).toHaveLength(3);
+    expect(second.methods().filter((m) => m === "eth_signTypedData_v4")).toHaveLength(3);
+    expect(first.calls).toEqual([]);
+    expect(hostile.calls).toEqual([]);
+
+    // Remembered for the tab's session: another link in this tab connects the second wallet at once.
+    const next = await newMandate();
+    await page.goto(next.authorization_url);
+    await button(page, "Connect wallet").click();
+    await button(page, "Sign and authorize").waitFor();
+    expect(await picker.isHidden()).toBe(true);
+    expect(await page.locator("#wallet-current").textContent()).toContain("Wallet: Second Wallet");
+    expect(first.calls).toEqual([]);
+    await shot(page, "wallet-chosen");
+
+    // "Use another wallet" offers them again; picking one connects it.
+    await button(page, "Use another wallet").click();
+    await button(page, "First Wallet").click();
+    await button(page, "Sign and authorize").waitFor();
+    expect(first.methods()).toEqual(["eth_requestAccounts", "eth_chainId"]);
+    expect(await page.locator("#wallet-current").textContent()).toContain("Wallet: First Wallet");
+    expect(dialogs).toEqual([]);
+    await page.close();
+    expectNoProblems();
+  });
+
+  it("uses the only announced wallet without asking, also when it announces itself a moment late", async () => {
+    const created = await newMandate();
+    const only = new TestWallet();
+    const page = await openPage(created.authorization_url, {
+      announce: [{ wallet: only, name: "Only Wallet", rdns: "com.example.only", delayMs: 400 }],
+    });
+    await signOnPage(page);
+    await waitForStatus(created.id, "active");
+    expect((await mandate(created.id)).customer_address?.toLowerCase()).toBe(only.address.toLowerCase());
+    expect(await page.locator("#wallet-picker").isHidden()).toBe(true);
+    expect(await page.locator("#wallet-current").isHidden()).toBe(true);
     await page.close();
     expectNoProblems();
   });

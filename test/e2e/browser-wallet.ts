@@ -1,9 +1,12 @@
 /**
  * The hosted pages' browser tests' shared parts: headless Chromium (Debian's, driven by playwright-core)
- * and an injected EIP-1193 wallet whose requests go to Node: it signs with a real key (viem) and
+ * and injected EIP-1193 wallets whose requests go to Node: each signs with a real key (viem) and
  * forwards chain calls to the stack's anvil, and each test configures it to reject, sit on another
- * chain, lack the chain, or hold another account. Used by authorization-page.test.ts and pay-page.test.ts.
+ * chain, lack the chain, or hold another account. A page gets one wallet as `window.ethereum`, or
+ * several that announce themselves by EIP-6963 (each with its own name, icon, account and call log, some
+ * of them late), with or without `window.ethereum`. Used by authorization-page.test.ts and pay-page.test.ts.
  */
+import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync } from "node:fs";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { createWalletClient, defineChain, type Hex, http } from "viem";
@@ -30,6 +33,8 @@ export interface WalletOptions {
   readonly rejectSignatures?: number;
   /** Reject wallet_addEthereumChain with 4001. */
   readonly rejectAddChain?: boolean;
+  /** The chain's RPC URL (default: the test stack's chain 31337). */
+  readonly rpcUrl?: string;
 }
 
 interface RpcError {
@@ -58,9 +63,10 @@ export class TestWallet {
   readonly calls: Array<{ readonly method: string; readonly params: readonly unknown[] }> = [];
   /** Runs when a signature is requested, before answering (e.g. to screenshot the waiting page). */
   onSign: (() => Promise<void>) | null = null;
-  readonly rpcUrl = chainRpcUrl();
+  readonly rpcUrl: string;
 
   constructor(options: WalletOptions = {}) {
+    this.rpcUrl = options.rpcUrl ?? chainRpcUrl();
     this.account = privateKeyToAccount(options.key ?? generatePrivateKey());
     this.chainId = options.chainId ?? CHAIN_ID;
     this.known = new Set(options.knownChains ?? [CHAIN_ID, OTHER_CHAIN_ID]);
@@ -167,23 +173,132 @@ export class TestWallet {
   }
 }
 
-/** Runs in the page before its scripts: `window.ethereum` forwards every request to the Node wallet. */
-export const injectProvider = () => {
-  const bridge = () =>
-    (window as unknown as { __testWallet: (json: string) => Promise<string> }).__testWallet;
-  Object.defineProperty(window, "ethereum", {
-    configurable: true,
-    value: {
+/** A wallet that announces itself by EIP-6963, as a test puts it in the browser. */
+export interface AnnouncedWallet {
+  readonly wallet: TestWallet;
+  readonly name: string;
+  readonly rdns: string;
+  /** The icon as the wallet gives it (default: a coloured square, an SVG data URI). */
+  readonly icon?: string;
+  /** Default: a fresh UUID. A second announcement with the same uuid must be ignored by the page. */
+  readonly uuid?: string;
+  /** Announces itself only this long after the page started (a wallet that injects itself late). */
+  readonly delayMs?: number;
+  /** Announces itself only when the test calls `announceLater(page)`. */
+  readonly later?: boolean;
+}
+
+/** The wallets in a test's browser: announced ones, and the one behind `window.ethereum` (or none). */
+export interface BrowserWallets {
+  readonly announce: readonly AnnouncedWallet[];
+  readonly ethereum?: TestWallet | null;
+}
+
+/** A square of `color` as an SVG data URI: what wallets' icons look like. */
+export const squareIcon = (color: string) =>
+  `data:image/svg+xml,${encodeURIComponent(
+    `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="${color}"/></svg>`,
+  )}`;
+
+/** What the page's init script gets (JSON): wallets by index into the Node side's list. */
+interface InjectionSetup {
+  readonly announce: ReadonlyArray<{
+    readonly wallet: number;
+    readonly info: {
+      readonly uuid: string;
+      readonly name: string;
+      readonly icon: string;
+      readonly rdns: string;
+    };
+    readonly delayMs: number;
+    readonly later: boolean;
+  }>;
+  readonly ethereum: number | null;
+}
+
+/**
+ * Runs in the page before its scripts: one EIP-1193 provider per wallet, forwarding every request to its
+ * Node wallet; `window.ethereum` if the test wants one; EIP-6963 announcements at start (or after the
+ * wallet's delay) and again on each `eip6963:requestProvider`, as wallet extensions do.
+ */
+export const injectWallets = (setup: InjectionSetup) => {
+  type Bridge = (index: number, json: string) => Promise<string>;
+  const bridge = () => (window as unknown as { __testWallet: Bridge }).__testWallet;
+  const providers = new Map<number, object>();
+  const provider = (index: number) => {
+    const known = providers.get(index);
+    if (known) return known;
+    const created = {
       request: async (args: { method: string; params?: unknown[] }) => {
-        const answer = JSON.parse(await bridge()(JSON.stringify(args))) as {
+        const answer = JSON.parse(await bridge()(index, JSON.stringify(args))) as {
           result?: unknown;
           error?: { code: number; message: string };
         };
         if (answer.error) throw Object.assign(new Error(answer.error.message), { code: answer.error.code });
         return answer.result;
       },
+    };
+    providers.set(index, created);
+    return created;
+  };
+  if (setup.ethereum !== null)
+    Object.defineProperty(window, "ethereum", { configurable: true, value: provider(setup.ethereum) });
+  const ready: Array<InjectionSetup["announce"][number]> = [];
+  const later: Array<() => void> = [];
+  const announce = (entry: InjectionSetup["announce"][number]) =>
+    window.dispatchEvent(
+      new CustomEvent("eip6963:announceProvider", {
+        detail: Object.freeze({ info: Object.freeze({ ...entry.info }), provider: provider(entry.wallet) }),
+      }),
+    );
+  for (const entry of setup.announce) {
+    const start = () => {
+      ready.push(entry);
+      announce(entry);
+    };
+    if (entry.later) later.push(start);
+    else if (entry.delayMs > 0) setTimeout(start, entry.delayMs);
+    else start();
+  }
+  Object.defineProperty(window, "__announceLater", {
+    value: () => {
+      for (const start of later.splice(0)) start();
     },
   });
+  window.addEventListener("eip6963:requestProvider", () => {
+    for (const entry of ready) announce(entry);
+  });
+};
+
+/** The wallets marked `later` announce themselves now (while the page runs). */
+export const announceLater = (page: Page) =>
+  page.evaluate(() => (window as unknown as { __announceLater: () => void }).__announceLater());
+
+const COLORS = ["#f6851b", "#7084ff", "#0052ff", "#16a34a", "#db2777"];
+
+/** The wallets of `wallets` (a lone TestWallet is `window.ethereum`) as the init script's setup. */
+const injection = (wallets: TestWallet | BrowserWallets) => {
+  const given: BrowserWallets = wallets instanceof TestWallet ? { announce: [], ethereum: wallets } : wallets;
+  const all: TestWallet[] = [];
+  const indexOf = (wallet: TestWallet) => {
+    if (!all.includes(wallet)) all.push(wallet);
+    return all.indexOf(wallet);
+  };
+  const setup: InjectionSetup = {
+    announce: given.announce.map((entry, i) => ({
+      wallet: indexOf(entry.wallet),
+      info: {
+        uuid: entry.uuid ?? randomUUID(),
+        name: entry.name,
+        icon: entry.icon ?? squareIcon(COLORS[i % COLORS.length] ?? "#888"),
+        rdns: entry.rdns,
+      },
+      delayMs: entry.delayMs ?? 0,
+      later: entry.later ?? false,
+    })),
+    ethereum: given.ethereum ? indexOf(given.ethereum) : null,
+  };
+  return { setup, handle: (index: number, json: string) => (all[index] as TestWallet).handle(json) };
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -207,22 +322,24 @@ export const hostedPageBrowser = (shots: string) => {
   });
 
   /**
-   * A fresh browser context with the wallet injected (or none), on `url`. `popup`: opened by a script
+   * A fresh browser context with the wallets injected (a lone TestWallet as `window.ethereum`; or
+   * announced ones; or none), on `url`. `popup`: opened by a script
    * of another page, as a merchant's checkout does with window.open (browsers let scripts close only
    * such tabs, or tabs with a single history entry, which a page driven by Playwright's goto is not).
    * `clipboard`: the page may read and write the clipboard.
    */
   const openPage = async (
     url: string,
-    wallet: TestWallet | null,
+    wallets: TestWallet | BrowserWallets | null,
     { popup = false, clipboard = false } = {},
   ): Promise<Page> => {
     const context = await browser.newContext({ viewport: { width: 760, height: 1000 } });
     if (clipboard)
       await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(url).origin });
-    if (wallet) {
-      await context.exposeFunction("__testWallet", (json: string) => wallet.handle(json));
-      await context.addInitScript(injectProvider);
+    if (wallets) {
+      const { setup, handle } = injection(wallets);
+      await context.exposeFunction("__testWallet", handle);
+      await context.addInitScript(injectWallets, setup);
     }
     let page = await context.newPage();
     if (popup) {

@@ -6,6 +6,8 @@
  * JSON API's refusals of bad authorizations (each a 4xx that sends nothing).
  * Screenshots of each state go to test-results/pay-page/ (a test artifact, gitignored).
  */
+
+import { randomUUID } from "node:crypto";
 import jsqrModule from "jsqr";
 import type { Page } from "playwright-core";
 import QRCode from "qrcode";
@@ -22,7 +24,7 @@ import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 
 import { beforeAll, describe, expect, it } from "vitest";
 import { QR_OPTIONS } from "../../service/http/pay-page/client/qr.ts";
 import type { PaySession } from "../../service/payments/pay-session.ts";
-import { CHAIN_ID, chainRpcUrl, hostedPageBrowser, TestWallet } from "./browser-wallet.ts";
+import { announceLater, CHAIN_ID, chainRpcUrl, hostedPageBrowser, TestWallet } from "./browser-wallet.ts";
 import { faucet } from "./chain-driver.ts";
 import { expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
 
@@ -312,6 +314,57 @@ describe("hosted pay page", () => {
     await again.waitForTimeout(1500);
     expect(again.isClosed()).toBe(false);
     await again.close();
+    expectNoProblems();
+  });
+
+  it("pays with the second of several EIP-6963 wallets, which the payer picks; the others are asked nothing", async () => {
+    const created = await newPayment({ amount_decimal: "3" });
+    const first = new TestWallet();
+    const second = new TestWallet();
+    const late = new TestWallet();
+    await mint(created.token_address, second.address, 3_000_000n);
+    const firstUuid = randomUUID();
+    const page = await openPage(created.payment_url, {
+      announce: [
+        { wallet: first, name: "First Wallet", rdns: "com.example.first", uuid: firstUuid },
+        { wallet: second, name: "Second Wallet", rdns: "com.example.second" },
+        // Another announcement under the first one's uuid: ignored.
+        { wallet: late, name: "Impostor", rdns: "com.example.impostor", uuid: firstUuid },
+        { wallet: late, name: "Late Wallet", rdns: "com.example.late", later: true },
+      ],
+      // Also window.ethereum, which the page leaves alone once wallets announce themselves.
+      ethereum: first,
+    });
+    await button(page, "Pay 3 USDC with your wallet").click();
+    const picker = page.getByRole("region", { name: "Choose a wallet" });
+    await picker.waitFor();
+    expect(await picker.locator(".wallet-option").allTextContents()).toEqual([
+      "First Wallet",
+      "Second Wallet",
+    ]);
+    expect(await page.locator("#action").isHidden()).toBe(true);
+    expect(await page.locator("#secondary").isHidden()).toBe(true);
+
+    // A wallet that announces itself while the picker is open joins it.
+    await announceLater(page);
+    await picker.getByRole("button", { name: "Late Wallet" }).waitFor();
+    expect(await picker.locator(".wallet-option").allTextContents()).toEqual([
+      "First Wallet",
+      "Second Wallet",
+      "Late Wallet",
+    ]);
+    await shot(page, "wallet-picker");
+
+    await button(page, "Second Wallet").click();
+    await heading(page, "Payment received").waitFor({ timeout: 60_000 });
+    const signed = second.calls.filter((c) => c.method === "eth_signTypedData_v4");
+    expect(signed).toHaveLength(1);
+    const typed = JSON.parse(String(signed[0]?.params[1])) as { message: Record<string, string> };
+    expect(typed.message).toMatchObject({ from: second.address, to: created.address, value: "3000000" });
+    expect(first.calls).toEqual([]);
+    expect(late.calls).toEqual([]);
+    await waitForPaid(created.id);
+    await page.close();
     expectNoProblems();
   });
 

@@ -21,6 +21,7 @@ import { viewModel } from "../../service/http/authorization-page/client/view-mod
 import { registerAuthorizationPage } from "../../service/http/authorization-page/routes.ts";
 import { closeDelayFromQuery } from "../../service/http/hosted-page/client/close-option.ts";
 import type { Eip1193Provider } from "../../service/http/hosted-page/client/wallet.ts";
+import { discoverWallets } from "../../service/http/hosted-page/client/wallets.ts";
 
 const CUSTOMER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 const OTHER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
@@ -135,6 +136,7 @@ const harness = (options: FakeOptions = {}) => {
   const submitErrors = [...(options.submitErrors ?? [])];
   const after = [...(options.afterSubmit ?? [{ status: "active", needs_signature: false }])];
   let closed = 0;
+  let clock = 0;
   let reads = 0;
   let receiptPolls = 0;
 
@@ -208,8 +210,12 @@ const harness = (options: FakeOptions = {}) => {
           return session;
         },
       },
-      provider: () => (options.provider === false ? null : provider),
+      // `window.ethereum` only, as most tests need: the wallet choice has its own tests (hosted-page.test.ts).
+      wallets: discoverWallets(
+        Object.assign(new EventTarget(), options.provider === false ? {} : { ethereum: provider }),
+      ),
       sleep: () => new Promise((resolve) => setImmediate(resolve)),
+      now: () => clock,
       closeWindow: () => {
         closed += 1;
       },
@@ -229,6 +235,9 @@ const harness = (options: FakeOptions = {}) => {
     methods: () => calls.map((call) => call.method),
     view: () => viewModel(flow.state()),
     closed: () => closed,
+    advance: (seconds: number) => {
+      clock += seconds;
+    },
     setAccount: (next: string) => {
       account = next;
     },
@@ -352,6 +361,13 @@ describe("authorization flow", () => {
     });
     await h.flow.load();
     expect(h.view().steps.find((s) => s.id === "allowance")?.label).toBe("Approve USDC");
+    // Said before the customer acts: one approval transaction, its gas paid by them, and why.
+    expect(h.view().gas).toEqual({
+      title: "This token needs one approval transaction",
+      message:
+        "USDC doesn't support gasless approvals (EIP-2612 permits), so your wallet sends one approval transaction on Local chain (anvil) and pays its network fee (gas) in ETH. After that, every charge costs you no gas: the payment service sends each one and pays its fees.",
+    });
+    expect(h.view().stage).toBe("connect");
     await h.flow.connect();
     await h.flow.authorize();
     expect(h.view().stage).toBe("done");
@@ -365,10 +381,25 @@ describe("authorization flow", () => {
   it("skips the allowance when neither permit nor approval is needed", async () => {
     const h = harness({ terms: { ...termsResponse, permit: null } });
     await h.flow.load();
+    expect(h.view().gas).toBeNull(); // a token with permit: nothing to pay
     await h.flow.connect();
     await h.flow.authorize();
     expect(h.view().steps.find((s) => s.id === "allowance")?.status).toBe("skipped");
     expect(h.methods().filter((m) => m === "eth_signTypedData_v4")).toHaveLength(1);
+
+    // A token without permit whose allowance is already enough: the notice goes once the terms say so.
+    const allowed = harness({
+      session: { token: { ...baseSession.token, permit: false } },
+      terms: { ...termsResponse, permit: null },
+      submitErrors: [new ApiError(400, "terms_expired", "The terms expired.")],
+    });
+    await allowed.flow.load();
+    expect(allowed.view().gas).not.toBeNull();
+    await allowed.flow.connect();
+    await allowed.flow.authorize();
+    expect(allowed.view().error?.title).toBe("Signature expired");
+    expect(allowed.view().gas).toBeNull();
+    expect(allowed.methods()).not.toContain("eth_sendTransaction");
   });
 
   it("shows the service's errors and recovers from expired terms", async () => {
@@ -448,23 +479,30 @@ describe("authorization flow", () => {
   it("closes the tab after the countdown, unless kept open", async () => {
     const h = harness({ closeDelay: 2, session: { status: "active", needs_signature: false } });
     const seen: Array<string | null> = [];
-    const load = h.flow.load();
-    for (let i = 0; i < 20 && h.closed() === 0; i += 1) {
+    await h.flow.load();
+    // The page's clock ticks several times a second; the countdown moves a second per second.
+    for (let i = 0; i < 12 && h.closed() === 0; i += 1) {
       seen.push(h.view().countdown);
-      await new Promise((resolve) => setImmediate(resolve));
+      h.advance(0.25);
+      h.flow.tick();
     }
-    await load;
     expect(h.closed()).toBe(1);
-    expect(seen).toContain("This tab will close in 2 seconds.");
-    expect(seen).toContain("This tab will close in 1 second.");
+    expect(seen.filter((text) => text === "This tab will close in 2 seconds.")).toHaveLength(4);
+    expect(seen.filter((text) => text === "This tab will close in 1 second.")).toHaveLength(4);
+    h.flow.tick(); // still here a tick later: the browser refused
     expect(h.view().countdown).toBe("You can close this tab now.");
 
     const kept = harness({ closeDelay: 5, session: { status: "active", needs_signature: false } });
-    const keptLoad = kept.flow.load();
-    await new Promise((resolve) => setImmediate(resolve));
+    await kept.flow.load();
     expect(kept.view().action).toEqual({ kind: "keep_open", label: "Keep this tab open" });
+    kept.advance(1);
+    kept.flow.tick();
+    expect(kept.view().countdown).toBe("This tab will close in 4 seconds.");
     kept.flow.keepOpen();
-    await keptLoad;
+    for (let i = 0; i < 6; i += 1) {
+      kept.advance(1);
+      kept.flow.tick();
+    }
     expect(kept.closed()).toBe(0);
     expect(kept.view().countdown).toBeNull();
   });

@@ -8,6 +8,7 @@ import { Hono } from "hono";
 import { encodeFunctionData, erc20Abi, type Hex, verifyTypedData } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
+import { discoverWallets } from "../../service/http/hosted-page/client/wallets.ts";
 import { tokenOfPath } from "../../service/http/page-rate-limit.ts";
 import { ApiError } from "../../service/http/pay-page/client/api.ts";
 import { AUTHORIZATION_VALIDITY_SECONDS, createFlow } from "../../service/http/pay-page/client/flow.ts";
@@ -30,61 +31,10 @@ import {
   type TransferAuthorization,
   transferAuthorizationTypedData,
 } from "../../service/payments/transfer-authorization.ts";
+import { DEPOSIT, NOW, paySession, TOKEN_ADDRESS } from "./pay-session.ts";
 
-const TOKEN_ADDRESS = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
-const DEPOSIT = "0x0CCA1773165C78cc2AF59788d1ECbd363fb926A4";
 const PAYER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
-const NOW = 1_800_000_000;
-
-const baseSession: Session = {
-  object: "pay_session",
-  payment: "pay_1",
-  livemode: false,
-  status: "requires_payment",
-  merchant: { name: "Acme" },
-  description: "Order 42",
-  amount_decimal: "10",
-  amount_received_decimal: "0",
-  amount_pending_decimal: "0",
-  amount_remaining_decimal: "10",
-  amount_remaining: "10000000",
-  amount_overpaid_decimal: "0",
-  token: { symbol: "USDC", address: TOKEN_ADDRESS, decimals: 6 },
-  chain: {
-    id: 31337,
-    name: "Local chain (anvil)",
-    rpc_url: "http://127.0.0.1:8545",
-    native_currency: { name: "Ether", symbol: "ETH", decimals: 18 },
-  },
-  address: DEPOSIT,
-  payment_uri: `ethereum:${TOKEN_ADDRESS}@31337/transfer?address=${DEPOSIT}&uint256=10000000`,
-  expires_at: NOW + 900,
-  now: NOW,
-  transfers: 0,
-  gasless: {
-    domain: { name: "Test USD Coin", version: "1", chainId: 31337, verifyingContract: TOKEN_ADDRESS },
-    types: {
-      EIP712Domain: [
-        { name: "name", type: "string" },
-        { name: "version", type: "string" },
-        { name: "chainId", type: "uint256" },
-        { name: "verifyingContract", type: "address" },
-      ],
-      TransferWithAuthorization: [
-        { name: "from", type: "address" },
-        { name: "to", type: "address" },
-        { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" },
-        { name: "validBefore", type: "uint256" },
-        { name: "nonce", type: "bytes32" },
-      ],
-    },
-    primary_type: "TransferWithAuthorization",
-    to: DEPOSIT,
-    value: "10000000",
-  },
-  gasless_transaction: null,
-};
+const baseSession = paySession;
 
 const partly: Partial<Session> = {
   status: "processing",
@@ -371,7 +321,9 @@ const harness = (options: FakeOptions = {}) => {
           return session;
         },
       },
-      provider: () => (options.provider === false ? null : provider),
+      wallets: discoverWallets(
+        Object.assign(new EventTarget(), options.provider === false ? {} : { ethereum: provider }),
+      ),
       sleep: async () => undefined,
       now: () => clock,
       randomBytes: (n) => new Uint8Array(n).fill(7),
@@ -526,7 +478,7 @@ describe("flow", () => {
           },
           authorize: async () => baseSession,
         },
-        provider: () => null,
+        wallets: discoverWallets(new EventTarget()),
         sleep: async () => undefined,
         now: () => NOW,
         randomBytes: (n) => new Uint8Array(n),

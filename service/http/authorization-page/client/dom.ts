@@ -1,6 +1,6 @@
-/** Renders a view model into the page: builds the card once, then updates it in place. */
-import { cardNotice } from "../../hosted-page/client/card-notice.ts";
-import { element, show } from "../../hosted-page/client/element.ts";
+/** Renders a view model into the page: the shared card, with the gas notice and the steps. */
+import { type CardHandlers, mountCard, type View } from "../../hosted-page/client/card.ts";
+import { element, rebuild, show } from "../../hosted-page/client/element.ts";
 import type { Action, ViewModel } from "./view-model.ts";
 
 const STATUS_WORDS = {
@@ -11,83 +11,37 @@ const STATUS_WORDS = {
   failed: "failed",
 };
 
-export interface View {
-  render(model: ViewModel): void;
-}
-
-export const mountView = (root: HTMLElement, onAction: (action: Action) => void): View => {
-  const mark = element("span", { class: "merchant-mark", "aria-hidden": "true" });
-  const merchant = element("span", { class: "merchant-name" });
-  const badge = element("span", { class: "badge" });
-  const title = element("h1", { id: "title", tabindex: "-1" });
-  const lead = element("p", { class: "lead" });
-  const summary = element("dl", { class: "summary" });
-  const steps = element("ol", { class: "steps", "aria-label": "Progress" });
-  const notice = cardNotice<Action>(title, onAction);
-  const footer = element("p", { class: "footer" });
-
-  const card = element(
-    "div",
-    { class: "card" },
-    element("header", { class: "card-header" }, mark, merchant, badge),
-    title,
-    lead,
-    summary,
-    steps,
-    notice.alert,
-    notice.status,
-    notice.countdown,
-    notice.button,
-    footer,
+export const mountView = (root: HTMLElement, handlers: CardHandlers<Action>): View<ViewModel> => {
+  const gasTitle = element("h2", { class: "gas-notice-title", id: "gas-notice-title" });
+  const gasMessage = element("p", { class: "gas-notice-message" });
+  const gas = element(
+    "aside",
+    { class: "gas-notice", id: "gas-notice", "aria-labelledby": "gas-notice-title" },
+    gasTitle,
+    gasMessage,
   );
-  root.replaceChildren(card);
+  const steps = element("ol", { class: "steps", "aria-label": "Progress" });
+  const card = mountCard<Action>(root, handlers, { afterSummary: [gas, steps] });
 
   return {
-    render(model) {
-      const merchantRow = model.summary.find((row) => row.label === "Merchant");
-      show(merchant, merchantRow?.value ?? null);
-      show(mark, merchantRow ? (merchantRow.value.trim()[0] ?? "").toUpperCase() : null);
-      show(badge, model.badge);
-      title.textContent = model.title;
-      document.title = model.title;
-      show(lead, model.lead);
-
-      summary.replaceChildren(
-        ...model.summary
-          .filter((row) => row.label !== "Merchant")
-          .map((row) =>
-            element(
-              "div",
-              { class: "summary-row" },
-              element("dt", {}, row.label),
-              element("dd", {}, row.value),
-            ),
-          ),
-      );
-      summary.hidden = model.summary.length === 0;
-
-      steps.replaceChildren(
-        ...model.steps.map((step) =>
-          element(
-            "li",
-            {
-              class: `step step-${step.status}`,
-              ...(step.status === "active" ? { "aria-current": "step" } : {}),
-            },
-            element("span", { class: "step-icon", "aria-hidden": "true" }),
-            element("span", { class: "step-label" }, step.label),
-            element("span", { class: "visually-hidden" }, ` (${STATUS_WORDS[step.status]})`),
-          ),
+    render(model, wallets) {
+      gas.hidden = model.gas === null;
+      show(gasTitle, model.gas?.title ?? null);
+      show(gasMessage, model.gas?.message ?? null);
+      rebuild(steps, model.steps, (step) =>
+        element(
+          "li",
+          {
+            class: `step step-${step.status}`,
+            ...(step.status === "active" ? { "aria-current": "step" } : {}),
+          },
+          element("span", { class: "step-icon", "aria-hidden": "true" }),
+          element("span", { class: "step-label" }, step.label),
+          element("span", { class: "visually-hidden" }, ` (${STATUS_WORDS[step.status]})`),
         ),
       );
       steps.hidden = model.steps.length === 0;
-
-      notice.render(model);
-      root.setAttribute("aria-busy", String(model.stage === "loading"));
-      card.dataset.stage = model.stage.split(":")[0] ?? "";
-      show(footer, model.footer);
-
-      notice.moveFocus(model);
+      card.render(model, wallets);
     },
   };
 };

@@ -2,6 +2,8 @@
  * The page's state machine: pure. The flow (flow.ts) feeds it events from the wallet and the service;
  * the view (view-model.ts, dom.ts) only reads it.
  */
+import type { PageError as SharedPageError } from "../../hosted-page/client/page-error.ts";
+import { type CoreEvent, closing, type DonePhase, donePhase } from "../../hosted-page/client/page-state.ts";
 import type { Address, Session } from "./types.ts";
 
 export const STEPS = ["connect", "switch_chain", "sign_terms", "allowance", "submit", "confirm"] as const;
@@ -11,15 +13,10 @@ export type StepStatus = "todo" | "active" | "done" | "skipped" | "failed";
 /** How the escrow gets its token allowance: a signed EIP-2612 permit, an approve transaction, or not needed. */
 export type AllowanceMode = "permit" | "approve" | "none";
 
-export type ErrorKind = "rejected" | "wrong_account" | "chain_missing" | "no_wallet" | "server" | "wallet";
+/** What "Try again" does beside reloading: connect the wallet, or sign. */
+export type Retry = "connect" | "authorize";
 
-export interface PageError {
-  readonly kind: ErrorKind;
-  readonly title: string;
-  readonly message: string;
-  /** What "Try again" does: reload the session, connect the wallet, or sign; null when there is no retry. */
-  readonly retry: "reload" | "connect" | "authorize" | null;
-}
+export type PageError = SharedPageError<Retry>;
 
 export type Phase =
   | { readonly tag: "loading" }
@@ -31,8 +28,8 @@ export type Phase =
   /** A step is running (the active step says which). */
   | { readonly tag: "busy" }
   | { readonly tag: "error"; readonly error: PageError }
-  /** Nothing left to sign. `countdown`: seconds until the tab closes (null: it stays open). */
-  | { readonly tag: "done"; readonly countdown: number | null; readonly closeFailed: boolean }
+  /** Nothing left to sign (and the `?close=1` countdown). */
+  | DonePhase
   | { readonly tag: "revoked" };
 
 export interface State {
@@ -46,17 +43,12 @@ export interface State {
 }
 
 export type Event =
+  | CoreEvent<Retry>
   | { readonly type: "session"; readonly session: Session }
-  | { readonly type: "not_found" }
   | { readonly type: "step"; readonly step: StepId }
   | { readonly type: "skipped"; readonly step: StepId }
-  | { readonly type: "connected"; readonly account: Address }
   | { readonly type: "ready_to_sign" }
-  | { readonly type: "allowance"; readonly mode: AllowanceMode }
-  | { readonly type: "failed"; readonly error: PageError }
-  | { readonly type: "tick" }
-  | { readonly type: "keep_open" }
-  | { readonly type: "close_failed" };
+  | { readonly type: "allowance"; readonly mode: AllowanceMode };
 
 const allSteps = (status: StepStatus): Record<StepId, StepStatus> =>
   Object.fromEntries(STEPS.map((step) => [step, status])) as Record<StepId, StepStatus>;
@@ -95,7 +87,7 @@ const withSteps = (
 
 const finished = (state: State): State => ({
   ...state,
-  phase: { tag: "done", countdown: state.closeDelay, closeFailed: false },
+  phase: donePhase(state.closeDelay),
   steps: withSteps(state.steps, "done", (s) => s !== "skipped"),
 });
 
@@ -111,7 +103,9 @@ const onSession = (state: State, session: Session): State => {
   // Submitted (ours or an earlier visit's) and not yet confirmed: wait for the chain.
   if (session.pending_transaction !== null || !session.needs_signature)
     return { ...next, phase: { tag: "busy" }, steps: activate(state.steps, "confirm") };
-  if (state.phase.tag === "loading" || state.phase.tag === "done")
+  // Read again after an error whose retry is a reload: back to the start.
+  const reloaded = state.phase.tag === "error" && state.phase.error.retry === "reload";
+  if (state.phase.tag === "loading" || state.phase.tag === "done" || reloaded)
     return { ...next, phase: { tag: "connect" } };
   return next;
 };
@@ -136,6 +130,7 @@ export const reduce = (state: State, event: Event): State => {
       };
     case "allowance":
       return { ...state, allowance: event.mode };
+    case "load_failed":
     case "failed":
       return {
         ...state,
@@ -143,14 +138,10 @@ export const reduce = (state: State, event: Event): State => {
         steps: withSteps(state.steps, "failed", (s) => s === "active"),
       };
     case "tick":
-      if (state.phase.tag !== "done" || state.phase.countdown === null || state.phase.countdown === 0)
-        return state;
-      return { ...state, phase: { ...state.phase, countdown: state.phase.countdown - 1 } };
     case "keep_open":
-      return state.phase.tag === "done" ? { ...state, phase: { ...state.phase, countdown: null } } : state;
-    case "close_failed":
-      return state.phase.tag === "done"
-        ? { ...state, phase: { tag: "done", countdown: null, closeFailed: true } }
-        : state;
+    case "close_failed": {
+      const phase = closing(state.phase, event.type);
+      return phase === state.phase ? state : { ...state, phase };
+    }
   }
 };

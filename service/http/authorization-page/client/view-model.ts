@@ -1,29 +1,15 @@
 /** What the page shows for a state: pure, so wording and focus rules are unit-tested without a DOM. */
-import { closingText } from "../../hosted-page/client/text.ts";
+import * as cards from "../../hosted-page/client/card-model.ts";
 import { approvalText, capText, holdText, plural, sameAddress, shortAddress } from "./format.ts";
 import { STEPS, type State, type StepId, type StepStatus } from "./state.ts";
 import type { Session } from "./types.ts";
 
 export type Action = "connect" | "authorize" | "retry" | "keep_open";
 
-export interface ViewModel {
-  /** Changes when the page reaches another stage: focus moves then (to `focus`). */
-  readonly stage: string;
-  readonly focus: "action" | "error" | "title";
-  readonly badge: string | null;
-  readonly title: string;
-  readonly lead: string | null;
-  readonly summary: ReadonlyArray<{ readonly label: string; readonly value: string }>;
+export interface ViewModel extends cards.CardModel<Action> {
   readonly steps: ReadonlyArray<{ readonly id: StepId; readonly label: string; readonly status: StepStatus }>;
-  /** The aria-live progress text. */
-  readonly status: string;
-  /** false: for screen readers only (the done page says it with its title and countdown). */
-  readonly statusVisible: boolean;
-  readonly error: { readonly title: string; readonly message: string } | null;
-  readonly action: { readonly kind: Action; readonly label: string } | null;
-  readonly busy: boolean;
-  readonly countdown: string | null;
-  readonly footer: string | null;
+  /** Said before the customer acts when the token needs an approval transaction (no permit). */
+  readonly gas: { readonly title: string; readonly message: string } | null;
 }
 
 const stepLabel = (state: State, session: Session, step: StepId): string => {
@@ -49,28 +35,23 @@ const stepLabel = (state: State, session: Session, step: StepId): string => {
 
 const progressText = (state: State, session: Session, step: StepId | undefined): string => {
   switch (step) {
-    case "connect":
-      return "Waiting for your wallet to connect…";
-    case "switch_chain":
-      return `Switching your wallet to ${session.chain.name}…`;
     case "sign_terms":
       return "Sign the terms in your wallet.";
     case "allowance":
       return state.allowance === "approve"
-        ? `Confirm the ${session.token.symbol} approval in your wallet, then wait for it to be mined.`
+        ? `Confirm the ${session.token.symbol} approval in your wallet (it pays the gas in ${session.chain.native_currency.symbol}), then wait for it to be mined.`
         : `Sign the ${session.token.symbol} permit in your wallet. It costs no gas.`;
     case "submit":
       return "Submitting your authorization…";
     case "confirm":
       return `Waiting for confirmation on ${session.chain.name}…`;
     default:
-      return "Working…";
+      return cards.walletProgress(step, session.chain) ?? "Working…";
   }
 };
 
 const summaryOf = (state: State, session: Session) => {
   const rows = [
-    { label: "Merchant", value: session.merchant.name },
     { label: "Amount", value: capText(session).replace(/^u/, "U") },
     { label: "Total approval", value: approvalText(session) },
     { label: "Token", value: `${session.token.symbol} · ${shortAddress(session.token.address)}` },
@@ -85,58 +66,39 @@ const summaryOf = (state: State, session: Session) => {
   return rows;
 };
 
-const base = {
-  statusVisible: true,
-  badge: null,
-  lead: null,
-  summary: [],
-  steps: [],
-  error: null,
-  action: null,
-  busy: false,
-  countdown: null,
-  footer: null,
-} as const;
-
-const loading: ViewModel = {
-  ...base,
-  stage: "loading",
-  focus: "title",
-  title: "Authorize payments",
-  status: "Loading…",
-  busy: true,
+/**
+ * The token has no permit: the customer's wallet sends one approve transaction and pays its gas, once.
+ * Said from the start (the session tells whether the token has a permit); gone once the terms show
+ * that the wallet's allowance is already enough.
+ */
+const gasNotice = (state: State, session: Session): ViewModel["gas"] => {
+  if (state.allowance !== "approve") return null;
+  const { token, chain } = session;
+  return {
+    title: "This token needs one approval transaction",
+    message: `${token.symbol} doesn't support gasless approvals (EIP-2612 permits), so your wallet sends one approval transaction on ${chain.name} and pays its network fee (gas) in ${chain.native_currency.symbol}. After that, every charge costs you no gas: the payment service sends each one and pays its fees.`,
+  };
 };
+
+const opening = cards.pageCards("Authorize payments", "Authorization");
+const base = { ...opening.blank, steps: [], gas: null } as const;
+
+const loading: ViewModel = { ...base, ...opening.loading };
 
 export const viewModel = (state: State): ViewModel => {
   const { phase, session } = state;
   if (phase.tag === "not_found" || (session === null && phase.tag !== "loading" && phase.tag !== "error"))
-    return {
-      ...base,
-      stage: "not_found",
-      focus: "title",
-      title: "Authorization not found",
-      lead: "This link is not valid. Ask the merchant for a new one.",
-      status: "Authorization not found.",
-    };
-  if (session === null) {
-    if (phase.tag === "error")
-      return {
-        ...base,
-        stage: "load_error",
-        focus: "error",
-        title: "Authorize payments",
-        status: `${phase.error.title}. ${phase.error.message}`,
-        error: phase.error,
-        action: { kind: "retry", label: "Try again" },
-      };
-    return loading;
-  }
+    return { ...base, ...opening.notFound };
+  if (session === null)
+    return phase.tag === "error" ? { ...base, ...opening.loadError(phase.error) } : loading;
 
   const common = {
     ...base,
     badge: session.livemode ? null : "Test mode",
+    merchant: session.merchant.name,
     summary: summaryOf(state, session),
     steps: STEPS.map((id) => ({ id, label: stepLabel(state, session, id), status: state.steps[id] })),
+    gas: gasNotice(state, session),
     footer: `Signing moves no money. ${session.merchant.name} can collect at most the amounts above; each collection is a separate transaction on ${session.chain.name}.`,
   };
   const renewing = session.status === "requires_authorization";
@@ -154,6 +116,7 @@ export const viewModel = (state: State): ViewModel => {
       return {
         ...common,
         steps: [],
+        gas: null,
         stage: "revoked",
         focus: "title",
         title: "Authorization revoked",
@@ -161,25 +124,18 @@ export const viewModel = (state: State): ViewModel => {
         status: "This authorization was revoked.",
         footer: null,
       };
-    case "done": {
-      const seconds = phase.countdown;
-      const countdown = closingText(seconds, phase.closeFailed);
+    case "done":
       return {
         ...common,
-        stage: "done",
-        focus: seconds !== null && seconds > 0 ? "action" : "title",
+        gas: null,
+        ...cards.doneCard(
+          phase,
+          state.closeDelay,
+          `You're all set: your authorization is confirmed on ${session.chain.name}.`,
+        ),
         title: "You're all set",
         lead: `${session.merchant.name} can now collect ${capText(session)}, ${session.approval_decimal} ${session.token.symbol} in total over the next ${plural(session.approval_periods, session.period)}. Nothing else is needed from you.`,
-        // Fixed while the countdown runs, so screen readers announce it once, not every second.
-        status:
-          seconds === null
-            ? `You're all set: your authorization is confirmed on ${session.chain.name}.`
-            : `You're all set: your authorization is confirmed on ${session.chain.name}. This tab will close in ${plural(state.closeDelay ?? seconds, "second")}.`,
-        statusVisible: false,
-        action: seconds !== null && seconds > 0 ? { kind: "keep_open", label: "Keep this tab open" } : null,
-        countdown,
       };
-    }
     case "connect":
       return {
         ...common,
@@ -189,6 +145,7 @@ export const viewModel = (state: State): ViewModel => {
         lead,
         status: "Review the terms, then connect your wallet.",
         action: { kind: "connect", label: "Connect wallet" },
+        usesWallet: true,
       };
     case "authorize":
       return {
@@ -199,6 +156,7 @@ export const viewModel = (state: State): ViewModel => {
         lead,
         status: `Wallet connected on ${session.chain.name}. Review the terms, then sign.`,
         action: { kind: "authorize", label: "Sign and authorize" },
+        usesWallet: true,
       };
     case "busy": {
       const active = STEPS.find((id) => state.steps[id] === "active");
@@ -213,15 +171,6 @@ export const viewModel = (state: State): ViewModel => {
       };
     }
     case "error":
-      return {
-        ...common,
-        stage: `error:${phase.error.kind}:${phase.error.title}`,
-        focus: "error",
-        title,
-        lead,
-        status: `${phase.error.title}. ${phase.error.message}`,
-        error: phase.error,
-        action: phase.error.retry === null ? null : { kind: "retry", label: "Try again" },
-      };
+      return { ...common, ...cards.errorCard(phase.error), title, lead, usesWallet: true };
   }
 };

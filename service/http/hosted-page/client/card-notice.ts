@@ -3,7 +3,7 @@
  * line, the countdown and the main action button. Built once, updated in place; the focus moves when
  * the page reaches another stage.
  */
-import { element, focusOnStageChange, show } from "./element.ts";
+import { element, focusOnStageChange, setText, show } from "./element.ts";
 
 export interface Notice<A extends string> {
   readonly stage: string;
@@ -37,11 +37,11 @@ export const cardNotice = <A extends string>(title: HTMLElement, onAction: (acti
     button,
     render(model: Notice<A>): void {
       error.hidden = model.error === null;
-      errorTitle.textContent = model.error?.title ?? "";
-      errorMessage.textContent = model.error?.message ?? "";
+      setText(errorTitle, model.error?.title ?? "");
+      setText(errorMessage, model.error?.message ?? "");
 
       // Errors are announced by the alert; the status region carries progress only.
-      status.textContent = model.error === null ? model.status : "";
+      setText(status, model.error === null ? model.status : "");
       status.classList.toggle("status-busy", model.busy);
       status.hidden = model.error !== null;
       status.classList.toggle("visually-hidden", !model.statusVisible);
@@ -49,7 +49,7 @@ export const cardNotice = <A extends string>(title: HTMLElement, onAction: (acti
 
       action = model.action?.kind ?? null;
       button.hidden = model.action === null;
-      button.textContent = model.action?.label ?? "";
+      setText(button, model.action?.label ?? "");
       button.className = model.action?.kind === "keep_open" ? "button button-secondary" : "button";
     },
     /** After the whole card is rendered. */

@@ -12,8 +12,24 @@ export const element = <K extends keyof HTMLElementTagNameMap>(
 
 /** Shows `text` in `node`, or hides the node when there is none. */
 export const show = (node: HTMLElement, text: string | null): void => {
-  node.textContent = text ?? "";
+  setText(node, text ?? "");
   node.hidden = text === null || text === "";
+};
+
+/** Sets the text only when it changed: a live region would announce a text set again. */
+export const setText = (node: HTMLElement, text: string): void => {
+  if (node.textContent !== text) node.textContent = text;
+};
+
+/**
+ * Replaces `parent`'s children with one element per item, only when the items changed: the page renders
+ * several times a second, and nodes replaced under a screen reader's cursor lose its place.
+ */
+export const rebuild = <T>(parent: HTMLElement, items: readonly T[], build: (item: T) => Node): void => {
+  const key = JSON.stringify(items);
+  if (parent.dataset.key === key) return;
+  parent.dataset.key = key;
+  parent.replaceChildren(...items.map(build));
 };
 
 /** What a page's view model says about where the focus goes when the page reaches another stage. */

@@ -1,12 +1,11 @@
-/** Renders a view model into the page: builds the card once, then updates it in place. */
-import { cardNotice } from "../../hosted-page/client/card-notice.ts";
-import { element, show } from "../../hosted-page/client/element.ts";
+/**
+ * Renders a view model into the page: the shared card, with the amount, the expiry, the deposit
+ * address with its QR code and copy button, and the second way to pay.
+ */
+import { type CardHandlers, mountCard, type View } from "../../hosted-page/client/card.ts";
+import { element, setText, show } from "../../hosted-page/client/element.ts";
 import { qrElement } from "./qr.ts";
 import type { Action, ViewModel } from "./view-model.ts";
-
-export interface View {
-  render(model: ViewModel): void;
-}
 
 /** How long "Copied" shows on the copy button. */
 const COPIED_MS = 2000;
@@ -26,14 +25,8 @@ const copyText = async (text: string, fallbackNode: HTMLElement): Promise<boolea
   }
 };
 
-export const mountView = (root: HTMLElement, onAction: (action: Action) => void): View => {
-  const mark = element("span", { class: "merchant-mark", "aria-hidden": "true" });
-  const merchant = element("span", { class: "merchant-name" });
-  const badge = element("span", { class: "badge" });
-  const title = element("h1", { id: "title", tabindex: "-1" });
-  const lead = element("p", { class: "lead" });
+export const mountView = (root: HTMLElement, handlers: CardHandlers<Action>): View<ViewModel> => {
   const amount = element("p", { class: "amount-due", id: "amount" });
-  const summary = element("dl", { class: "summary" });
   const expiry = element("p", { class: "expiry", id: "expiry" });
   const qr = element("div", { class: "qr", id: "qr" });
   const depositLabel = element("p", { class: "deposit-label", id: "deposit-label" });
@@ -49,16 +42,14 @@ export const mountView = (root: HTMLElement, onAction: (action: Action) => void)
     qr,
     element("div", { class: "deposit-text" }, depositLabel, address, copy),
   );
-  const notice = cardNotice<Action>(title, onAction);
   const hint = element("p", { class: "hint", id: "hint" });
   const secondary = element("button", { type: "button", class: "button button-secondary", id: "secondary" });
-  const footer = element("p", { class: "footer" });
   let secondaryAction: Action | null = null;
   let qrUri: string | null = null;
   let copiedTimer: ReturnType<typeof setTimeout> | undefined;
 
   secondary.addEventListener("click", () => {
-    if (secondaryAction !== null) onAction(secondaryAction);
+    if (secondaryAction !== null) handlers.onAction(secondaryAction);
   });
   copy.addEventListener("click", () => {
     void copyText(address.textContent ?? "", address).then((copied) => {
@@ -71,25 +62,11 @@ export const mountView = (root: HTMLElement, onAction: (action: Action) => void)
   });
   copy.textContent = "Copy address";
 
-  const card = element(
-    "div",
-    { class: "card" },
-    element("header", { class: "card-header" }, mark, merchant, badge),
-    title,
-    lead,
-    amount,
-    summary,
-    expiry,
-    deposit,
-    notice.alert,
-    notice.status,
-    notice.countdown,
-    notice.button,
-    hint,
-    secondary,
-    footer,
-  );
-  root.replaceChildren(card);
+  const card = mountCard<Action>(root, handlers, {
+    afterLead: [amount],
+    afterSummary: [expiry, deposit],
+    actions: [hint, secondary],
+  });
 
   const renderQr = (uri: string, label: string) => {
     if (uri === qrUri) return;
@@ -105,45 +82,20 @@ export const mountView = (root: HTMLElement, onAction: (action: Action) => void)
   };
 
   return {
-    render(model) {
-      show(merchant, model.merchant);
-      show(mark, model.merchant === null ? null : (model.merchant.trim()[0] ?? "").toUpperCase());
-      show(badge, model.badge);
-      title.textContent = model.title;
-      document.title = model.title;
-      show(lead, model.lead);
+    render(model, wallets) {
       show(amount, model.amount);
-
-      summary.replaceChildren(
-        ...model.summary.map((row) =>
-          element(
-            "div",
-            { class: "summary-row" },
-            element("dt", {}, row.label),
-            element("dd", {}, row.value),
-          ),
-        ),
-      );
-      summary.hidden = model.summary.length === 0;
       show(expiry, model.expiry);
-
       deposit.hidden = model.deposit === null;
       if (model.deposit !== null) {
-        depositLabel.textContent = model.deposit.label;
-        address.textContent = model.deposit.address;
+        setText(depositLabel, model.deposit.label);
+        setText(address, model.deposit.address);
         renderQr(model.deposit.uri, `QR code: ${model.deposit.label}, ${model.deposit.address}`);
       }
-
-      notice.render(model);
       show(hint, model.hint);
       secondaryAction = model.secondary?.kind ?? null;
       secondary.hidden = model.secondary === null;
-      secondary.textContent = model.secondary?.label ?? "";
-      root.setAttribute("aria-busy", String(model.stage === "loading"));
-      card.dataset.stage = model.stage.split(":")[0] ?? "";
-      show(footer, model.footer);
-
-      notice.moveFocus(model);
+      setText(secondary, model.secondary?.label ?? "");
+      card.render(model, wallets);
     },
   };
 };

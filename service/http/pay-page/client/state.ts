@@ -2,8 +2,10 @@
  * The pay page's state machine: pure. The flow (flow.ts) feeds it the sessions it reads every ~2 s, the
  * clock's ticks and the wallet's progress; the view (view-model.ts, dom.ts) only reads it.
  */
+import type { PageError as SharedPageError } from "../../hosted-page/client/page-error.ts";
+import { type CoreEvent, closing, type DonePhase, donePhase } from "../../hosted-page/client/page-state.ts";
 import { isZero } from "./format.ts";
-import type { Address, Session } from "./types.ts";
+import type { Session } from "./types.ts";
 
 /** What the payer is told about the payment, from the session alone. */
 export type PayStatus =
@@ -41,15 +43,10 @@ export const takesPayment = (status: PayStatus) => status === "waiting" || statu
 /** The wallet's steps, for the progress line. */
 export type Step = "connect" | "switch_chain" | "sign" | "submit" | "send" | "mining";
 
-export type ErrorKind = "rejected" | "chain_missing" | "no_wallet" | "server" | "wallet";
+/** What "Try again" does beside reloading: pay again, gasless or by a transfer. */
+export type Retry = "pay_gasless" | "pay_transfer";
 
-export interface PageError {
-  readonly kind: ErrorKind;
-  readonly title: string;
-  readonly message: string;
-  /** What "Try again" does; null when there is no retry. */
-  readonly retry: "reload" | "pay_gasless" | "pay_transfer" | null;
-}
+export type PageError = SharedPageError<Retry>;
 
 export type Phase =
   | { readonly tag: "loading" }
@@ -60,8 +57,8 @@ export type Phase =
   /** A wallet step is running. */
   | { readonly tag: "busy"; readonly step: Step }
   | { readonly tag: "error"; readonly error: PageError }
-  /** Paid. `countdown`: seconds until the tab closes (`?close=1`; null: it stays open). */
-  | { readonly tag: "done"; readonly countdown: number | null; readonly closeFailed: boolean }
+  /** Paid (and the `?close=1` countdown). */
+  | DonePhase
   /** Expired, underpaid, canceled or reversed: nothing more to do here. */
   | { readonly tag: "closed" };
 
@@ -76,7 +73,6 @@ export interface Sent {
 export interface State {
   readonly phase: Phase;
   readonly session: Session | null;
-  readonly account: Address | null;
   readonly sent: Sent | null;
   /** Chain time minus the page's clock, in seconds (the largest seen: chain time never goes back). */
   readonly offset: number | null;
@@ -87,24 +83,17 @@ export interface State {
 }
 
 export type Event =
+  | CoreEvent<Retry>
   /** A session read at the page's time `at` (Unix seconds). */
   | { readonly type: "session"; readonly session: Session; readonly at: number }
-  | { readonly type: "not_found" }
-  | { readonly type: "load_failed"; readonly error: PageError }
   | { readonly type: "step"; readonly step: Step }
-  | { readonly type: "connected"; readonly account: Address }
   | { readonly type: "sent"; readonly kind: Sent["kind"]; readonly hash: string | null }
-  | { readonly type: "failed"; readonly error: PageError }
   /** Back to the payment after an error the payer dismissed by acting again. */
-  | { readonly type: "resume" }
-  | { readonly type: "tick"; readonly at: number }
-  | { readonly type: "keep_open" }
-  | { readonly type: "close_failed" };
+  | { readonly type: "resume" };
 
 export const initialState = (closeDelay: number | null, now: number): State => ({
   phase: { tag: "loading" },
   session: null,
-  account: null,
   sent: null,
   offset: null,
   localNow: now,
@@ -137,9 +126,7 @@ const onSession = (state: State, session: Session, at: number): State => {
   const sent = failed || arrived || !takesPayment(status) ? null : state.sent;
   const next: State = { ...state, session, offset, sent, localNow: Math.max(state.localNow, at) };
   if (status === "paid")
-    return state.phase.tag === "done"
-      ? next
-      : { ...next, phase: { tag: "done", countdown: state.closeDelay, closeFailed: false } };
+    return state.phase.tag === "done" ? next : { ...next, phase: donePhase(state.closeDelay) };
   if (status !== "waiting" && status !== "partly_received" && status !== "confirming")
     return { ...next, phase: { tag: "closed" } };
   if (failed) return { ...next, phase: { tag: "error", error: SENT_FAILED } };
@@ -167,8 +154,6 @@ export const reduce = (state: State, event: Event): State => {
       return { ...state, phase: { tag: "load_error", error: event.error } };
     case "step":
       return { ...state, phase: { tag: "busy", step: event.step } };
-    case "connected":
-      return { ...state, account: event.account };
     case "sent":
       return {
         ...state,
@@ -177,21 +162,16 @@ export const reduce = (state: State, event: Event): State => {
       };
     case "failed":
       return { ...state, phase: { tag: "error", error: event.error } };
+    case "connected":
+      return state; // the payer's account is the wallet's business until it signs
     case "resume":
       return state.phase.tag === "error" || state.phase.tag === "busy"
         ? { ...state, phase: { tag: "open" } }
         : state;
-    case "tick": {
-      const next = { ...state, localNow: Math.max(state.localNow, event.at) };
-      const phase = state.phase;
-      if (phase.tag !== "done" || phase.countdown === null || phase.countdown === 0) return next;
-      return { ...next, phase: { ...phase, countdown: phase.countdown - 1 } };
-    }
+    case "tick":
+      return { ...state, localNow: Math.max(state.localNow, event.at), phase: closing(state.phase, "tick") };
     case "keep_open":
-      return state.phase.tag === "done" ? { ...state, phase: { ...state.phase, countdown: null } } : state;
     case "close_failed":
-      return state.phase.tag === "done"
-        ? { ...state, phase: { tag: "done", countdown: null, closeFailed: true } }
-        : state;
+      return { ...state, phase: closing(state.phase, event.type) };
   }
 };

@@ -1,54 +1,30 @@
 /** What the pay page shows for a state: pure, so wording and focus rules are unit-tested without a DOM. */
-import { closingText } from "../../hosted-page/client/text.ts";
+import * as cards from "../../hosted-page/client/card-model.ts";
 import { isZero, money, shortAddress, timeLeftText } from "./format.ts";
 import { type PayStatus, payStatus, type State, type Step, secondsLeft, takesPayment } from "./state.ts";
 import type { Session } from "./types.ts";
 
 export type Action = "pay_gasless" | "pay_transfer" | "retry" | "keep_open";
 
-export interface ViewModel {
-  /** Changes when the page reaches another stage: focus moves then (to `focus`). */
-  readonly stage: string;
-  readonly focus: "action" | "error" | "title";
-  readonly badge: string | null;
-  readonly merchant: string | null;
-  readonly title: string;
-  readonly lead: string | null;
+export interface ViewModel extends cards.CardModel<Action> {
   /** The amount still to send, large. */
   readonly amount: string | null;
-  readonly summary: ReadonlyArray<{ readonly label: string; readonly value: string }>;
   /** "Expires in 14:59", while the payment takes payments. */
   readonly expiry: string | null;
   /** The deposit address with its QR code (an EIP-681 link), while something is left to send. */
   readonly deposit: { readonly address: string; readonly uri: string; readonly label: string } | null;
-  /** The aria-live progress text. */
-  readonly status: string;
-  readonly statusVisible: boolean;
-  readonly busy: boolean;
-  readonly error: { readonly title: string; readonly message: string } | null;
-  readonly action: { readonly kind: Action; readonly label: string } | null;
   readonly secondary: { readonly kind: Action; readonly label: string } | null;
   readonly hint: string | null;
-  readonly countdown: string | null;
-  readonly footer: string | null;
 }
 
+const opening = cards.pageCards("Pay", "Payment");
 const base = {
-  statusVisible: true,
-  badge: null,
-  merchant: null,
-  lead: null,
+  ...opening.blank,
   amount: null,
-  summary: [],
   expiry: null,
   deposit: null,
-  error: null,
-  action: null,
   secondary: null,
   hint: null,
-  busy: false,
-  countdown: null,
-  footer: null,
 } as const;
 
 const merchantOf = (session: Session) => session.merchant.name || "the merchant";
@@ -70,10 +46,6 @@ const summaryOf = (session: Session) => {
 
 const progressText = (session: Session, step: Step): string => {
   switch (step) {
-    case "connect":
-      return "Waiting for your wallet to connect…";
-    case "switch_chain":
-      return `Switching your wallet to ${session.chain.name}…`;
     case "sign":
       return `Sign the payment of ${money(session.amount_remaining_decimal, session)} in your wallet. It costs you no gas.`;
     case "submit":
@@ -82,6 +54,8 @@ const progressText = (session: Session, step: Step): string => {
       return `Confirm the transfer of ${money(session.amount_remaining_decimal, session)} in your wallet.`;
     case "mining":
       return `Waiting for your transfer to be mined on ${session.chain.name}…`;
+    default:
+      return cards.walletProgress(step, session.chain) ?? "Working…";
   }
 };
 
@@ -118,14 +92,7 @@ const closedText = (session: Session, status: PayStatus) => {
   }
 };
 
-const loading: ViewModel = {
-  ...base,
-  stage: "loading",
-  focus: "title",
-  title: "Pay",
-  status: "Loading…",
-  busy: true,
-};
+const loading: ViewModel = { ...base, ...opening.loading };
 
 export const viewModel = (state: State): ViewModel => {
   const { phase, session } = state;
@@ -133,27 +100,9 @@ export const viewModel = (state: State): ViewModel => {
     phase.tag === "not_found" ||
     (session === null && phase.tag !== "loading" && phase.tag !== "load_error")
   )
-    return {
-      ...base,
-      stage: "not_found",
-      focus: "title",
-      title: "Payment not found",
-      lead: "This link is not valid. Ask the merchant for a new one.",
-      status: "Payment not found.",
-    };
-  if (session === null) {
-    if (phase.tag === "load_error")
-      return {
-        ...base,
-        stage: "load_error",
-        focus: "error",
-        title: "Pay",
-        status: `${phase.error.title}. ${phase.error.message}`,
-        error: phase.error,
-        action: { kind: "retry", label: "Try again" },
-      };
-    return loading;
-  }
+    return { ...base, ...opening.notFound };
+  if (session === null)
+    return phase.tag === "load_error" ? { ...base, ...opening.loadError(phase.error) } : loading;
 
   const status = payStatus(session);
   const merchant = merchantOf(session);
@@ -168,24 +117,14 @@ export const viewModel = (state: State): ViewModel => {
 
   if (phase.tag === "loading") return loading;
   if (phase.tag === "done") {
-    const seconds = phase.countdown;
     const overpaid = isZero(session.amount_overpaid_decimal)
       ? ""
       : ` You sent ${money(session.amount_overpaid_decimal, session)} more than the amount; contact ${merchant} about the difference.`;
     return {
       ...common,
-      stage: "done",
-      focus: seconds !== null && seconds > 0 ? "action" : "title",
+      ...cards.doneCard(phase, state.closeDelay, `Paid: your payment is confirmed on ${session.chain.name}.`),
       title: "Payment received",
       lead: `${merchant} received ${money(session.amount_decimal, session)}. Thank you!${overpaid}`,
-      // Fixed while the countdown runs, so screen readers announce it once, not every second.
-      status:
-        seconds === null
-          ? `Paid: your payment is confirmed on ${session.chain.name}.`
-          : `Paid: your payment is confirmed on ${session.chain.name}. This tab will close in ${state.closeDelay ?? seconds} seconds.`,
-      statusVisible: false,
-      action: seconds !== null && seconds > 0 ? { kind: "keep_open", label: "Keep this tab open" } : null,
-      countdown: closingText(seconds, phase.closeFailed),
       footer: null,
     };
   }
@@ -267,14 +206,11 @@ export const viewModel = (state: State): ViewModel => {
   if (phase.tag === "error")
     return {
       ...open,
-      stage: `error:${phase.error.kind}:${phase.error.title}`,
-      focus: "error",
+      ...cards.errorCard(phase.error),
       title,
       lead,
-      status: `${phase.error.title}. ${phase.error.message}`,
-      error: phase.error,
-      action: phase.error.retry === null ? null : { kind: "retry", label: "Try again" },
       secondary: phase.error.retry === "pay_transfer" ? null : alternative,
+      usesWallet: true,
     };
   return {
     ...open,
@@ -286,5 +222,6 @@ export const viewModel = (state: State): ViewModel => {
     action: payWith(session.gasless === null ? "pay_transfer" : "pay_gasless"),
     secondary: alternative,
     hint,
+    usesWallet: true,
   };
 };
