@@ -128,7 +128,7 @@ export const ERROR_CODES = {
   },
   permit_signature_unsupported: {
     status: 400,
-    when: "A permit signature longer than 65 bytes (a Safe with several owners): the escrow's permit takes v, r, s. Approve the escrow from the wallet and submit the terms signature alone.",
+    when: "A permit signature longer than 65 bytes (a Safe with several owners): the escrow's permit takes v, r, s. Approve the escrow from the wallet and sign again; with the allowance in place only the terms are asked for.",
   },
   // Smart wallets that sign before they are deployed (ERC-6492), on both hosted pages.
   wallet_factory_not_allowed: {

@@ -31,7 +31,7 @@ import {
 } from "../chains/authorization-groups.ts";
 import { ChainClients, type ChainUnavailable, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
-import type { ResolvedChain } from "../chains/config.ts";
+import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
@@ -40,6 +40,7 @@ import { type SignedHash, WalletSignatures } from "../chains/wallet-signatures.t
 import type { ErrorCode } from "../error-codes.ts";
 import { InvalidRequest, RateLimited, type Unavailable } from "../errors.ts";
 import { newId } from "../ids.ts";
+import { formatDecimal } from "../money/decimal.ts";
 import type {
   AuthorizationRequest,
   SignaturesRequest,
@@ -68,10 +69,11 @@ export const AuthorizationLimits = Context.Reference<{ readonly transactionsPerM
   { defaultValue: () => ({ transactionsPerMandatePerDay: 5 }) },
 );
 
-/** What the page needs of the token: its permit domain and the customer's permit nonce, or the allowance. */
-type TokenState =
-  | { readonly permit: { readonly domain: TokenDomain; readonly nonce: bigint } }
-  | { readonly allowance: bigint };
+/** What the page needs of the token: the allowance the escrow has, and the permit domain and nonce, if any. */
+interface TokenState {
+  readonly allowance: bigint;
+  readonly permit: { readonly domain: TokenDomain; readonly nonce: bigint } | null;
+}
 
 export type AuthorizeFailure = InvalidRequest | Unavailable | RateLimited | SqlError.SqlError;
 
@@ -175,16 +177,22 @@ const make = Effect.gen(function* () {
       yield* checkSigner(mandate, customer, options.resign ?? false);
       const token = mandate.token_address as Hex;
       const value = BigInt(mandate.cap) * BigInt(mandate.approval_periods);
-      const tokenState = Effect.flatMap(
-        tokens.permitDomain(chain, token),
-        (domain): Effect.Effect<TokenState, ChainUnavailable> =>
-          domain._tag === "Some"
-            ? Effect.map(tokens.permitNonce(chain, token, customer), (nonce) => ({
-                permit: { domain: domain.value, nonce },
-              }))
-            : Effect.map(tokens.allowance(chain, token, customer, chain.escrow.address), (allowance) => ({
-                allowance,
-              })),
+      const tokenState: Effect.Effect<TokenState, ChainUnavailable> = Effect.map(
+        Effect.all(
+          [
+            tokens.allowance(chain, token, customer, chain.escrow.address),
+            Effect.flatMap(tokens.permitDomain(chain, token), (domain) =>
+              domain._tag === "Some"
+                ? Effect.map(tokens.permitNonce(chain, token, customer), (nonce) => ({
+                    domain: domain.value,
+                    nonce,
+                  }))
+                : Effect.succeed(null),
+            ),
+          ],
+          { concurrency: "unbounded" },
+        ),
+        ([allowance, permit]) => ({ allowance, permit }),
       );
       // Independent reads: one round trip of latency instead of three.
       const [onchain, latest, state] = yield* Effect.all(
@@ -198,9 +206,13 @@ const make = Effect.gen(function* () {
       const nonce = onchain + 1n;
       const deadline = latest + SIGNATURE_WINDOW_SECONDS;
       const message = expectedTerms(mandate, chain, customer, nonce, deadline);
+      // An allowance that covers the approval needs neither (a wallet that approved the escrow itself: a
+      // Safe with several signers, whose permit signature the escrow cannot take).
       let permit: TypedAuthorizationRequest["permit"] = null;
       let approve: AuthorizationRequest["approve"] = null;
-      if ("permit" in state) {
+      if (state.allowance >= value) {
+        // Nothing to grant.
+      } else if (state.permit !== null) {
         permit = {
           domain: state.permit.domain,
           message: {
@@ -211,7 +223,7 @@ const make = Effect.gen(function* () {
             deadline: BigInt(deadline),
           },
         };
-      } else if (state.allowance < value)
+      } else
         approve = {
           to: token,
           data: encodeFunctionData({
@@ -390,12 +402,15 @@ const make = Effect.gen(function* () {
       )
         ? yield* unwrapCounterfactual(chain, mandate, customer, expected, submitted)
         : submitted;
-      if (input.permit_signature != null && size(input.permit_signature as Hex) !== 65)
+      if (input.permit_signature != null && size(input.permit_signature as Hex) !== 65) {
+        const token = tokenOf(chain, mandate.token_address);
+        const approval = `${formatDecimal(expected.cap * BigInt(expected.approvalPeriods), token?.decimals ?? 0)} ${token?.symbol ?? "base units"}`;
         return yield* refuse(
           "permit_signature_unsupported",
-          `The permit signature is ${size(input.permit_signature as Hex)} bytes; the escrow's permit takes a 65-byte one (v, r, s), which a wallet with several signers (a Safe with a threshold above 1) cannot give. Approve the escrow (${chain.escrow.address}) for the token from the wallet, then submit the terms signature alone (permit_signature null).`,
+          `The permit signature is ${size(input.permit_signature as Hex)} bytes; the escrow's permit takes a 65-byte one (v, r, s), which a wallet with several signers (a Safe with a threshold above 1) cannot give. Approve the escrow ${chain.escrow.address} for ${approval} from the wallet, then sign again: with that allowance in place only the terms are asked for.`,
           "permit_signature",
         );
+      }
       const item = authorizationItem(expected, input);
       const { functionName, args } = authorizeCall(item);
       if (relayer.address === undefined) return yield* relayerUnavailable("send transactions");

@@ -387,17 +387,22 @@ describe("a Safe with two owners", () => {
     expect(refused.status, refused.text).toBe(400);
     const error = expectErrorShape(refused.json);
     expect(error).toMatchObject({ code: "permit_signature_unsupported", param: "permit_signature" });
-    expect(error.message).toContain(driver.escrow);
+    expect(error.message).toContain(`${driver.escrow} for 120 USDC`);
     expect(await mandateActions(String(terms.message.mandateId))).toHaveLength(0);
 
-    // What the message says: a Safe transaction approving the escrow (both owners sign, anyone sends),
-    // then the terms alone.
+    // What the message says: a Safe transaction approving the escrow (both owners sign, anyone sends);
+    // the page's API then asks for the terms alone.
     await safes.execute(
       safe,
       driver.usdc,
       encodeFunctionData({ abi: erc20Abi, functionName: "approve", args: [driver.escrow, usd("120")] }),
     );
-    const termsOnly = await submitSignatures(mandate.token, { ...signed, permit_signature: null });
+    const again = await termsFor(mandate.token, safe.address);
+    expect([again.permit, (again as { approve?: unknown }).approve]).toEqual([null, null]);
+    const termsOnly = await submitSignatures(
+      mandate.token,
+      await signPageTerms(asSigner(safes.signer(safe)), again.terms, again.permit),
+    );
     expect(termsOnly.status, termsOnly.text).toBe(200);
     await waitForEvent("mandate.authorized", mandate.id);
     const charged = await m.call(`/v1/mandates/${mandate.id}/charges`, { amount_decimal: "10" });
