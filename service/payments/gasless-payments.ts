@@ -300,23 +300,27 @@ const make = Effect.gen(function* () {
       ]);
       const signature = checked.signatures[0] as Hex;
       yield* checkPayer(chain, token, authorization);
-      /** Under the payment's row lock: one decision per payment at a time, on its current amounts. */
-      const admit = (countAlways: boolean) =>
+      /**
+       * Under the payment's row lock: one decision per payment at a time, on its current amounts, and the
+       * day's limit, unless a transfer already on its way answers the submission (`transfer`: sends nothing).
+       */
+      const admit = (what: "transfer" | "deployment") =>
         Effect.gen(function* () {
           const locked = yield* store.lock(payment.id);
           yield* checkPayable(locked, now);
           const again = problemWith(locked);
           if (again) return yield* refuse(again.code, again.message, again.param);
-          const live = yield* relayer.findAction(chain.id, action);
-          if (countAlways || !(live && (live.status === "pending" || live.status === "mined"))) {
-            const recent = yield* relayer.recentActions(chain.id, action, "1 day");
-            if (recent.count >= limits.transactionsPerPaymentPerDay)
-              return yield* new RateLimited({
-                code: "authorization_limit_reached",
-                message: `This payment's gasless transfers were sent to the chain ${limits.transactionsPerPaymentPerDay} times in the last day, the most allowed. Pay with a transfer from your wallet, or try again later.`,
-                retryAfterSeconds: recent.retryAfterSeconds,
-              });
+          if (what === "transfer") {
+            const live = yield* relayer.findAction(chain.id, action);
+            if (live && (live.status === "pending" || live.status === "mined")) return;
           }
+          const recent = yield* relayer.recentActions(chain.id, action, "1 day");
+          if (recent.count >= limits.transactionsPerPaymentPerDay)
+            return yield* new RateLimited({
+              code: "authorization_limit_reached",
+              message: `This payment's gasless transfers were sent to the chain ${limits.transactionsPerPaymentPerDay} times in the last day, the most allowed. Pay with a transfer from your wallet, or try again later.`,
+              retryAfterSeconds: recent.retryAfterSeconds,
+            });
         });
       // A counterfactual wallet (ERC-6492) is deployed first; the transfer is then simulated against it.
       if (checked.deployment !== null)
@@ -324,7 +328,7 @@ const make = Effect.gen(function* () {
           address: authorization.from,
           deployment: checked.deployment,
           action: `${action}:wallet:${authorization.from.toLowerCase()}`,
-          admit: admit(true),
+          admit: admit("deployment"),
         });
       const { from, to, value, validAfter, validBefore, nonce } = authorization;
       const data = checked.contract
@@ -355,7 +359,7 @@ const make = Effect.gen(function* () {
 
       return yield* sql.withTransaction(
         Effect.gen(function* () {
-          yield* admit(false);
+          yield* admit("transfer");
           return yield* relayer
             .submit(chain.id, { to: token, data, purpose, action })
             .pipe(
