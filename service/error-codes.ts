@@ -126,6 +126,23 @@ export const ERROR_CODES = {
     status: 429,
     when: "Too many requests to the hosted page from one address or for one link.",
   },
+  permit_signature_unsupported: {
+    status: 400,
+    when: "A permit signature longer than 65 bytes (a Safe with several owners): the escrow's permit takes v, r, s. Approve the escrow from the wallet and sign again; with the allowance in place only the terms are asked for.",
+  },
+  // Smart wallets that sign before they are deployed (ERC-6492), on both hosted pages.
+  wallet_factory_not_allowed: {
+    status: 400,
+    when: "An ERC-6492 signature names a wallet factory the chain does not allow (`wallet_factories`).",
+  },
+  wallet_deployment_failed: {
+    status: 400,
+    when: "An ERC-6492 signature's factory call does not deploy a wallet at the signer's address, or its deployment failed on chain.",
+  },
+  wallet_deployment_pending: {
+    status: 503,
+    when: "The signer's wallet deployment was sent and is not mined yet; submit the same signatures again shortly.",
+  },
   // The hosted pay page.
   payment_page_not_found: { status: 404, when: "The payment link is not valid." },
   payment_not_payable: {

@@ -16,6 +16,8 @@ import { Relayer } from "./chains/relayer.ts";
 import { RelayerAccount } from "./chains/relayer-account.ts";
 import { RelayerStore } from "./chains/relayer-store.ts";
 import { relayerTracker } from "./chains/relayer-tracker.ts";
+import { WalletDeployments } from "./chains/wallet-deployments.ts";
+import { WalletSignatures } from "./chains/wallet-signatures.ts";
 import { ChargeBatches } from "./charges/charge-batches.ts";
 import { ChargeFailureEvents } from "./charges/charge-failure-events.ts";
 import { chargeOutcomes } from "./charges/charge-outcomes.ts";
@@ -135,7 +137,12 @@ export const servicesLayer = (
     Outbox.layer.pipe(Layer.provide(webhookFanOut)),
     RelayStore.payoutRegistrations,
   );
-  const chains = Layer.mergeAll(MerchantChains.layer, Coupons.layer).pipe(Layer.provideMerge(foundation));
+  const chains = Layer.mergeAll(
+    MerchantChains.layer,
+    Coupons.layer,
+    WalletSignatures.layer,
+    WalletDeployments.layer,
+  ).pipe(Layer.provideMerge(foundation));
   const catalogue = Layer.mergeAll(
     Mandates.layer,
     Prices.layer,

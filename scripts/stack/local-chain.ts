@@ -2,7 +2,10 @@
  * Resolves a `local` chain of the chain config: deploys its contracts on the running anvil (once: a
  * persisted chain keeps them, recorded in the deployments file) and fills in rpc and addresses. A token
  * with `"deploy": "FiatTokenV2_2"` is Circle's USDC deployed as on mainnet (circle-usdc.ts), its roles
- * played by anvil's accounts below; `"deploy": "TestUSDC"` is our own test token.
+ * played by anvil's accounts below; `"deploy": "TestUSDC"` is our own test token. Every local chain also
+ * gets Safe 1.4.1 (the `Safe` singleton, `SafeProxyFactory`, `CompatibilityFallbackHandler`, from Safe's
+ * published artifacts), and its factory is added to the resolved chain's `wallet_factories`, so Safe
+ * customers, deployed or counterfactual (ERC-6492), work on `npm start` as on a real chain.
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import {
@@ -19,7 +22,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi, MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import type { ChainConfig } from "../../service/chains/config.ts";
-import { circleArtifact } from "../contracts/third-party.ts";
+import { circleArtifact, safeArtifact } from "../contracts/third-party.ts";
 import type { RunningAnvil } from "./anvil.ts";
 import { addUsdcMinter, deployCircleUsdc, rpcWriter, usdcAbi } from "./circle-usdc.ts";
 
@@ -46,6 +49,21 @@ const CONTRACTS = {
   MandateEscrow: { abi: MandateEscrowAbi, bytecode: MandateEscrowBytecode },
 } as const;
 
+/** Safe 1.4.1's contracts a Safe needs, deployed on every local chain under these names. */
+const SAFE_CONTRACTS = ["Safe", "SafeProxyFactory", "CompatibilityFallbackHandler"] as const;
+type SafeContract = (typeof SAFE_CONTRACTS)[number];
+type ContractName = keyof typeof CONTRACTS | SafeContract;
+
+const contractCode = (name: ContractName) =>
+  name === "TestUSDC" || name === "MandateEscrow" ? CONTRACTS[name] : safeArtifact(name);
+
+/** Where a local chain's Safe 1.4.1 is. */
+export interface LocalSafe {
+  readonly singleton: Hex;
+  readonly factory: Hex;
+  readonly fallbackHandler: Hex;
+}
+
 interface Deployment {
   readonly address: `0x${string}`;
   readonly block: number;
@@ -55,6 +73,21 @@ type Deployments = Record<string, Record<string, Deployment>>;
 
 const readDeployments = (file: string): Deployments =>
   existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Deployments) : {};
+
+/** The Safe 1.4.1 that `resolveLocalChain` deployed on a chain, from its deployments file. */
+export const localSafe = (deploymentsFile: string, chainId: number): LocalSafe => {
+  const known = readDeployments(deploymentsFile)[String(chainId)] ?? {};
+  const address = (name: SafeContract) => {
+    const deployment = known[name];
+    if (deployment === undefined) throw new Error(`no ${name} deployed on chain ${chainId}`);
+    return deployment.address;
+  };
+  return {
+    singleton: address("Safe"),
+    factory: address("SafeProxyFactory"),
+    fallbackHandler: address("CompatibilityFallbackHandler"),
+  };
+};
 
 /**
  * What the local chain's USDC is identified by in the deployments file: its implementation's and its
@@ -88,8 +121,8 @@ export const resolveLocalChain = async (
   const known = deployments[String(chain.id)] ?? {};
 
   /** Deploys a contract once per chain; a changed contract (other bytecode) is deployed afresh. */
-  const deployed = async (name: keyof typeof CONTRACTS): Promise<Deployment> => {
-    const { abi, bytecode } = CONTRACTS[name];
+  const deployed = async (name: ContractName): Promise<Deployment> => {
+    const { abi, bytecode } = contractCode(name);
     const codeHash = keccak256(bytecode);
     const recorded = known[name];
     if (recorded?.codeHash === codeHash) {
@@ -177,12 +210,24 @@ export const resolveLocalChain = async (
     const deployment = await deployed("MandateEscrow");
     escrow = { address: deployment.address, start_block: deployment.block };
   }
+  // One after another: each deployment takes the deployer's next nonce.
+  for (const name of SAFE_CONTRACTS) await deployed(name);
+  const safeFactory = known.SafeProxyFactory?.address;
+  const walletFactories = [...(chain.wallet_factories ?? [])];
+  if (safeFactory && !walletFactories.some((f) => f.toLowerCase() === safeFactory.toLowerCase()))
+    walletFactories.push(safeFactory);
   writeFileSync(
     deploymentsFile,
     `${JSON.stringify({ ...deployments, [String(chain.id)]: known }, null, 2)}\n`,
   );
   // The local node's URLs replace any configured ones; a configured batch size still applies.
-  return { ...chain, rpc: { ...chain.rpc, http: [anvil.http], ws: anvil.ws }, tokens, escrow };
+  return {
+    ...chain,
+    rpc: { ...chain.rpc, http: [anvil.http], ws: anvil.ws },
+    tokens,
+    escrow,
+    wallet_factories: walletFactories,
+  };
 };
 
 /**

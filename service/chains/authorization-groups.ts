@@ -10,13 +10,17 @@ import { type Hex, type Log, parseEventLogs, zeroHash } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { escrowCallData } from "./chain-clients.ts";
 
+/** What every relayer action for one mandate's signatures starts with (its daily limit counts them). */
+export const authorizationPrefix = (chainId: number, onchainId: string) =>
+  `authorize:${chainId}:${onchainId.toLowerCase()}:`;
+
 /**
  * The relayer action of one signature version of a mandate. Each attempt is a transaction (or an item
  * of one) of its own (`<action>:<id>`): after one fails, the same signature can be sent again; while
  * one is pending or mined, submitting again returns it.
  */
 export const authorizationAction = (chainId: number, onchainId: string, nonce: bigint) =>
-  `authorize:${chainId}:${onchainId.toLowerCase()}:${nonce}`;
+  `${authorizationPrefix(chainId, onchainId)}${nonce}`;
 
 /** One customer's signed terms, with the token permit signed beside them when there is one. */
 export interface AuthorizationItem {

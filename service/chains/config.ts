@@ -74,6 +74,11 @@ export const ChainConfig = Schema.Struct({
   confirmations: NonNegativeInt,
   /** Most the relayer may spend on gas on this chain in any hour (default 10^18 wei). */
   relayer_budget_wei_per_hour: Schema.optionalKey(Wei),
+  /**
+   * Wallet factories the relayer may call to deploy a customer's smart wallet that signed with an
+   * ERC-6492 wrapper (chains/wallet-deployments.ts); a wrapper naming another factory is refused.
+   */
+  wallet_factories: Schema.optionalKey(Schema.Array(Address)),
 });
 export type ChainConfig = typeof ChainConfig.Type;
 

@@ -4,6 +4,7 @@
  */
 import { Schema } from "effect";
 import type { Hex } from "viem";
+import { SignatureHex } from "../chains/wallet-signatures.ts";
 import type {
   PermitMessage,
   permitTypedDataJson,
@@ -14,9 +15,6 @@ import type {
 
 const Address = Schema.String.check(
   Schema.isPattern(/^0x[0-9a-fA-F]{40}$/, { message: "must be a 0x-prefixed 20-byte hex address" }),
-);
-const Signature = Schema.String.check(
-  Schema.isPattern(/^0x[0-9a-fA-F]{130,}$/, { message: "must be a 0x-prefixed hex signature" }),
 );
 const UintText = Schema.Union([
   Schema.String.check(Schema.isPattern(/^\d{1,78}$/)),
@@ -43,8 +41,8 @@ export const SignedTerms = Schema.Struct({
 export const SignaturesRequest = Schema.Struct({
   customer_address: Address,
   terms: SignedTerms,
-  signature: Signature,
-  permit_signature: Schema.optionalKey(Schema.NullOr(Signature)),
+  signature: SignatureHex,
+  permit_signature: Schema.optionalKey(Schema.NullOr(SignatureHex)),
 }).annotate({ identifier: "AuthorizationSignaturesRequest" });
 export type SignaturesRequest = typeof SignaturesRequest.Type;
 

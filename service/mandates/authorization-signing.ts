@@ -4,21 +4,43 @@
  * A mandate is bound to the first wallet that signs it; re-signing (after the approval is spent) must
  * come from that wallet and keeps the same mandate id, payee, token and anchor. The test-mode authorize
  * helper goes through the same path with a deterministic test wallet.
+ *
+ * A smart wallet not deployed yet signs with ERC-6492 wrappers: they are judged against the wallet its
+ * factory would deploy (chains/wallet-signatures.ts), the wallet is bound to the mandate and deployed by
+ * the relayer (chains/wallet-deployments.ts; the deployment counts against the mandate's daily limit),
+ * and the escrow then gets the inner signatures like any deployed wallet's.
  */
 import { Context, Effect, Layer, Option } from "effect";
 import type { SqlError } from "effect/sql";
-import { encodeFunctionData, erc20Abi, getAddress, type Hex, isAddress, parseSignature } from "viem";
+import {
+  encodeFunctionData,
+  erc20Abi,
+  getAddress,
+  type Hex,
+  hashTypedData,
+  isAddress,
+  isErc6492Signature,
+  parseSignature,
+  size,
+} from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import { type AuthorizationItem, authorizationAction } from "../chains/authorization-groups.ts";
+import {
+  type AuthorizationItem,
+  authorizationAction,
+  authorizationPrefix,
+} from "../chains/authorization-groups.ts";
 import { ChainClients, type ChainUnavailable, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
-import type { ResolvedChain } from "../chains/config.ts";
+import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
+import { WalletDeployments } from "../chains/wallet-deployments.ts";
+import { type SignedHash, WalletSignatures } from "../chains/wallet-signatures.ts";
 import type { ErrorCode } from "../error-codes.ts";
 import { InvalidRequest, RateLimited, type Unavailable } from "../errors.ts";
 import { newId } from "../ids.ts";
+import { formatDecimal } from "../money/decimal.ts";
 import type {
   AuthorizationRequest,
   SignaturesRequest,
@@ -29,10 +51,13 @@ import type { MandateRow } from "./mandate-object.ts";
 import { MandateStore } from "./mandate-store.ts";
 import {
   onchainMandateId,
+  PERMIT_TYPES,
   permitTypedDataJson,
   SIGNATURE_WINDOW_SECONDS,
+  TERMS_TYPES,
   type TermsMessage,
   type TokenDomain,
+  termsDomain,
   termsMessage,
   termsTypedDataJson,
 } from "./terms.ts";
@@ -44,10 +69,11 @@ export const AuthorizationLimits = Context.Reference<{ readonly transactionsPerM
   { defaultValue: () => ({ transactionsPerMandatePerDay: 5 }) },
 );
 
-/** What the page needs of the token: its permit domain and the customer's permit nonce, or the allowance. */
-type TokenState =
-  | { readonly permit: { readonly domain: TokenDomain; readonly nonce: bigint } }
-  | { readonly allowance: bigint };
+/** What the page needs of the token: the allowance the escrow has, and the permit domain and nonce, if any. */
+interface TokenState {
+  readonly allowance: bigint;
+  readonly permit: { readonly domain: TokenDomain; readonly nonce: bigint } | null;
+}
 
 export type AuthorizeFailure = InvalidRequest | Unavailable | RateLimited | SqlError.SqlError;
 
@@ -82,6 +108,8 @@ const make = Effect.gen(function* () {
   const store = yield* MandateStore;
   const tokens = yield* TokenReads;
   const limits = yield* AuthorizationLimits;
+  const walletSignatures = yield* WalletSignatures;
+  const walletDeployments = yield* WalletDeployments;
 
   /** The signature version on chain (0 before the first signature). */
   const onchainNonce = (chain: ResolvedChain, onchainId: Hex) =>
@@ -149,16 +177,22 @@ const make = Effect.gen(function* () {
       yield* checkSigner(mandate, customer, options.resign ?? false);
       const token = mandate.token_address as Hex;
       const value = BigInt(mandate.cap) * BigInt(mandate.approval_periods);
-      const tokenState = Effect.flatMap(
-        tokens.permitDomain(chain, token),
-        (domain): Effect.Effect<TokenState, ChainUnavailable> =>
-          domain._tag === "Some"
-            ? Effect.map(tokens.permitNonce(chain, token, customer), (nonce) => ({
-                permit: { domain: domain.value, nonce },
-              }))
-            : Effect.map(tokens.allowance(chain, token, customer, chain.escrow.address), (allowance) => ({
-                allowance,
-              })),
+      const tokenState: Effect.Effect<TokenState, ChainUnavailable> = Effect.map(
+        Effect.all(
+          [
+            tokens.allowance(chain, token, customer, chain.escrow.address),
+            Effect.flatMap(tokens.permitDomain(chain, token), (domain) =>
+              domain._tag === "Some"
+                ? Effect.map(tokens.permitNonce(chain, token, customer), (nonce) => ({
+                    domain: domain.value,
+                    nonce,
+                  }))
+                : Effect.succeed(null),
+            ),
+          ],
+          { concurrency: "unbounded" },
+        ),
+        ([allowance, permit]) => ({ allowance, permit }),
       );
       // Independent reads: one round trip of latency instead of three.
       const [onchain, latest, state] = yield* Effect.all(
@@ -172,9 +206,13 @@ const make = Effect.gen(function* () {
       const nonce = onchain + 1n;
       const deadline = latest + SIGNATURE_WINDOW_SECONDS;
       const message = expectedTerms(mandate, chain, customer, nonce, deadline);
+      // An allowance that covers the approval needs neither (a wallet that approved the escrow itself: a
+      // Safe with several signers, whose permit signature the escrow cannot take).
       let permit: TypedAuthorizationRequest["permit"] = null;
       let approve: AuthorizationRequest["approve"] = null;
-      if ("permit" in state) {
+      if (state.allowance >= value) {
+        // Nothing to grant.
+      } else if (state.permit !== null) {
         permit = {
           domain: state.permit.domain,
           message: {
@@ -185,7 +223,7 @@ const make = Effect.gen(function* () {
             deadline: BigInt(deadline),
           },
         };
-      } else if (state.allowance < value)
+      } else
         approve = {
           to: token,
           data: encodeFunctionData({
@@ -207,15 +245,16 @@ const make = Effect.gen(function* () {
 
   /**
    * Every authorize transaction is paid by the relayer, and anyone holding the link can re-sign, so a
-   * mandate gets at most `transactionsPerMandatePerDay` of them. Checked only when the submission is
-   * admitted: one answered by an attempt already pending or mined sends nothing and is not refused (the
-   * relayer answers it before admitting).
+   * mandate gets at most `transactionsPerMandatePerDay` of them, a deployment of its counterfactual
+   * wallet included (its action shares the prefix). Checked only when the submission is admitted: one
+   * answered by an attempt already pending or mined sends nothing and is not refused (the relayer
+   * answers it before admitting).
    */
   const checkTransactionLimit = (chain: ResolvedChain, onchainId: Hex) =>
     Effect.gen(function* () {
       const recent = yield* relayer.recentActions(
         chain.id,
-        `authorize:${chain.id}:${onchainId.toLowerCase()}:`,
+        authorizationPrefix(chain.id, onchainId),
         "1 day",
       );
       if (recent.count >= limits.transactionsPerMandatePerDay)
@@ -224,6 +263,22 @@ const make = Effect.gen(function* () {
           message: `This mandate was sent to the chain ${limits.transactionsPerMandatePerDay} times in the last day, the most allowed. Try again later.`,
           retryAfterSeconds: recent.retryAfterSeconds,
         });
+    });
+
+  /**
+   * What the relayer checks before it sends anything for a mandate, in the sending database transaction:
+   * the wallet is bound (or becomes bound) to it, under its row lock, then the day's limit.
+   */
+  const admitFor = (chain: ResolvedChain, mandate: MandateRow, customer: Hex, onchainId: Hex) =>
+    Effect.gen(function* () {
+      if (!(yield* store.bindWallet(mandate.id, customer, onchainId)))
+        return yield* refuse(
+          "wrong_account",
+          "Another wallet signed this mandate first.",
+          "customer_address",
+        );
+      // Under the mandate's row lock (taken by the binding): one decision per mandate at a time.
+      yield* checkTransactionLimit(chain, onchainId);
     });
 
   /** The signatures as an item of the relayer's `authorizeMany` groups (with the permit, when there is one). */
@@ -247,19 +302,89 @@ const make = Effect.gen(function* () {
         };
 
   /**
+   * ERC-6492 signatures (a smart wallet not deployed yet): judged against the wallet the factory would
+   * deploy, before anything is sent; the wallet is then bound to the mandate and deployed by the relayer
+   * (counted against the mandate's daily limit), and the inner signatures go on like a deployed wallet's.
+   * A wallet that has code by now needs no deployment: its wrappers are dropped, and the escrow's
+   * simulation judges the signatures as for any deployed wallet (a stale permit nonce included).
+   */
+  const unwrapCounterfactual = (
+    chain: ResolvedChain,
+    mandate: MandateRow,
+    customer: Hex,
+    expected: TermsMessage,
+    input: SignaturesRequest,
+  ) =>
+    Effect.gen(function* () {
+      const signed: SignedHash[] = [
+        {
+          hash: hashTypedData({
+            domain: termsDomain(chain.id, chain.escrow.address),
+            types: TERMS_TYPES,
+            primaryType: "Terms",
+            message: expected,
+          }),
+          signature: input.signature as Hex,
+          param: "signature",
+          what: "these terms",
+        },
+      ];
+      const permitSignature = input.permit_signature ?? null;
+      if (permitSignature !== null) {
+        const token = mandate.token_address as Hex;
+        const [domain, nonce] = yield* Effect.all(
+          [tokens.permitDomain(chain, token), tokens.permitNonce(chain, token, customer)],
+          { concurrency: 2 },
+        ).pipe(Effect.mapError(unavailable));
+        if (domain._tag === "None")
+          return yield* refuse("signature_invalid", "This token takes no permit.", "permit_signature");
+        signed.push({
+          hash: hashTypedData({
+            domain: domain.value,
+            types: PERMIT_TYPES,
+            primaryType: "Permit",
+            message: {
+              owner: customer,
+              spender: chain.escrow.address,
+              value: expected.cap * BigInt(expected.approvalPeriods),
+              nonce,
+              deadline: expected.deadline,
+            },
+          }),
+          signature: permitSignature as Hex,
+          param: "permit_signature",
+          what: "the permit",
+        });
+      }
+      const checked = yield* walletSignatures.verify(chain, customer, signed, { unwrapOnly: true });
+      if (checked.deployment !== null)
+        yield* walletDeployments.deploy(chain, {
+          address: customer,
+          deployment: checked.deployment,
+          action: `${authorizationPrefix(chain.id, expected.mandateId)}wallet`,
+          admit: admitFor(chain, mandate, customer, expected.mandateId),
+        });
+      return {
+        ...input,
+        signature: checked.signatures[0] ?? input.signature,
+        permit_signature: checked.signatures[1] ?? permitSignature,
+      };
+    });
+
+  /**
    * Verifies the signatures, binds the wallet and submits the authorization; returns the relayer purpose
    * and the mandate as bound (its wallet and on-chain id are what the binding wrote, or had written when
    * an earlier attempt answers this one), so the page's answer needs no second read.
    */
-  const submit = (mandate: MandateRow, input: SignaturesRequest) =>
+  const submit = (mandate: MandateRow, submitted: SignaturesRequest) =>
     Effect.gen(function* () {
       const chain = yield* chainOfMandate(registry, mandate);
-      const customer = getAddress(input.customer_address);
+      const customer = getAddress(submitted.customer_address);
       yield* checkSigner(mandate, customer, true);
-      const nonce = BigInt(input.terms.nonce);
-      const deadline = Number(input.terms.deadline);
+      const nonce = BigInt(submitted.terms.nonce);
+      const deadline = Number(submitted.terms.deadline);
       const expected = expectedTerms(mandate, chain, customer, nonce, deadline);
-      if (!sameTerms(input.terms, expected))
+      if (!sameTerms(submitted.terms, expected))
         return yield* refuse(
           "terms_changed",
           "These are not the mandate's terms. Reload the page and sign again.",
@@ -272,6 +397,20 @@ const make = Effect.gen(function* () {
           "The signature's deadline has passed. Sign the new terms.",
           "terms",
         );
+      const input = [submitted.signature, submitted.permit_signature].some(
+        (s) => typeof s === "string" && isErc6492Signature(s as Hex),
+      )
+        ? yield* unwrapCounterfactual(chain, mandate, customer, expected, submitted)
+        : submitted;
+      if (input.permit_signature != null && size(input.permit_signature as Hex) !== 65) {
+        const token = tokenOf(chain, mandate.token_address);
+        const approval = `${formatDecimal(expected.cap * BigInt(expected.approvalPeriods), token?.decimals ?? 0)} ${token?.symbol ?? "base units"}`;
+        return yield* refuse(
+          "permit_signature_unsupported",
+          `The permit signature is ${size(input.permit_signature as Hex)} bytes; the escrow's permit takes a 65-byte one (v, r, s), which a wallet with several signers (a Safe with a threshold above 1) cannot give. Approve the escrow ${chain.escrow.address} for ${approval} from the wallet, then sign again: with that allowance in place only the terms are asked for.`,
+          "permit_signature",
+        );
+      }
       const item = authorizationItem(expected, input);
       const { functionName, args } = authorizeCall(item);
       if (relayer.address === undefined) return yield* relayerUnavailable("send transactions");
@@ -313,16 +452,7 @@ const make = Effect.gen(function* () {
           data: escrowCallData(functionName, args),
           gasUsed: Option.getOrUndefined(measured),
           // Inside the group's transaction, before the item is recorded.
-          admit: Effect.gen(function* () {
-            if (!(yield* store.bindWallet(mandate.id, customer, expected.mandateId)))
-              return yield* refuse(
-                "wrong_account",
-                "Another wallet signed this mandate first.",
-                "customer_address",
-              );
-            // Under the mandate's row lock (taken by the binding): one decision per mandate at a time.
-            yield* checkTransactionLimit(chain, expected.mandateId);
-          }),
+          admit: admitFor(chain, mandate, customer, expected.mandateId),
         })
         .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
       const bound: MandateRow = { ...mandate, customer_address: customer, onchain_id: expected.mandateId };

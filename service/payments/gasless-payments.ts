@@ -5,11 +5,16 @@
  *
  * Anyone holding the link can post authorizations and the relayer pays for each transaction, so every
  * check that can refuse runs before anything is sent: the payment still takes payments, the recipient
- * and the value, the validity window (chain time), the signature (recovered locally, viem), the payer's
- * balance and the nonce (read from the token), and a simulation of the call. Then, under the payment's
- * row lock: one transaction pending or mined per payment at a time (the relayer's `action`), the same
- * authorization twice is the same transaction (its `purpose`), and at most `transactionsPerPaymentPerDay`
- * transactions a day.
+ * and the value, the validity window (chain time), the signature (chains/wallet-signatures.ts: an EOA's
+ * recovered locally, a contract wallet's asked of it by ERC-1271, a counterfactual wallet's ERC-6492
+ * wrapper simulated), the payer's balance and the nonce (read from the token), and a simulation of the
+ * call. Then, under the payment's row lock: one transaction pending or mined per payment at a time (the
+ * relayer's `action`), the same authorization twice is the same transaction (its `purpose`), and at most
+ * `transactionsPerPaymentPerDay` transactions a day, a deployment of the payer's wallet included.
+ *
+ * The call is the one the token checks the signer's way: an EOA's signature as v, r, s (every EIP-3009
+ * token has that form), a contract wallet's as `bytes` (USDC v2.2's overload, which hands the signature
+ * to the wallet's ERC-1271 unchanged, whatever its length).
  */
 import { Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
@@ -20,9 +25,9 @@ import {
   erc20Abi,
   getAddress,
   type Hex,
+  hashTypedData,
   parseAbi,
   parseSignature,
-  verifyTypedData,
 } from "viem";
 import { ChainClients, ChainUnavailable } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
@@ -30,6 +35,8 @@ import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
+import { WalletDeployments } from "../chains/wallet-deployments.ts";
+import { SignatureHex, WalletSignatures } from "../chains/wallet-signatures.ts";
 import type { ErrorCode } from "../error-codes.ts";
 import { InvalidRequest, RateLimited, type Unavailable } from "../errors.ts";
 import { formatDecimal } from "../money/decimal.ts";
@@ -61,7 +68,10 @@ export const PayAuthorizationRequest = Schema.Struct({
   valid_after: UintText.annotate({ description: "Unix seconds (chain time); 0 for now" }),
   valid_before: UintText.annotate({ description: "Unix seconds (chain time), at least a minute ahead" }),
   nonce: pattern(/^0x[0-9a-fA-F]{64}$/, "must be 32 bytes in hex (0x + 64 hex digits)"),
-  signature: pattern(/^0x[0-9a-fA-F]{130}$/, "must be a 65-byte signature in hex (0x + 130 hex digits)"),
+  signature: SignatureHex.annotate({
+    description:
+      "The payer's signature: 65 bytes from a key, more from a contract wallet or in an ERC-6492 wrapper",
+  }),
 }).annotate({ identifier: "PayAuthorizationRequest" });
 export type PayAuthorizationRequest = typeof PayAuthorizationRequest.Type;
 
@@ -69,6 +79,7 @@ const MAX_UINT256 = 2n ** 256n - 1n;
 
 const tokenAbi = parseAbi([
   "function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)",
+  "function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)",
   "function authorizationState(address authorizer, bytes32 nonce) view returns (bool)",
   // What a token refuses an authorization with: OpenZeppelin's ERC-20 errors and EIP-3009's as the
   // local test token names them (USDC itself reverts with strings, matched below).
@@ -155,6 +166,8 @@ const make = Effect.gen(function* () {
   const store = yield* PaymentStore;
   const sessions = yield* PaySessions;
   const limits = yield* GaslessLimits;
+  const walletSignatures = yield* WalletSignatures;
+  const walletDeployments = yield* WalletDeployments;
 
   const rpc = <A>(chain: ResolvedChain, what: string, f: () => Promise<A>) =>
     clients.rpc(chain, what, f).pipe(Effect.mapError(unavailable));
@@ -277,56 +290,76 @@ const make = Effect.gen(function* () {
       const problem = problemWith(payment);
       if (problem) return yield* refuse(problem.code, problem.message, problem.param);
 
-      const signature = input.signature as Hex;
-      const valid = yield* Effect.tryPromise(() =>
-        verifyTypedData({
-          address: authorization.from,
-          ...transferAuthorizationTypedData(domain.value, authorization),
-          signature,
-        }),
-      ).pipe(Effect.orElseSucceed(() => false));
-      if (!valid)
-        return yield* refuse(
-          "signature_invalid",
-          `The signature is not ${authorization.from}'s of this authorization (EIP-712 TransferWithAuthorization in the token's domain).`,
-          "signature",
-        );
+      const checked = yield* walletSignatures.verify(chain, authorization.from, [
+        {
+          hash: hashTypedData(transferAuthorizationTypedData(domain.value, authorization)),
+          signature: input.signature as Hex,
+          param: "signature",
+          what: "this authorization (EIP-712 TransferWithAuthorization in the token's domain)",
+        },
+      ]);
+      const signature = checked.signatures[0] as Hex;
       yield* checkPayer(chain, token, authorization);
-      const { r, s, v, yParity } = parseSignature(signature);
-      const data = encodeFunctionData({
-        abi: tokenAbi,
-        functionName: "transferWithAuthorization",
-        args: [
-          authorization.from,
-          authorization.to,
-          authorization.value,
-          authorization.validAfter,
-          authorization.validBefore,
-          authorization.nonce,
-          Number(v ?? BigInt(yParity + 27)),
-          r,
-          s,
-        ],
-      });
-      yield* simulate(chain, token, data);
-
-      return yield* sql.withTransaction(
+      /**
+       * Under the payment's row lock: one decision per payment at a time, on its current amounts, and the
+       * day's limit, unless a transfer already on its way answers the submission (`transfer`: sends nothing).
+       */
+      const admit = (what: "transfer" | "deployment") =>
         Effect.gen(function* () {
-          // Under the payment's row lock: one decision per payment at a time, on its current amounts.
           const locked = yield* store.lock(payment.id);
           yield* checkPayable(locked, now);
           const again = problemWith(locked);
           if (again) return yield* refuse(again.code, again.message, again.param);
-          const live = yield* relayer.findAction(chain.id, action);
-          if (!(live && (live.status === "pending" || live.status === "mined"))) {
-            const recent = yield* relayer.recentActions(chain.id, action, "1 day");
-            if (recent.count >= limits.transactionsPerPaymentPerDay)
-              return yield* new RateLimited({
-                code: "authorization_limit_reached",
-                message: `This payment's gasless transfers were sent to the chain ${limits.transactionsPerPaymentPerDay} times in the last day, the most allowed. Pay with a transfer from your wallet, or try again later.`,
-                retryAfterSeconds: recent.retryAfterSeconds,
-              });
+          if (what === "transfer") {
+            const live = yield* relayer.findAction(chain.id, action);
+            if (live && (live.status === "pending" || live.status === "mined")) return;
           }
+          const recent = yield* relayer.recentActions(chain.id, action, "1 day");
+          if (recent.count >= limits.transactionsPerPaymentPerDay)
+            return yield* new RateLimited({
+              code: "authorization_limit_reached",
+              message: `This payment's gasless transfers were sent to the chain ${limits.transactionsPerPaymentPerDay} times in the last day, the most allowed. Pay with a transfer from your wallet, or try again later.`,
+              retryAfterSeconds: recent.retryAfterSeconds,
+            });
+        });
+      // A counterfactual wallet (ERC-6492) is deployed first; the transfer is then simulated against it.
+      if (checked.deployment !== null)
+        yield* walletDeployments.deploy(chain, {
+          address: authorization.from,
+          deployment: checked.deployment,
+          action: `${action}:wallet:${authorization.from.toLowerCase()}`,
+          admit: admit("deployment"),
+        });
+      const { from, to, value, validAfter, validBefore, nonce } = authorization;
+      const data = checked.contract
+        ? encodeFunctionData({
+            abi: tokenAbi,
+            functionName: "transferWithAuthorization",
+            args: [from, to, value, validAfter, validBefore, nonce, signature],
+          })
+        : (() => {
+            const { r, s, v, yParity } = parseSignature(signature);
+            return encodeFunctionData({
+              abi: tokenAbi,
+              functionName: "transferWithAuthorization",
+              args: [
+                from,
+                to,
+                value,
+                validAfter,
+                validBefore,
+                nonce,
+                Number(v ?? BigInt(yParity + 27)),
+                r,
+                s,
+              ],
+            });
+          })();
+      yield* simulate(chain, token, data);
+
+      return yield* sql.withTransaction(
+        Effect.gen(function* () {
+          yield* admit("transfer");
           return yield* relayer
             .submit(chain.id, { to: token, data, purpose, action })
             .pipe(

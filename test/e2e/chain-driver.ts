@@ -109,11 +109,15 @@ export const chainDriver = (chainId: number) => {
     return stranger;
   };
 
-  const newCustomer = async (funds = usd("1000")) => {
+  /**
+   * A customer with gas and `funds`, who approved the escrow for everything unless `approve` is false
+   * (the page then asks that customer for a permit).
+   */
+  const newCustomer = async (funds = usd("1000"), options: { readonly approve?: boolean } = {}) => {
     const customer = privateKeyToAccount(generatePrivateKey());
     await rpc("anvil_setBalance", [customer.address, "0xde0b6b3a7640000"]);
     await mint(customer.address, funds);
-    await call(customer, usdc, erc20Abi, "approve", [escrow, 2n ** 256n - 1n]);
+    if (options.approve !== false) await call(customer, usdc, erc20Abi, "approve", [escrow, 2n ** 256n - 1n]);
     return customer;
   };
 

@@ -28,7 +28,7 @@ import { waitFor } from "../../scripts/stack/wait.ts";
 import { GROUPS_IN_FLIGHT } from "../../service/chains/relayer.ts";
 import { PERMIT_TYPES } from "../../service/mandates/terms.ts";
 import { type PageTypedData, signPageTerms } from "../contract/harness.ts";
-import { chainDriver, faucet } from "./chain-driver.ts";
+import { chainDriver, faucet, usd } from "./chain-driver.ts";
 import { api, expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
 
 const CHAIN = 31337;
@@ -606,7 +606,11 @@ describe("authorisations sent together in one authorizeMany", () => {
   it("an item whose permit is used up meanwhile is skipped: only its customer is asked to sign again", async () => {
     const first = await primers();
     const [late, onTime] = [await openMandate(), await openMandate()];
-    const [lateCustomer, onTimeCustomer] = [await driver.newCustomer(), await driver.newCustomer()];
+    // Customers who have not approved the escrow: the page asks them for permits.
+    const [lateCustomer, onTimeCustomer] = [
+      await driver.newCustomer(usd("1000"), { approve: false }),
+      await driver.newCustomer(usd("1000"), { approve: false }),
+    ];
     const lateTerms = await termsFor(tokenOf(late), lateCustomer);
     const onTimeTerms = await termsFor(tokenOf(onTime), onTimeCustomer);
     const permit = lateTerms.permit;

@@ -33,6 +33,10 @@ describe("chain config", () => {
     await expect(
       Effect.runPromise(parseChainsFile(JSON.stringify({ chains: [unbatched] }), "x")),
     ).resolves.toBeDefined();
+    const safes = { ...valid, wallet_factories: ["0x4e1DCf7AD4e460CfD30791CCC4F9c8a4f820ec67"] };
+    await expect(
+      Effect.runPromise(parseChainsFile(JSON.stringify({ chains: [safes] }), "x")),
+    ).resolves.toBeDefined();
   });
 
   it.each([
@@ -50,6 +54,11 @@ describe("chain config", () => {
     [{ ...valid, payments_available: undefined }, "chains[0].payments_available"],
     [{ ...valid, local: { port: 8545 } }, "chains[0].livemode"],
     [{ ...valid, colour: "blue" }, "chains[0].colour"],
+    [{ ...valid, wallet_factories: ["0x12"] }, "chains[0].wallet_factories[0]"],
+    [
+      { ...valid, wallet_factories: "0x4e1DCf7AD4e460CfD30791CCC4F9c8a4f820ec67" },
+      "chains[0].wallet_factories",
+    ],
   ])("names the bad field (%#)", async (chain, field) => {
     expect(await problem([chain])).toContain(field);
   });
