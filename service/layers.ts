@@ -16,6 +16,7 @@ import { Relayer } from "./chains/relayer.ts";
 import { RelayerAccount } from "./chains/relayer-account.ts";
 import { RelayerStore } from "./chains/relayer-store.ts";
 import { relayerTracker } from "./chains/relayer-tracker.ts";
+import { TokenStates, tokenWatch } from "./chains/token-states.ts";
 import { ChargeBatches } from "./charges/charge-batches.ts";
 import { ChargeFailureEvents } from "./charges/charge-failure-events.ts";
 import { chargeOutcomes } from "./charges/charge-outcomes.ts";
@@ -134,6 +135,7 @@ export const servicesLayer = (
     Idempotency.layer(Duration.hours(config.idempotencyRetentionHours)),
     Outbox.layer.pipe(Layer.provide(webhookFanOut)),
     RelayStore.payoutRegistrations,
+    TokenStates.layer,
   );
   const chains = Layer.mergeAll(MerchantChains.layer, Coupons.layer).pipe(Layer.provideMerge(foundation));
   const catalogue = Layer.mergeAll(
@@ -178,6 +180,7 @@ const workersLayer = (config: ServiceConfig) =>
     idempotencyPurge,
     factRelay,
     relayerTracker(Duration.seconds(config.relayerBumpAfterSeconds)),
+    tokenWatch,
     holdReleaser,
     chargeOutcomes,
     depositWatcher,

@@ -29,6 +29,7 @@ import { ChainHeads } from "../chains/chain-heads.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { TokenStates } from "../chains/token-states.ts";
 import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
 import type { ErrorCode } from "../error-codes.ts";
 import { InvalidRequest, RateLimited, type Unavailable } from "../errors.ts";
@@ -149,6 +150,7 @@ export type GaslessFailure = InvalidRequest | Unavailable | RateLimited | SqlErr
 const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
   const registry = yield* ChainRegistry;
+  const tokenStates = yield* TokenStates;
   const clients = yield* ChainClients;
   const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
@@ -232,6 +234,7 @@ const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const chain = yield* chainOfPayment(registry, payment);
       const token = payment.token_address as Hex;
+      yield* tokenStates.guard(chain, token);
       const action = gaslessAction(chain.id, payment.id);
       const authorization: TransferAuthorization = {
         from: getAddress(input.from),

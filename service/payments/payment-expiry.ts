@@ -3,9 +3,11 @@
  * received), becomes underpaid (`payment.underpaid`: part of it received), or stays paid. A payment
  * whose funds arrived before the deadline but are not confirmed yet waits for them up to
  * SETTLE_GRACE_SECONDS (the sweeper sweeps it at once), so a payer who paid in time is not reported
- * short because of the sweep's and the confirmations' delay.
+ * short because of the sweep's and the confirmations' delay. One whose sweep is held back (the token's
+ * issuer blacklisted the payout or deposit address) waits until it is swept: the payer paid in time,
+ * and the funds wait at the address for the merchant's address to be cleared.
  */
-import { Effect } from "effect";
+import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";
 import { ChainClients } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
@@ -49,7 +51,7 @@ export const expirePayments = Effect.gen(function* () {
     registry.all,
     (chain) =>
       Effect.gen(function* () {
-        if (!(yield* store.workOn(chain.id)).open) return;
+        if (!(yield* store.workOn(chain.id, new Date(yield* Clock.currentTimeMillis))).open) return;
         const now = yield* clients.latestTime(chain);
         while ((yield* expireChain(chain, now)) >= BATCH) yield* Effect.yieldNow;
       }).pipe(
