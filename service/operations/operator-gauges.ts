@@ -66,7 +66,9 @@ const databaseCounts = (chains: ReadonlyArray<ChainWatchEntry>) =>
               (SELECT count(*) FROM billing.invoices WHERE status = 'open')::text AS invoices_open`.pipe(
           Effect.flatMap(decodeTotals),
         ),
-        sql`SELECT chain_id, count(*)::text AS n FROM billing.relayer_transactions
+        // chain_id is a bigint there, which the driver answers as text: without the cast, any pending
+        // transaction made the row fail its schema and the whole scrape a 500.
+        sql`SELECT chain_id::int AS chain_id, count(*)::text AS n FROM billing.relayer_transactions
             WHERE status = 'pending' AND carrier_id IS NULL GROUP BY chain_id`.pipe(
           Effect.flatMap(decodePerChain),
         ),
