@@ -4,14 +4,15 @@
  * whose funds arrived before the deadline but are not confirmed yet waits for them up to
  * SETTLE_GRACE_SECONDS (the sweeper sweeps it at once), so a payer who paid in time is not reported
  * short because of the sweep's and the confirmations' delay. One whose sweep is held back (the token's
- * issuer blacklisted the payout or deposit address) waits until it is swept: the payer paid in time,
- * and the funds wait at the address for the merchant's address to be cleared.
+ * issuer blacklisted the payout or deposit address) or whose token is paused waits until it is swept:
+ * the payer paid in time, and the funds wait at the address until the issuer lets them move.
  */
 import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";
 import { ChainClients } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
+import { TokenStates } from "../chains/token-states.ts";
 import { Outbox } from "../events/outbox.ts";
 import type { Worker } from "../workers/worker.ts";
 import { PaymentStore } from "./payment-store.ts";
@@ -28,7 +29,8 @@ const expireChain = (chain: ResolvedChain, now: number) =>
     const outbox = yield* Outbox;
     return yield* sql.withTransaction(
       Effect.gen(function* () {
-        const due = yield* store.lockExpiring(chain.id, now, BATCH);
+        const paused = yield* (yield* TokenStates).pausedTokens(chain.id);
+        const due = yield* store.lockExpiring(chain.id, now, BATCH, paused);
         const waiting = due.filter(
           (row) => BigInt(row.seen) > 0n && now < row.expires_at + SETTLE_GRACE_SECONDS,
         );
@@ -66,7 +68,13 @@ export const expirePayments = Effect.gen(function* () {
 });
 
 export const paymentExpiry: Worker<
-  SqlClient.SqlClient | ChainRegistry | ChainClients | PaymentStore | PaymentTransitions | Outbox
+  | SqlClient.SqlClient
+  | ChainRegistry
+  | ChainClients
+  | PaymentStore
+  | PaymentTransitions
+  | Outbox
+  | TokenStates
 > = {
   name: "payment-expiry",
   pass: expirePayments,

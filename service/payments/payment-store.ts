@@ -413,16 +413,18 @@ const make = Effect.gen(function* () {
 
     /**
      * Open payments whose time is up at `now` on their chain, locked, skipping others'. Not those whose
-     * funds arrived and wait at the address for a sweep held back (they expire once swept, or never
-     * need to): however many there are, they never take the place of payments that can expire.
+     * funds arrived and wait at the address for a sweep held back or a token in `pausedTokens` (they
+     * are settled once swept): however many there are, they never take the place of payments that can
+     * expire.
      */
-    lockExpiring: (chainId: number, now: number, limit: number) =>
+    lockExpiring: (chainId: number, now: number, limit: number, pausedTokens: ReadonlyArray<string>) =>
       select(
         [
           sql`p.chain_id = ${chainId}`,
           sql`NOT p.closed`,
           sql`p.expires_at <= ${now}`,
-          sql`NOT (p.seen > 0 AND p.sweep_failure_code IS NOT NULL)`,
+          sql`NOT (p.seen > 0 AND (p.sweep_failure_code IS NOT NULL
+                OR lower(p.token_address) = ANY (${pausedTokens}::text[])))`,
         ],
         { order: PAYMENTS.id, limit, lock: "update_skip_locked" },
       ),
