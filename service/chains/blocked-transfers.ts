@@ -6,7 +6,7 @@
  *
  * - why (`TransferFailureCode`): the token's blacklist names the payout address or the deposit
  *   address, or the token refused for a reason the service cannot attribute;
- * - until when: as long again as the item has been held back, from 1 to 15 minutes between attempts,
+ * - until when: as long again as the item has been held back, 1 to 15 minutes between attempts,
  *   so a held item costs a simulation every few minutes and no gas; sooner once `isBlacklisted` says
  *   the address it names was cleared;
  * - one event per episode (from the first refusal to the next successful submission), keyed by the
@@ -48,7 +48,8 @@ export const MAX_HOLD_BACK = Duration.minutes(15);
 
 /**
  * When an item held back since `since` (ms) and refused again at `now` is tried next: after as long
- * again as it has been held back, 1 to 15 minutes (1, 2, 4, 8, 15, 15… minutes after the first refusal).
+ * again as it has been held back, 1 to 15 minutes (1, 2, 4, 8 and 16 minutes after the first refusal,
+ * then every 15).
  */
 export const nextAttemptAt = (since: number, now: number): number =>
   now + Math.min(Math.max(now - since, Duration.toMillis(MIN_HOLD_BACK)), Duration.toMillis(MAX_HOLD_BACK));

@@ -117,7 +117,7 @@ export class Charges extends Context.Service<
             .simulateOutcome(chain, mandate.operator_address as Hex, "returnCharge", args)
             .pipe(Effect.mapError(unavailable));
           if (refused !== undefined)
-            return yield* refuse(`The escrow refused the return (${refused.errorName}).`);
+            return yield* refuse(`The escrow refused the return (${refused.reason ?? refused.errorName}).`);
           const action = returnAction(chain.id, charge.onchain_id);
           const sent = yield* relayer
             .submit(chain.id, {

@@ -226,7 +226,9 @@ export class Payments extends Context.Service<
             .simulateOutcome(chain, row.operator_address as Hex, "returnPayment", args)
             .pipe(Effect.mapError(unavailable));
           if (refused !== undefined)
-            return yield* notReturnable(`The escrow refused the return (${refused.errorName}).`);
+            return yield* notReturnable(
+              `The escrow refused the return (${refused.reason ?? refused.errorName}).`,
+            );
           const action = paymentReturnAction(chain.id, row.id);
           const sent = yield* relayer
             .submit(chain.id, {
