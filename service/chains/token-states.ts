@@ -113,6 +113,7 @@ export class TokenStates extends Context.Service<
           }
         });
 
+      /** Reads and keeps the token's `paused()`; false when the RPC did not answer. */
       const readPaused = (chain: ResolvedChain, token: Hex) =>
         Effect.tryPromise({
           try: () =>
@@ -120,11 +121,18 @@ export class TokenStates extends Context.Service<
           catch: (error) => error,
         }).pipe(
           Effect.flatMap((value) => setPaused(chain, token, value)),
+          Effect.as(true),
           Effect.catch((error) =>
             lacksFunction(error)
-              ? Effect.sync(() => unpausable.add(keyOf(chain.id, token)))
-              : Effect.logDebug("token's paused() not read").pipe(
-                  Effect.annotateLogs({ chain: chain.id, token, reason: String(error).split("\n")[0] }),
+              ? Effect.as(
+                  Effect.sync(() => unpausable.add(keyOf(chain.id, token))),
+                  true,
+                )
+              : Effect.as(
+                  Effect.logDebug("token's paused() not read").pipe(
+                    Effect.annotateLogs({ chain: chain.id, token, reason: String(error).split("\n")[0] }),
+                  ),
+                  false,
                 ),
           ),
         );
@@ -133,12 +141,13 @@ export class TokenStates extends Context.Service<
         Effect.gen(function* () {
           const head = yield* heads.latestBlock(chain).pipe(Effect.option);
           if (Option.isNone(head) || readAtHead.get(chain.id) === head.value.number) return;
-          readAtHead.set(chain.id, head.value.number);
-          yield* Effect.forEach(
+          const read = yield* Effect.forEach(
             chain.tokens.filter((t) => !unpausable.has(keyOf(chain.id, t.address))),
             (t) => readPaused(chain, t.address),
-            { concurrency: "unbounded", discard: true },
+            { concurrency: "unbounded" },
           );
+          // A read the RPC did not answer is asked again on the next pass, not at the next head.
+          if (read.every(Boolean)) readAtHead.set(chain.id, head.value.number);
         });
 
       const isPaused = (chainId: number, token: string) =>

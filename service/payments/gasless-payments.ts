@@ -234,7 +234,6 @@ const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const chain = yield* chainOfPayment(registry, payment);
       const token = payment.token_address as Hex;
-      yield* tokenStates.guard(chain, token);
       const action = gaslessAction(chain.id, payment.id);
       const authorization: TransferAuthorization = {
         from: getAddress(input.from),
@@ -255,6 +254,7 @@ const make = Effect.gen(function* () {
       // The same authorization again (a double click, a retry): its transaction, sending nothing.
       const earlier = yield* relayer.find(chain.id, purpose);
       if (earlier) return earlier;
+      yield* tokenStates.guard(chain, token);
 
       const domain = yield* sessions.gaslessDomain(chain, token);
       if (domain._tag === "None")
