@@ -190,6 +190,8 @@ describe("a paused token", () => {
         what: "/ready to show the pause",
       });
       expect((await ready()).status).toBe(200);
+      // The deposit watcher saw the transfer: the payment waits for its sweep.
+      await waitUntil(m, `/v1/payments/${deposit.id}`, "the transfer seen", (p) => p.status === "processing");
       await gaugeIs(CHAIN, 1);
       await gaugeIs(OTHER_CHAIN, 0);
 
