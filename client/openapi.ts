@@ -828,6 +828,20 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        TransferFailure: {
+            /**
+             * @description payout_address_blocked: the token's issuer blacklisted your payout address; deposit_address_blocked: it blacklisted the payment's deposit address; transfer_refused: the chain refused the transfer for another reason (the message says which)
+             * @enum {string}
+             */
+            code: "payout_address_blocked" | "deposit_address_blocked" | "transfer_refused";
+            message: string;
+            /** @description Unix seconds: when the transfer was first refused */
+            since: number;
+            /** @description Unix seconds: the latest time the service tries again (sooner once the blacklisted address is cleared) */
+            next_attempt: number;
+        } & {
+            [key: string]: unknown;
+        };
         Charge: {
             /** @description ch_… */
             id: string;
@@ -840,8 +854,8 @@ export interface components {
              * @enum {string}
              */
             status: "pending" | "succeeded" | "released" | "returned" | "failed";
-            /** @description insufficient_funds: the customer must top up; approval_exhausted: the customer must sign again at the mandate's authorization_url; processing_error: the chain refused the charge for another reason */
-            failure_code: ("insufficient_funds" | "approval_exhausted" | "processing_error") | null;
+            /** @description insufficient_funds: the customer must top up; approval_exhausted: the customer must sign again at the mandate's authorization_url; customer_blocked: the token's issuer blacklisted the customer's wallet; payout_address_blocked: it blacklisted your payout address (yours to clear, not the customer's); token_paused: the issuer paused the token before the charge was mined; processing_error: the chain refused the charge for another reason */
+            failure_code: ("insufficient_funds" | "approval_exhausted" | "customer_blocked" | "payout_address_blocked" | "token_paused" | "processing_error") | null;
             failure_message: string | null;
             /** @description Token base units */
             amount: string;
@@ -857,6 +871,8 @@ export interface components {
             release_at: number | null;
             /** @description A release or return submitted and not yet on chain */
             pending_action: ("release" | "return") | null;
+            /** @description Set while the hold is over but the release is refused (e.g. your payout address is blacklisted by the token's issuer): the money stays in escrow and is released by itself once the cause is cleared */
+            release_failure: components["schemas"]["TransferFailure"] | null;
             /** @description The escrow's bytes32 charge id */
             onchain_id: string | null;
             /** @description Where the charge happened on chain */
@@ -970,6 +986,10 @@ export interface components {
             pending_action: ("release" | "return") | null;
             /** @description Where a return sends the held funds */
             return_to: string | null;
+            /** @description Set while the funds at the deposit address cannot be swept (e.g. your payout address is blacklisted by the token's issuer): they stay at the address and move by themselves once the cause is cleared */
+            sweep_failure: components["schemas"]["TransferFailure"] | null;
+            /** @description Set while the held funds cannot be released to you (e.g. your payout address is blacklisted): they stay in escrow and are released by themselves once the cause is cleared */
+            release_failure: components["schemas"]["TransferFailure"] | null;
             /** @description The payers' transfers to the deposit address, oldest first */
             transfers: components["schemas"]["PaymentTransfer"][];
         } & {
@@ -1024,7 +1044,7 @@ export interface components {
              * @description Only events of this type (see GET /v1/event_types)
              * @enum {string}
              */
-            type?: "mandate.authorized" | "mandate.revoked" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.released" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.underpaid" | "webhook.test";
+            type?: "mandate.authorized" | "mandate.revoked" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.failed" | "charge.released" | "charge.release_failed" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.sweep_failed" | "payment.release_failed" | "payment.underpaid" | "webhook.test";
         };
         Event: {
             /** @description evt_…, stable: deduplicate on it */
@@ -2349,6 +2369,7 @@ export interface operations {
                      *           "held": true,
                      *           "release_at": 1773054906,
                      *           "pending_action": null,
+                     *           "release_failure": null,
                      *           "onchain_id": "0xd1d022aca00f78040a06d3785518e2a0ab02d4a3f2e9cd4dbadbb88fbaad89cb",
                      *           "onchain": {
                      *             "block_number": 1843,
@@ -2471,6 +2492,7 @@ export interface operations {
                      *       "held": false,
                      *       "release_at": null,
                      *       "pending_action": null,
+                     *       "release_failure": null,
                      *       "onchain_id": null,
                      *       "onchain": null,
                      *       "ended_onchain": null,
@@ -2572,6 +2594,7 @@ export interface operations {
                      *       "held": true,
                      *       "release_at": 1773054906,
                      *       "pending_action": null,
+                     *       "release_failure": null,
                      *       "onchain_id": "0xd1d022aca00f78040a06d3785518e2a0ab02d4a3f2e9cd4dbadbb88fbaad89cb",
                      *       "onchain": {
                      *         "block_number": 1843,
@@ -2686,6 +2709,7 @@ export interface operations {
                      *       "held": true,
                      *       "release_at": 1773054906,
                      *       "pending_action": "return",
+                     *       "release_failure": null,
                      *       "onchain_id": "0xd1d022aca00f78040a06d3785518e2a0ab02d4a3f2e9cd4dbadbb88fbaad89cb",
                      *       "onchain": {
                      *         "block_number": 1843,
@@ -2810,6 +2834,8 @@ export interface operations {
                      *           "release_at": 1773052560,
                      *           "pending_action": null,
                      *           "return_to": "0x2546BcD3c84621e976D8185a91A922aE77ECEc30",
+                     *           "sweep_failure": null,
+                     *           "release_failure": null,
                      *           "transfers": [
                      *             {
                      *               "transaction_hash": "0x8661f600ac3c890333c41ed7dd0f741cd38997e7f8d17c695fea6b2ac24da1ef",
@@ -2946,6 +2972,8 @@ export interface operations {
                      *       "release_at": null,
                      *       "pending_action": null,
                      *       "return_to": null,
+                     *       "sweep_failure": null,
+                     *       "release_failure": null,
                      *       "transfers": []
                      *     }
                      */
@@ -3055,6 +3083,8 @@ export interface operations {
                      *       "release_at": 1773052560,
                      *       "pending_action": null,
                      *       "return_to": "0x2546BcD3c84621e976D8185a91A922aE77ECEc30",
+                     *       "sweep_failure": null,
+                     *       "release_failure": null,
                      *       "transfers": [
                      *         {
                      *           "transaction_hash": "0x8661f600ac3c890333c41ed7dd0f741cd38997e7f8d17c695fea6b2ac24da1ef",
@@ -3181,6 +3211,8 @@ export interface operations {
                      *       "release_at": null,
                      *       "pending_action": null,
                      *       "return_to": null,
+                     *       "sweep_failure": null,
+                     *       "release_failure": null,
                      *       "transfers": []
                      *     }
                      */
@@ -3302,6 +3334,8 @@ export interface operations {
                      *       "release_at": 1773052560,
                      *       "pending_action": "return",
                      *       "return_to": "0x2546BcD3c84621e976D8185a91A922aE77ECEc30",
+                     *       "sweep_failure": null,
+                     *       "release_failure": null,
                      *       "transfers": [
                      *         {
                      *           "transaction_hash": "0x8661f600ac3c890333c41ed7dd0f741cd38997e7f8d17c695fea6b2ac24da1ef",
@@ -3380,7 +3414,7 @@ export interface operations {
                 limit?: number;
                 starting_after?: string;
                 ending_before?: string;
-                type?: "mandate.authorized" | "mandate.revoked" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.released" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.underpaid" | "webhook.test";
+                type?: "mandate.authorized" | "mandate.revoked" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.failed" | "charge.released" | "charge.release_failed" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.sweep_failed" | "payment.release_failed" | "payment.underpaid" | "webhook.test";
             };
             header?: never;
             path?: never;
@@ -3422,6 +3456,7 @@ export interface operations {
                      *               "held": true,
                      *               "release_at": 1773054906,
                      *               "pending_action": null,
+                     *               "release_failure": null,
                      *               "onchain_id": "0xd1d022aca00f78040a06d3785518e2a0ab02d4a3f2e9cd4dbadbb88fbaad89cb",
                      *               "onchain": {
                      *                 "block_number": 1843,
@@ -3541,6 +3576,7 @@ export interface operations {
                      *           "held": true,
                      *           "release_at": 1773054906,
                      *           "pending_action": null,
+                     *           "release_failure": null,
                      *           "onchain_id": "0xd1d022aca00f78040a06d3785518e2a0ab02d4a3f2e9cd4dbadbb88fbaad89cb",
                      *           "onchain": {
                      *             "block_number": 1843,
@@ -5790,8 +5826,18 @@ export interface operations {
                      *         },
                      *         {
                      *           "object": "event_type",
+                     *           "type": "charge.failed",
+                     *           "description": "A charge failed and nothing moved; failure_code says why (insufficient_funds, approval_exhausted, customer_blocked, payout_address_blocked, token_paused, processing_error)."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
                      *           "type": "charge.released",
                      *           "description": "Under escrow holds, the merchant has the money: fulfil on this."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
+                     *           "type": "charge.release_failed",
+                     *           "description": "A held charge's release was refused (release_failure says why, e.g. payout_address_blocked). The money stays in escrow and is released by itself once the cause is cleared; raised once per episode."
                      *         },
                      *         {
                      *           "object": "event_type",
@@ -5837,6 +5883,16 @@ export interface operations {
                      *           "object": "event_type",
                      *           "type": "payment.reversed",
                      *           "description": "A payment reported paid or underpaid no longer stands: you returned its held funds (POST /v1/payments/{id}/return), or a reorg took its transfer out. It is paid again (a new payment.paid) if funds arrive again."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
+                     *           "type": "payment.sweep_failed",
+                     *           "description": "The funds at a payment's deposit address could not be swept (sweep_failure says why, e.g. payout_address_blocked). They stay at the address and move by themselves once the cause is cleared; raised once per episode."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
+                     *           "type": "payment.release_failed",
+                     *           "description": "A payment's held funds could not be released to you (release_failure says why, e.g. payout_address_blocked). They stay in escrow and are released by themselves once the cause is cleared; raised once per episode."
                      *         },
                      *         {
                      *           "object": "event_type",

@@ -86,6 +86,10 @@ export const ERROR_CODES = {
     status: 503,
     when: "The relayer's hourly gas budget on the chain is spent; retry later.",
   },
+  token_paused: {
+    status: 503,
+    when: "The token's issuer has paused it (every transfer of it reverts), so nothing was sent or recorded; the message names the token. Retry once it is unpaused.",
+  },
   // Mandates and charges.
   period_unsupported: { status: 400, when: "A `period` other than `month`." },
   mandate_cap_exceeded: { status: 400, when: "The amount is above the mandate's cap (nothing is sent)." },

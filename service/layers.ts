@@ -16,6 +16,7 @@ import { Relayer } from "./chains/relayer.ts";
 import { RelayerAccount } from "./chains/relayer-account.ts";
 import { RelayerStore } from "./chains/relayer-store.ts";
 import { relayerTracker } from "./chains/relayer-tracker.ts";
+import { TokenStates, tokenWatch } from "./chains/token-states.ts";
 import { WalletDeployments } from "./chains/wallet-deployments.ts";
 import { WalletSignatures } from "./chains/wallet-signatures.ts";
 import { ChargeBatches } from "./charges/charge-batches.ts";
@@ -136,6 +137,7 @@ export const servicesLayer = (
     Idempotency.layer(Duration.hours(config.idempotencyRetentionHours)),
     Outbox.layer.pipe(Layer.provide(webhookFanOut)),
     RelayStore.payoutRegistrations,
+    TokenStates.layer,
   );
   const chains = Layer.mergeAll(
     MerchantChains.layer,
@@ -185,6 +187,7 @@ const workersLayer = (config: ServiceConfig) =>
     idempotencyPurge,
     factRelay,
     relayerTracker(Duration.seconds(config.relayerBumpAfterSeconds)),
+    tokenWatch,
     holdReleaser,
     chargeOutcomes,
     depositWatcher,

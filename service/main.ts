@@ -13,6 +13,7 @@ import { ChainWatch, describeStalled } from "./chains/indexer-watchdog.ts";
 import type { MerchantChains } from "./chains/merchant-chains.ts";
 import { chainHeads } from "./chains/onchain.ts";
 import { ChainRegistry } from "./chains/registry.ts";
+import { describePaused, TokenStates } from "./chains/token-states.ts";
 import type { Charges } from "./charges/charges.ts";
 import { type ServiceConfig, serviceConfigFromEnv } from "./config/env.ts";
 import type { Events } from "./events/events.ts";
@@ -182,7 +183,16 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
         .then((status) => (status.ready ? "ready" : `stale: ${status.stale.join(", ")}`)),
       indexerCheck(),
     ]);
-    const checks = { database, indexer, workers };
+    // A paused token is shown, not counted against readiness: taking every replica out of the load
+    // balancer would stop every other chain and token too (ARCHITECTURE.md, "Tokens whose issuer can
+    // freeze them").
+    const tokens = await runtime.runPromise(
+      Effect.map(
+        Effect.flatMap(Effect.service(TokenStates), (states) => states.snapshot),
+        describePaused,
+      ),
+    );
+    const checks = { database, indexer, workers, tokens };
     return {
       ready:
         database === "ready" && workers === "ready" && (indexer === "ready" || indexer === "not_configured"),

@@ -26,9 +26,14 @@ export class ChainUnavailable extends Schema.TaggedError<ChainUnavailable>()("Ch
   message: Schema.String,
 }) {}
 
-/** A simulated escrow call that would revert, with the contract's custom error name. */
+/**
+ * A simulated escrow call that would revert: the escrow's custom error name, or `Error` with the
+ * `reason` string a token reverted with (Circle's USDC: `Blacklistable: account is blacklisted`,
+ * `Pausable: paused`), which the escrow passes on.
+ */
 export class EscrowRevert extends Schema.TaggedError<EscrowRevert>()("EscrowRevert", {
   errorName: Schema.String,
+  reason: Schema.optionalKey(Schema.String),
   message: Schema.String,
 }) {}
 
@@ -171,10 +176,10 @@ const makeChainClients = (fetchFn: ReturnType<typeof fetchOver>): ChainClients["
     }).pipe(
       Effect.asVoid,
       Effect.catch((error): Effect.Effect<never, EscrowRevert | ChainUnavailable> => {
-        const name = escrowErrorName(error);
-        return name === undefined
+        const revert = revertOf(error);
+        return revert === undefined
           ? Effect.fail(new ChainUnavailable({ chainId: chain.id, message: firstLine(error) }))
-          : Effect.fail(new EscrowRevert({ errorName: name, message: firstLine(error) }));
+          : Effect.fail(new EscrowRevert({ ...revert, message: firstLine(error) }));
       }),
     );
   const measureEscrow = (
@@ -207,16 +212,26 @@ const makeChainClients = (fetchFn: ReturnType<typeof fetchOver>): ChainClients["
   return { client, latestTime, latestBlock, simulateEscrow, measureEscrow, simulateOutcome, rpc };
 };
 
-/** The escrow's custom error in a failed call's revert data (viem nests the data in the cause chain). */
-const escrowErrorName = (error: unknown): string | undefined => {
+/**
+ * The revert in a failed call's data (viem nests the data in the cause chain): one of the escrow's
+ * custom errors, or a token's `Error(string)` with its reason (decodeErrorResult knows `Error` and
+ * `Panic` besides the ABI's own).
+ */
+const revertOf = (error: unknown): { errorName: string; reason?: string } | undefined => {
   if (!(error instanceof BaseError)) return undefined;
   const data = (
     error.walk((e) => typeof (e as { data?: unknown }).data === "string") as { data?: unknown } | null
   )?.data;
   if (typeof data !== "string" || !data.startsWith("0x") || data.length < 10) return undefined;
   try {
-    return decodeErrorResult({ abi: MandateEscrowAbi, data: data as Hex }).errorName;
+    // Typed by the ABI's own errors; `Error` and `Panic` are decoded too.
+    const decoded: { readonly errorName: string; readonly args?: readonly unknown[] | undefined } =
+      decodeErrorResult({ abi: MandateEscrowAbi, data: data as Hex });
+    const [reason] = decoded.args ?? [];
+    return decoded.errorName === "Error" && typeof reason === "string"
+      ? { errorName: decoded.errorName, reason }
+      : { errorName: decoded.errorName };
   } catch {
-    return undefined; // not one of the escrow's errors
+    return undefined; // not an error the escrow or a token reverts with
   }
 };

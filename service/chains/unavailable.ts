@@ -1,6 +1,7 @@
 /** What an API request answers when a chain or the relayer could not do its part: 503, retry later. */
 import { Unavailable } from "../errors.ts";
 import type { ChainUnavailable } from "./chain-clients.ts";
+import { type ResolvedChain, tokenOf } from "./config.ts";
 import { type RelayerError, relayerBudgetExhausted } from "./relayer.ts";
 
 export const unavailable = (error: ChainUnavailable | RelayerError): Unavailable =>
@@ -16,3 +17,12 @@ export const relayerUnavailable = (what: string) =>
     code: "relayer_unavailable",
     message: `This service has no relayer key configured, so it cannot ${what}.`,
   });
+
+/** 503 while a token's issuer has it paused: every transfer of it would revert, so nothing is sent. */
+export const tokenPaused = (chain: ResolvedChain, token: string) => {
+  const symbol = tokenOf(chain, token)?.symbol ?? "The token";
+  return new Unavailable({
+    code: "token_paused",
+    message: `${symbol} (${token.toLowerCase()}) on chain ${chain.id} is paused by its issuer: no transfer of it can happen now, so nothing was sent or recorded. Retry once it is unpaused.`,
+  });
+};

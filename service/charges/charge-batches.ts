@@ -4,17 +4,21 @@
  * sent as one `chargeMany` transaction through the relayer, which pays the gas. A charge that would fail
  * spends nothing: it is refused (the merchant's mistake, 400) or recorded failed (the customer's
  * situation, with an event). The escrow's batch is all-or-nothing, so a batch that would revert is
- * split in halves until the charges that fail stand alone (find-failures.ts).
+ * split in halves until the charges that fail stand alone (chains/batch-isolation.ts). Nothing is
+ * simulated or sent for a token its issuer has paused (503 `token_paused`, nothing recorded).
  */
-import { Array as Arr, Context, Effect, Layer, Option, Result } from "effect";
+import { Array as Arr, Context, Effect, Layer, Result } from "effect";
 import type { SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import { periodIndexAt, periodStart } from "../../src/ledger/period.ts";
-import { ChainClients, type EscrowRevert, escrowCallData } from "../chains/chain-clients.ts";
+import { isolateFailures } from "../chains/batch-isolation.ts";
+import { tokenRefusal } from "../chains/blocked-transfers.ts";
+import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
-import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
+import { TokenStates } from "../chains/token-states.ts";
+import { relayerUnavailable, tokenPaused, unavailable } from "../chains/unavailable.ts";
 import type { ErrorCode } from "../error-codes.ts";
 import { InvalidRequest, invalidParam, type NotFound, resourceMissing, type Unavailable } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -23,10 +27,9 @@ import { MandateStore } from "../mandates/mandate-store.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
 import { formatDecimal, parseDecimal } from "../money/decimal.ts";
 import { ChargeFailureEvents } from "./charge-failure-events.ts";
-import { classifyChargeRevert } from "./charge-failures.ts";
 import { chargePurpose, onchainChargeId } from "./charge-ids.ts";
+import { explainChargeRevert } from "./charge-reverts.ts";
 import { ChargeStore } from "./charge-store.ts";
-import { findFailures } from "./find-failures.ts";
 
 /** A charge's amount: base units (billing), or a decimal the merchant sent (parsed with the mandate's token). */
 export type ChargeAmount = { readonly units: bigint } | { readonly decimal: string };
@@ -71,6 +74,7 @@ const make = Effect.gen(function* () {
   const mandateStore = yield* MandateStore;
   const chargeStore = yield* ChargeStore;
   const failureEvents = yield* ChargeFailureEvents;
+  const tokenStates = yield* TokenStates;
 
   /** Checks a request against its mandate, locked by `send`; whether the period is free is checked later. */
   const check = (
@@ -85,6 +89,7 @@ const make = Effect.gen(function* () {
       const token = tokenOf(chain, mandate.token_address);
       if (token === undefined)
         return yield* Effect.die(new Error(`mandate ${mandate.id} has an unknown token`));
+      yield* tokenStates.guard(chain, token.address);
       const given = request.amount;
       let amount: bigint;
       if ("units" in given) amount = given.units;
@@ -125,30 +130,6 @@ const make = Effect.gen(function* () {
       return { mandate, chain, amount, period, onchainId: mandate.onchain_id as Hex };
     });
 
-  const simulate = (chain: ResolvedChain, batch: ReadonlyArray<Checked>) =>
-    findFailures<Checked, EscrowRevert, Unavailable, never>(
-      batch,
-      (items) =>
-        clients
-          .simulateOutcome(
-            chain,
-            items[0]?.mandate.operator_address as Hex,
-            "chargeMany",
-            chargeManyArgs(items),
-          )
-          .pipe(
-            Effect.map((revert) => revert === undefined),
-            Effect.mapError(unavailable),
-          ),
-      (item) =>
-        clients
-          .simulateOutcome(chain, item.mandate.operator_address as Hex, "charge", [
-            item.onchainId,
-            item.amount,
-          ])
-          .pipe(Effect.mapError(unavailable)),
-    );
-
   /** The call that charges `batch`: `charge` for one, `chargeMany` for more. */
   const chargeCall = (batch: ReadonlyArray<Checked>) => {
     const [only] = batch;
@@ -162,23 +143,28 @@ const make = Effect.gen(function* () {
     Effect.gen(function* () {
       // Usually the whole batch succeeds: one run of it gives the relayer its gas too. Otherwise the
       // simulations find which charges fail, and the relayer measures what is left.
-      const whole = chargeCall(batch);
       const operator = batch[0]?.mandate.operator_address as Hex;
-      const measured = yield* clients
-        .measureEscrow(chain, operator, whole.functionName, whole.args)
-        .pipe(Effect.option);
-      const failures = Option.isSome(measured) ? batch.map(() => undefined) : yield* simulate(chain, batch);
+      const isolated = yield* isolateFailures(chain, operator, batch, chargeCall).pipe(
+        Effect.mapError(unavailable),
+      );
+      const failures = new Map(isolated.failing.map(({ item, revert }) => [item, revert] as const));
+      // A paused token is nobody's failure: the request is refused whole and nothing is recorded.
+      for (const { item, revert } of isolated.failing)
+        if (tokenRefusal(revert) === "paused") {
+          yield* tokenStates.notePaused(chain, item.mandate.token_address);
+          return yield* tokenPaused(chain, item.mandate.token_address);
+        }
       const outcomes: ChargeOutcome[] = [];
       const sending: { checked: Checked; id: string }[] = [];
-      for (const [i, checked] of batch.entries()) {
-        const failure = failures[i];
+      for (const checked of batch) {
+        const failure = failures.get(checked);
         if (failure === undefined) {
           const id = yield* newId("charge");
           sending.push({ checked, id });
           outcomes.push(Result.succeed(id));
           continue;
         }
-        const classified = classifyChargeRevert(failure.errorName);
+        const classified = yield* explainChargeRevert(chain, checked.mandate, failure);
         if (classified.kind === "refuse") {
           outcomes.push(
             Result.fail(
@@ -233,11 +219,11 @@ const make = Effect.gen(function* () {
           to: chain.escrow.address,
           data: escrowCallData(call.functionName, call.args),
           purpose,
-          ...(Option.isSome(measured) ? { gasUsed: measured.value } : {}),
+          ...(isolated.gasUsed === undefined ? {} : { gasUsed: isolated.gasUsed }),
         })
         .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
       return outcomes;
-    });
+    }).pipe(Effect.provideService(ChainClients, clients), Effect.provideService(TokenStates, tokenStates));
 
   /** Each request's outcome, in order. Inside a transaction (the mandates stay locked until it ends). */
   const send = (

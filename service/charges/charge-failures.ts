@@ -1,18 +1,47 @@
 /**
  * What a simulated or reverted charge means for the merchant. Pure. Refusals are the merchant's
- * mistakes (400, nothing recorded); failures are the customer's situation (a failed charge, an event).
+ * mistakes (400, nothing recorded); failures are a failed charge with an event: the customer's
+ * situation, or (`payout_address_blocked`, `token_paused`) a block the customer did not cause.
  */
 import type { ErrorCode } from "../error-codes.ts";
+import type { FailureCode } from "./charge-object.ts";
 
 export type ChargeRevertOutcome =
   | { readonly kind: "refuse"; readonly code: ErrorCode; readonly message: string }
-  | {
-      readonly kind: "fail";
-      readonly failureCode: "insufficient_funds" | "approval_exhausted" | "processing_error";
-      readonly message: string;
-    };
+  | { readonly kind: "fail"; readonly failureCode: FailureCode; readonly message: string };
 
-export const classifyChargeRevert = (errorName: string | undefined): ChargeRevertOutcome => {
+/** What else is known of a revert: a token's reason string, and whose address the token has blacklisted. */
+export interface RevertContext {
+  readonly reason?: string;
+  readonly paused?: boolean;
+  readonly blacklisted?: "customer" | "payee";
+}
+
+export const classifyChargeRevert = (
+  errorName: string | undefined,
+  context: RevertContext = {},
+): ChargeRevertOutcome => {
+  if (context.paused)
+    return {
+      kind: "fail",
+      failureCode: "token_paused",
+      message:
+        "The token's issuer paused it before the charge was mined, so nothing moved. Not the customer's doing: charge again once the token is unpaused.",
+    };
+  if (context.blacklisted === "customer")
+    return {
+      kind: "fail",
+      failureCode: "customer_blocked",
+      message:
+        "The token's issuer has blacklisted the customer's wallet, so the token cannot be taken from it. Nothing moved; a charge can succeed only once the wallet is cleared.",
+    };
+  if (context.blacklisted === "payee")
+    return {
+      kind: "fail",
+      failureCode: "payout_address_blocked",
+      message:
+        "The token's issuer has blacklisted your payout address, so the charge cannot be paid to it. Nothing moved; not the customer's doing. Charges succeed again once the address is cleared.",
+    };
   switch (errorName) {
     case "InsufficientBalance":
       return {
@@ -69,7 +98,7 @@ export const classifyChargeRevert = (errorName: string | undefined): ChargeRever
       return {
         kind: "fail",
         failureCode: "processing_error",
-        message: `The chain refused the charge${errorName ? ` (${errorName})` : ""}.`,
+        message: `The chain refused the charge${context.reason ? ` (${context.reason})` : errorName ? ` (${errorName})` : ""}.`,
       };
   }
 };

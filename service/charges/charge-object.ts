@@ -1,11 +1,22 @@
 /** A charge record as stored, and as the API shows it. */
 import { Schema } from "effect";
+import {
+  TRANSFER_FAILURE_CODES,
+  TransferFailureObject,
+  transferFailureObject,
+} from "../chains/blocked-transfers.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
-
 import { formatDecimal } from "../money/decimal.ts";
 
 export const CHARGE_STATUSES = ["pending", "succeeded", "released", "returned", "failed"] as const;
-export const FAILURE_CODES = ["insufficient_funds", "approval_exhausted", "processing_error"] as const;
+export const FAILURE_CODES = [
+  "insufficient_funds",
+  "approval_exhausted",
+  "customer_blocked",
+  "payout_address_blocked",
+  "token_paused",
+  "processing_error",
+] as const;
 export type FailureCode = (typeof FAILURE_CODES)[number];
 
 export const ChargeRow = Schema.Struct({
@@ -33,6 +44,10 @@ export const ChargeRow = Schema.Struct({
   ended_tx_hash: Schema.NullOr(Schema.String),
   ended_log_index: Schema.NullOr(Schema.Number),
   ended_at: Schema.NullOr(Schema.Number),
+  release_failure_code: Schema.NullOr(Schema.Literals(TRANSFER_FAILURE_CODES)),
+  release_failure_message: Schema.NullOr(Schema.String),
+  release_failed_since: Schema.NullOr(Schema.Date),
+  release_retry_at: Schema.NullOr(Schema.Date),
   created_at: Schema.Date,
 });
 export type ChargeRow = typeof ChargeRow.Type;
@@ -43,7 +58,8 @@ export const CHARGE_COLUMNS = `c.id, c.merchant_id, c.livemode, c.mandate_id, c.
   c.relayer_purpose, c.pending_action, c.release_at::float8 AS release_at, c.block_number::float8 AS block_number,
   c.block_hash, c.tx_hash, c.log_index, c.charged_at::float8 AS charged_at,
   c.ended_block_number::float8 AS ended_block_number, c.ended_tx_hash, c.ended_log_index,
-  c.ended_at::float8 AS ended_at, c.created_at`;
+  c.ended_at::float8 AS ended_at, c.release_failure_code, c.release_failure_message, c.release_failed_since,
+  c.release_retry_at, c.created_at`;
 
 const Position = Schema.Struct({
   block_number: Schema.Int,
@@ -64,7 +80,7 @@ export const ChargeObject = Schema.Struct({
   }),
   failure_code: Schema.NullOr(Schema.Literals(FAILURE_CODES)).annotate({
     description:
-      "insufficient_funds: the customer must top up; approval_exhausted: the customer must sign again at the mandate's authorization_url; processing_error: the chain refused the charge for another reason",
+      "insufficient_funds: the customer must top up; approval_exhausted: the customer must sign again at the mandate's authorization_url; customer_blocked: the token's issuer blacklisted the customer's wallet; payout_address_blocked: it blacklisted your payout address (yours to clear, not the customer's); token_paused: the issuer paused the token before the charge was mined; processing_error: the chain refused the charge for another reason",
   }),
   failure_message: Schema.NullOr(Schema.String),
   amount: Schema.String.annotate({ description: "Token base units" }),
@@ -79,6 +95,10 @@ export const ChargeObject = Schema.Struct({
   }),
   pending_action: Schema.NullOr(Schema.Literals(["release", "return"])).annotate({
     description: "A release or return submitted and not yet on chain",
+  }),
+  release_failure: Schema.NullOr(TransferFailureObject).annotate({
+    description:
+      "Set while the hold is over but the release is refused (e.g. your payout address is blacklisted by the token's issuer): the money stays in escrow and is released by itself once the cause is cleared",
   }),
   onchain_id: Schema.NullOr(Schema.String).annotate({ description: "The escrow's bytes32 charge id" }),
   onchain: Schema.NullOr(Position).annotate({ description: "Where the charge happened on chain" }),
@@ -106,6 +126,12 @@ export const toChargeObject = (row: ChargeRow, chain: ResolvedChain | undefined)
     held: row.release_at !== null && row.release_at > 0,
     release_at: row.release_at !== null && row.release_at > 0 ? row.release_at : null,
     pending_action: row.pending_action,
+    release_failure: transferFailureObject(
+      row.release_failure_code,
+      row.release_failure_message,
+      row.release_failed_since,
+      row.release_retry_at,
+    ),
     onchain_id: row.onchain_id,
     onchain:
       row.block_number === null || row.tx_hash === null || row.log_index === null || row.charged_at === null

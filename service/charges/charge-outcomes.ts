@@ -1,7 +1,8 @@
 /**
  * The charge outcome worker. A charge whose transaction reverted on chain (a race: funds moved between
- * simulation and mining) fails with the reason the chain gives now, and the merchant hears of it as of
- * any failed charge; releases and returns that reverted are cleared, so the hold releaser or the
+ * simulation and mining, or the customer's wallet was blacklisted) fails with the reason the chain gives
+ * now (`token_paused` when the token's issuer paused it meanwhile: not the customer's doing), and the
+ * merchant hears of it as of any failed charge; releases and returns that reverted are cleared, so the hold releaser or the
  * merchant can try again.
  */
 import { Effect } from "effect";
@@ -9,10 +10,12 @@ import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
 import { ChainClients } from "../chains/chain-clients.ts";
 import { ChainRegistry } from "../chains/registry.ts";
+import type { TokenStates } from "../chains/token-states.ts";
 import { MandateStore } from "../mandates/mandate-store.ts";
 import type { Worker } from "../workers/worker.ts";
 import { ChargeFailureEvents } from "./charge-failure-events.ts";
 import { classifyChargeRevert } from "./charge-failures.ts";
+import { explainChargeRevert } from "./charge-reverts.ts";
 import { ChargeStore } from "./charge-store.ts";
 
 const BATCH = 100;
@@ -40,7 +43,9 @@ export const resolveReverted = Effect.gen(function* () {
               ])
               .pipe(Effect.orElseSucceed(() => undefined))
           : undefined;
-        const classified = classifyChargeRevert(revert?.errorName);
+        const classified = chain
+          ? yield* explainChargeRevert(chain, mandate, revert)
+          : classifyChargeRevert(revert?.errorName);
         const failureCode = classified.kind === "fail" ? classified.failureCode : "processing_error";
         yield* charges.recordReverted(id, failureCode, classified.message);
         yield* failureEvents.failed(mandate, id, failureCode);
@@ -53,7 +58,13 @@ export const resolveReverted = Effect.gen(function* () {
 });
 
 export const chargeOutcomes: Worker<
-  SqlClient.SqlClient | ChainRegistry | ChainClients | ChargeStore | MandateStore | ChargeFailureEvents
+  | SqlClient.SqlClient
+  | ChainRegistry
+  | ChainClients
+  | ChargeStore
+  | MandateStore
+  | ChargeFailureEvents
+  | TokenStates
 > = {
   name: "charge-outcomes",
   pass: Effect.asVoid(resolveReverted),

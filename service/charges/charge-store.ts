@@ -5,6 +5,7 @@
  */
 import { Array as Arr, Context, Effect, Layer, Schema } from "effect";
 import { SqlClient } from "effect/sql";
+import { TRANSFER_FAILURE_CODES, type TransferFailure } from "../chains/blocked-transfers.ts";
 import { type Fragment, type PageRequest, pageRows, relation, selectRows } from "../db/query.ts";
 import { decodeRows, firstOr, theRow } from "../db/rows.ts";
 import { resourceMissing } from "../errors.ts";
@@ -53,12 +54,21 @@ const decodeTaken = decodeRows(
   Schema.Struct({ mandate_id: Schema.String, period: Schema.Number, id: Schema.String }),
 );
 const decodeOnchainIds = decodeRows(Schema.Struct({ id: Schema.String, onchain_id: Schema.String }));
-const decodeReleasable = decodeRows(
+const Releasable = Schema.Struct({
+  id: Schema.String,
+  period: Schema.Number,
+  onchain_id: Schema.String,
+  mandate_onchain_id: Schema.String,
+  payee_address: Schema.String,
+  token_address: Schema.String,
+  release_failed_since: Schema.NullOr(Schema.Date),
+});
+export type Releasable = typeof Releasable.Type;
+const decodeReleasable = decodeRows(Releasable);
+const decodeHeldBack = decodeRows(
   Schema.Struct({
     id: Schema.String,
-    period: Schema.Number,
-    onchain_id: Schema.String,
-    mandate_onchain_id: Schema.String,
+    code: Schema.Literals(TRANSFER_FAILURE_CODES),
     payee_address: Schema.String,
     token_address: Schema.String,
   }),
@@ -169,21 +179,58 @@ const make = Effect.gen(function* () {
             )}`,
           ),
 
-    /** A release or return submitted for a held charge, by the relayer purpose of its transaction. */
+    /**
+     * A release or return submitted for a held charge, by the relayer purpose of its transaction; a
+     * refused release it follows is over.
+     */
     startAction: (id: string, action: "release" | "return", purpose: string) =>
       Effect.asVoid(sql`UPDATE billing.charges SET pending_action = ${action},
-          pending_action_purpose = ${purpose}, updated_at = now() WHERE id = ${id}`),
+          pending_action_purpose = ${purpose}, release_failure_code = NULL, release_failure_message = NULL,
+          release_failed_since = NULL, release_retry_at = NULL, updated_at = now() WHERE id = ${id}`),
 
-    /** Held charges whose hold ended at chain time `now`, on mandates `operator` runs; locked, skipping others'. */
-    lockReleasable: (chainId: number, now: number, operator: string, limit: number) =>
+    /**
+     * Held charges whose hold ended at chain time `now`, on mandates `operator` runs, whose release is
+     * not held back at `at` (the service's time) and whose token is not among `pausedTokens`; locked,
+     * skipping others'.
+     */
+    lockReleasable: (
+      chainId: number,
+      now: number,
+      operator: string,
+      limit: number,
+      at: Date,
+      pausedTokens: ReadonlyArray<string>,
+    ) =>
       sql`
         SELECT c.id, c.period, c.onchain_id, m.onchain_id AS mandate_onchain_id,
-          lower(m.payee_address) AS payee_address, lower(m.token_address) AS token_address
+          lower(m.payee_address) AS payee_address, lower(m.token_address) AS token_address,
+          c.release_failed_since
         FROM billing.charges c JOIN billing.mandates m ON m.id = c.mandate_id
         WHERE c.chain_id = ${chainId} AND c.status = 'succeeded' AND c.release_at > 0
           AND c.release_at <= ${now} AND c.pending_action IS NULL AND lower(m.operator_address) = ${operator}
+          AND (c.release_retry_at IS NULL OR c.release_retry_at <= ${at})
+          AND NOT (lower(m.token_address) = ANY (${pausedTokens}::text[]))
         ORDER BY c.release_at LIMIT ${limit}
         FOR UPDATE OF c SKIP LOCKED`.pipe(Effect.flatMap(decodeReleasable)),
+    /** The chain refused the charge's release alone: held back until `retryAt`, the episode begun at `since`. */
+    recordReleaseFailed: (id: string, failure: TransferFailure, since: Date, retryAt: Date) =>
+      Effect.asVoid(sql`UPDATE billing.charges SET release_failure_code = ${failure.code},
+          release_failure_message = ${failure.message}, release_failed_since = ${since},
+          release_retry_at = ${retryAt}, updated_at = now() WHERE id = ${id}`),
+    /** The chain's charges whose release is held back beyond `at`, with the address the hold names. */
+    heldBackReleases: (chainId: number, at: Date) =>
+      sql`SELECT c.id, c.release_failure_code AS code, lower(m.payee_address) AS payee_address,
+          lower(m.token_address) AS token_address
+        FROM billing.charges c JOIN billing.mandates m ON m.id = c.mandate_id
+        WHERE c.chain_id = ${chainId} AND c.release_failure_code IS NOT NULL AND c.release_retry_at > ${at}`.pipe(
+        Effect.flatMap(decodeHeldBack),
+      ),
+    /** Held-back releases to try at once (the address they name was cleared). */
+    retryReleasesAt: (ids: ReadonlyArray<string>, at: Date) =>
+      ids.length === 0
+        ? Effect.void
+        : Effect.asVoid(sql`UPDATE billing.charges SET release_retry_at = ${at}
+            WHERE id = ANY (${ids}::text[]) AND release_failure_code IS NOT NULL`),
 
     /** Pending charges whose transaction reverted or was superseded; locked, skipping others'. */
     lockReverted: (limit: number) =>

@@ -10,6 +10,7 @@ import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { TokenStates } from "../chains/token-states.ts";
 import { unavailable } from "../chains/unavailable.ts";
 import { type Page, renderPage } from "../db/query.ts";
 import { InvalidRequest, type NotFound, type Unavailable } from "../errors.ts";
@@ -64,6 +65,7 @@ export class Charges extends Context.Service<
     Charges,
     Effect.gen(function* () {
       const registry = yield* ChainRegistry;
+      const tokenStates = yield* TokenStates;
       const clients = yield* ChainClients;
       const heads = yield* ChainHeads;
       const relayer = yield* Relayer;
@@ -95,6 +97,7 @@ export class Charges extends Context.Service<
           const charge = yield* store.load(scope, id, { lock: true });
           const chain = registry.byId(charge.chain_id);
           if (!chain) return yield* Effect.die(new Error(`charge ${id} is on an unknown chain`));
+          yield* tokenStates.guard(chain, charge.token_address);
           const refuse = (why: string) =>
             new InvalidRequest({ code: "charge_not_returnable", message: why, param: null });
           if (charge.status !== "succeeded" || charge.release_at === null || charge.release_at === 0)
@@ -114,7 +117,7 @@ export class Charges extends Context.Service<
             .simulateOutcome(chain, mandate.operator_address as Hex, "returnCharge", args)
             .pipe(Effect.mapError(unavailable));
           if (refused !== undefined)
-            return yield* refuse(`The escrow refused the return (${refused.errorName}).`);
+            return yield* refuse(`The escrow refused the return (${refused.reason ?? refused.errorName}).`);
           const action = returnAction(chain.id, charge.onchain_id);
           const sent = yield* relayer
             .submit(chain.id, {

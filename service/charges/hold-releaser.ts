@@ -6,102 +6,169 @@
  * someone else released (anyone may) or the payee returned first is passed over by the contract: the
  * batch mines with the others, and that charge's pending action is cleared by the other transaction's
  * `Released`/`Returned` fact (ChargeStore.recordEnded), like any charge's. A batch the chain would still
- * refuse (a token refusing one payee's transfer, say) is sent one by one instead.
- * Charges are locked `FOR UPDATE SKIP LOCKED` and marked in the same transaction, so replicas never
- * release twice; a release that reverted is cleared and tried again.
+ * refuse (the token refusing one payee's transfer) is split until the refused charges stand alone
+ * (batch-isolation.ts) and the rest goes out in the same pass: one merchant's blacklisted payout address
+ * never holds back another merchant's release. A refused release is held back
+ * (chains/blocked-transfers.ts: `release_failure`, one `charge.release_failed` per episode, tried again
+ * after minutes, or as soon as the address is cleared); nothing is sent for a token its issuer has
+ * paused. Charges are locked `FOR UPDATE SKIP LOCKED` and marked in the same transaction, so replicas
+ * never release twice; a release that reverted is cleared and tried again.
  */
-import { Effect } from "effect";
+import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
+import { isolateFailures } from "../chains/batch-isolation.ts";
+import { explainTransfer, nextAttemptAt } from "../chains/blocked-transfers.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
+import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { TokenStates } from "../chains/token-states.ts";
+import { Outbox } from "../events/outbox.ts";
 import { newId } from "../ids.ts";
 import type { Worker } from "../workers/worker.ts";
-import { ChargeStore } from "./charge-store.ts";
+import { toChargeObject } from "./charge-object.ts";
+import { ChargeStore, type Releasable } from "./charge-store.ts";
 
 const RELEASE_BATCH = 50;
-
-type Releasable = {
-  readonly id: string;
-  readonly period: number;
-  readonly mandate_onchain_id: string;
-  readonly payee_address: string;
-  readonly token_address: string;
-};
 
 /** Same token and payee next to each other: `releaseMany` pays each such run with one transfer. */
 const byPayout = (a: Releasable, b: Releasable) =>
   a.token_address.localeCompare(b.token_address) || a.payee_address.localeCompare(b.payee_address);
 
+const releaseCall = (charges: ReadonlyArray<Releasable>) => ({
+  functionName: "releaseMany" as const,
+  args: [charges.map((c) => c.mandate_onchain_id as Hex), charges.map((c) => c.period)],
+});
+
+/** Held-back releases whose payout address the token no longer blacklists are due at once. */
+const retryCleared = (chain: ResolvedChain, at: Date) =>
+  Effect.gen(function* () {
+    const store = yield* ChargeStore;
+    const states = yield* TokenStates;
+    const held = (yield* store.heldBackReleases(chain.id, at)).filter(
+      (c) => c.code === "payout_address_blocked",
+    );
+    const cleared: string[] = [];
+    for (const token of new Set(held.map((c) => c.token_address))) {
+      const ofToken = held.filter((c) => c.token_address === token);
+      const listed = yield* states.blacklisted(
+        chain,
+        token,
+        ofToken.map((c) => c.payee_address),
+      );
+      cleared.push(...ofToken.filter((c) => !listed.has(c.payee_address)).map((c) => c.id));
+    }
+    yield* store.retryReleasesAt(cleared, at);
+  }).pipe(Effect.catchTag("ChainUnavailable", () => Effect.void));
+
+/** One chain's due releases, in one transaction; returns how many charges were submitted. */
+const releaseChain = (chain: ResolvedChain, now: number, operator: Hex) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient;
+    const relayer = yield* Relayer;
+    const store = yield* ChargeStore;
+    const states = yield* TokenStates;
+    const registry = yield* ChainRegistry;
+    const outbox = yield* Outbox;
+    const atMs = yield* Clock.currentTimeMillis;
+    const at = new Date(atMs);
+    yield* retryCleared(chain, at);
+    const paused = yield* states.pausedTokens(chain.id);
+    return yield* sql.withTransaction(
+      Effect.gen(function* () {
+        const due = [
+          ...(yield* store.lockReleasable(chain.id, now, operator.toLowerCase(), RELEASE_BATCH, at, paused)),
+        ].sort(byPayout);
+        if (due.length === 0) return 0;
+        const isolated = yield* isolateFailures(chain, operator, due, releaseCall);
+        const pausedNow = new Set<string>();
+        for (const { item, revert } of isolated.failing) {
+          const verdict = yield* explainTransfer(chain, item.token_address, revert, {
+            payee: item.payee_address,
+          });
+          if (verdict.kind === "paused") pausedNow.add(item.token_address);
+          if (verdict.kind !== "failed") continue;
+          const since = item.release_failed_since ?? at;
+          yield* store.recordReleaseFailed(
+            item.id,
+            verdict.failure,
+            since,
+            new Date(nextAttemptAt(since.getTime(), atMs)),
+          );
+          yield* Effect.logWarning("release refused; held back").pipe(
+            Effect.annotateLogs({ chain: chain.id, charge: item.id, code: verdict.failure.code }),
+          );
+          if (item.release_failed_since !== null) continue;
+          const charge = yield* store.reload(item.id);
+          yield* outbox.raise({
+            merchantId: charge.merchant_id,
+            livemode: charge.livemode,
+            type: "charge.release_failed",
+            object: toChargeObject(charge, registry.byId(charge.chain_id)),
+            key: `${charge.id}:release_failed:${since.getTime()}`,
+          });
+        }
+        const sending = isolated.passing.filter((c) => !pausedNow.has(c.token_address));
+        if (sending.length === 0) return 0;
+        // A fresh purpose per attempt: a release that reverted is cleared and tried again.
+        const purpose = `release:${chain.id}:${yield* newId("request")}`;
+        const call = releaseCall(sending);
+        const submitted = yield* relayer
+          .submit(chain.id, {
+            to: chain.escrow.address,
+            data: escrowCallData(call.functionName, call.args),
+            purpose,
+            ...(sending.length === due.length && isolated.gasUsed !== undefined
+              ? { gasUsed: isolated.gasUsed }
+              : {}),
+          })
+          .pipe(
+            Effect.as(true),
+            Effect.catchTag("RelayerError", (error) =>
+              Effect.as(
+                Effect.logWarning("releases not submitted; will retry").pipe(
+                  Effect.annotateLogs({ chain: chain.id, charges: sending.length, reason: error.message }),
+                ),
+                false,
+              ),
+            ),
+          );
+        if (!submitted) return 0;
+        for (const charge of sending) yield* store.startAction(charge.id, "release", purpose);
+        return sending.length;
+      }),
+    );
+  });
+
 /** Submits the releases due on every chain with escrow; returns how many charges were submitted. */
 export const releaseDueHolds = Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient;
   const registry = yield* ChainRegistry;
   const clients = yield* ChainClients;
   const relayer = yield* Relayer;
-  const store = yield* ChargeStore;
-  const operator = relayer.address?.toLowerCase();
+  const operator = relayer.address;
   if (operator === undefined) return 0;
   let submitted = 0;
   for (const chain of registry.all) {
     if (!chain.escrow_available) continue;
     const now = yield* clients.latestTime(chain).pipe(Effect.option);
     if (now._tag === "None") continue;
-    /** One transaction for `charges`, marked as under way; a relayer refusal marks nothing. */
-    const send = (charges: ReadonlyArray<Releasable>) =>
-      Effect.gen(function* () {
-        // A fresh purpose per attempt: a release that reverted is cleared and tried again.
-        const purpose = `release:${chain.id}:${yield* newId("request")}`;
-        const ordered = [...charges].sort(byPayout);
-        const data = escrowCallData("releaseMany", [
-          ordered.map((c) => c.mandate_onchain_id as Hex),
-          ordered.map((c) => c.period),
-        ]);
-        yield* relayer.submit(chain.id, { to: chain.escrow.address, data, purpose });
-        for (const charge of charges) yield* store.startAction(charge.id, "release", purpose);
-        return charges.length;
-      });
-    const sendOrWarn = (charges: ReadonlyArray<Releasable>) =>
-      send(charges).pipe(
-        Effect.catchTag("RelayerError", (error) =>
-          Effect.as(
-            Effect.logWarning("release not submitted; will retry").pipe(
-              Effect.annotateLogs({ charges: charges.map((c) => c.id).join(","), reason: error.message }),
-            ),
-            0,
+    submitted += yield* releaseChain(chain, now.value, operator).pipe(
+      Effect.catchTag("ChainUnavailable", (error) =>
+        Effect.as(
+          Effect.logWarning("releases not simulated; will retry").pipe(
+            Effect.annotateLogs({ chain: chain.id, reason: error.message }),
           ),
+          0,
         ),
-      );
-    submitted += yield* sql.withTransaction(
-      Effect.gen(function* () {
-        const due = yield* store.lockReleasable(chain.id, now.value, operator, RELEASE_BATCH);
-        if (due.length <= 1) return due.length === 0 ? 0 : yield* sendOrWarn(due);
-        const together = yield* send(due).pipe(
-          Effect.catchTag("RelayerError", (error) =>
-            error.reason === "simulation_failed" ? Effect.succeed(undefined) : Effect.fail(error),
-          ),
-          Effect.catchTag("RelayerError", (error) =>
-            Effect.as(
-              Effect.logWarning("releases not submitted; will retry").pipe(
-                Effect.annotateLogs({ charges: due.length, reason: error.message }),
-              ),
-              0,
-            ),
-          ),
-        );
-        if (together !== undefined) return together;
-        let count = 0;
-        for (const charge of due) count += yield* sendOrWarn([charge]);
-        return count;
-      }),
+      ),
     );
   }
   return submitted;
 });
 
 export const holdReleaser: Worker<
-  SqlClient.SqlClient | ChainRegistry | ChainClients | Relayer | ChargeStore
+  SqlClient.SqlClient | ChainRegistry | ChainClients | Relayer | ChargeStore | TokenStates | Outbox
 > = {
   name: "hold-releaser",
   pass: Effect.asVoid(releaseDueHolds),

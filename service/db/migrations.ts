@@ -703,6 +703,23 @@ export const migrations = {
     // relayer_transactions_action).
     "DROP INDEX billing.relayer_transactions_recent",
   ),
+  "0031_blocked_transfers": statements(
+    // An escrow transfer the chain refuses for one item (a token's blacklisted payout or deposit
+    // address): why, since when (the episode, which keys its one event) and when it is tried next
+    // (chains/blocked-transfers.ts). A charge's release; a payment's sweep and release.
+    `ALTER TABLE billing.charges ADD COLUMN release_failure_code text,
+      ADD COLUMN release_failure_message text, ADD COLUMN release_failed_since timestamptz,
+      ADD COLUMN release_retry_at timestamptz`,
+    `ALTER TABLE billing.payments ADD COLUMN sweep_failure_code text,
+      ADD COLUMN sweep_failure_message text, ADD COLUMN sweep_failed_since timestamptz,
+      ADD COLUMN sweep_retry_at timestamptz, ADD COLUMN release_failure_code text,
+      ADD COLUMN release_failure_message text, ADD COLUMN release_failed_since timestamptz,
+      ADD COLUMN release_retry_at timestamptz`,
+    // The held-back items of a chain: read by each pass (is the address cleared?) and by /metrics.
+    "CREATE INDEX charges_release_failed ON billing.charges (chain_id) WHERE release_failure_code IS NOT NULL",
+    "CREATE INDEX payments_sweep_failed ON billing.payments (chain_id) WHERE sweep_failure_code IS NOT NULL",
+    "CREATE INDEX payments_release_failed ON billing.payments (chain_id) WHERE release_failure_code IS NOT NULL",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -23,7 +23,17 @@ export const EVENT_CATALOGUE = [
     type: "charge.succeeded",
     description: "Money left the customer. Under escrow holds the merchant does not have it yet.",
   },
+  {
+    type: "charge.failed",
+    description:
+      "A charge failed and nothing moved; failure_code says why (insufficient_funds, approval_exhausted, customer_blocked, payout_address_blocked, token_paused, processing_error).",
+  },
   { type: "charge.released", description: "Under escrow holds, the merchant has the money: fulfil on this." },
+  {
+    type: "charge.release_failed",
+    description:
+      "A held charge's release was refused (release_failure says why, e.g. payout_address_blocked). The money stays in escrow and is released by itself once the cause is cleared; raised once per episode.",
+  },
   { type: "charge.returned", description: "Under escrow holds, the money went back to the customer." },
   { type: "invoice.paid", description: "A subscription period was billed." },
   {
@@ -59,6 +69,16 @@ export const EVENT_CATALOGUE = [
     type: "payment.reversed",
     description:
       "A payment reported paid or underpaid no longer stands: you returned its held funds (POST /v1/payments/{id}/return), or a reorg took its transfer out. It is paid again (a new payment.paid) if funds arrive again.",
+  },
+  {
+    type: "payment.sweep_failed",
+    description:
+      "The funds at a payment's deposit address could not be swept (sweep_failure says why, e.g. payout_address_blocked). They stay at the address and move by themselves once the cause is cleared; raised once per episode.",
+  },
+  {
+    type: "payment.release_failed",
+    description:
+      "A payment's held funds could not be released to you (release_failure says why, e.g. payout_address_blocked). They stay in escrow and are released by themselves once the cause is cleared; raised once per episode.",
   },
   {
     type: "payment.underpaid",

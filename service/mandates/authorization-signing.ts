@@ -34,6 +34,7 @@ import { ChainHeads } from "../chains/chain-heads.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { TokenStates } from "../chains/token-states.ts";
 import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
 import { WalletDeployments } from "../chains/wallet-deployments.ts";
 import { type SignedHash, WalletSignatures } from "../chains/wallet-signatures.ts";
@@ -102,6 +103,7 @@ const sameTerms = (signed: SignaturesRequest["terms"], expected: TermsMessage) =
 
 const make = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
+  const tokenStates = yield* TokenStates;
   const clients = yield* ChainClients;
   const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
@@ -412,6 +414,8 @@ const make = Effect.gen(function* () {
         );
       }
       const item = authorizationItem(expected, input);
+      // A permit is a call of the token, which its issuer's pause refuses: 503, nothing sent.
+      if (item.permit !== null) yield* tokenStates.guard(chain, mandate.token_address);
       const { functionName, args } = authorizeCall(item);
       if (relayer.address === undefined) return yield* relayerUnavailable("send transactions");
       // One run of the call checks the signature as the escrow will (an EOA's by recovery, a contract

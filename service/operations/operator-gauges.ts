@@ -10,6 +10,7 @@ import { SqlClient } from "effect/sql";
 import { Gauge } from "prom-client";
 import { ChainWatch, type ChainWatchEntry, indexedHeads } from "../chains/indexer-watchdog.ts";
 import { ChainRegistry } from "../chains/registry.ts";
+import { TokenStates, type TokenStatus } from "../chains/token-states.ts";
 import { decodeRows } from "../db/rows.ts";
 import { Metrics } from "../metrics/metrics.ts";
 
@@ -23,11 +24,14 @@ interface DatabaseCounts {
   readonly relayerPending: ReadonlyMap<number, number>;
   readonly subscriptionsDue: ReadonlyMap<number, number>;
   readonly depositsDue: ReadonlyMap<number, number>;
+  /** Held-back transfers per chain, by what they are. */
+  readonly heldBack: ReadonlyArray<{ readonly chainId: number; readonly kind: string; readonly n: number }>;
   readonly indexed: ReadonlyMap<number, { readonly number: bigint; readonly timestamp: number }>;
 }
 
 interface Snapshot {
   readonly chains: ReadonlyArray<ChainWatchEntry>;
+  readonly tokens: ReadonlyArray<TokenStatus>;
   readonly database: Option.Option<DatabaseCounts>;
 }
 
@@ -39,6 +43,9 @@ const Totals = Schema.Struct({
 const PerChain = Schema.Struct({ chain_id: Schema.Number, n: Schema.NumberFromString });
 const decodeTotals = decodeRows(Totals);
 const decodePerChain = decodeRows(PerChain);
+const decodeHeldBack = decodeRows(
+  Schema.Struct({ chain_id: Schema.Number, kind: Schema.String, n: Schema.NumberFromString }),
+);
 
 const perChain = (rows: ReadonlyArray<typeof PerChain.Type>) => new Map(rows.map((r) => [r.chain_id, r.n]));
 
@@ -51,7 +58,7 @@ const databaseCounts = (chains: ReadonlyArray<ChainWatchEntry>) =>
         ? []
         : [sql`(chain_id = ${entry.chainId} AND next_billing_at <= ${entry.head.timestamp})`],
     );
-    const [totals, relayerPending, subscriptionsDue, depositsDue, indexed] = yield* Effect.all(
+    const [totals, relayerPending, subscriptionsDue, depositsDue, heldBack, indexed] = yield* Effect.all(
       [
         sql`SELECT
               (SELECT count(*) FROM billing.webhook_deliveries WHERE status = 'pending')::text AS deliveries_pending,
@@ -59,7 +66,9 @@ const databaseCounts = (chains: ReadonlyArray<ChainWatchEntry>) =>
               (SELECT count(*) FROM billing.invoices WHERE status = 'open')::text AS invoices_open`.pipe(
           Effect.flatMap(decodeTotals),
         ),
-        sql`SELECT chain_id, count(*)::text AS n FROM billing.relayer_transactions
+        // chain_id is a bigint there, which the driver answers as text: without the cast, any pending
+        // transaction made the row fail its schema and the whole scrape a 500.
+        sql`SELECT chain_id::int AS chain_id, count(*)::text AS n FROM billing.relayer_transactions
             WHERE status = 'pending' AND carrier_id IS NULL GROUP BY chain_id`.pipe(
           Effect.flatMap(decodePerChain),
         ),
@@ -70,6 +79,15 @@ const databaseCounts = (chains: ReadonlyArray<ChainWatchEntry>) =>
                 GROUP BY chain_id`.pipe(Effect.flatMap(decodePerChain)),
         sql`SELECT chain_id::int AS chain_id, count(*)::text AS n FROM billing.payments
             WHERE sweep_due GROUP BY chain_id`.pipe(Effect.flatMap(decodePerChain)),
+        // Each from the partial index of its held-back items (migration 0031).
+        sql`SELECT chain_id::int AS chain_id, 'charge_release' AS kind, count(*)::text AS n
+              FROM billing.charges WHERE release_failure_code IS NOT NULL GROUP BY chain_id
+            UNION ALL SELECT chain_id::int, 'payment_sweep', count(*)::text
+              FROM billing.payments WHERE sweep_failure_code IS NOT NULL GROUP BY chain_id
+            UNION ALL SELECT chain_id::int, 'payment_release', count(*)::text
+              FROM billing.payments WHERE release_failure_code IS NOT NULL GROUP BY chain_id`.pipe(
+          Effect.flatMap(decodeHeldBack),
+        ),
         indexedHeads,
       ],
       { concurrency: "unbounded" },
@@ -82,6 +100,7 @@ const databaseCounts = (chains: ReadonlyArray<ChainWatchEntry>) =>
       relayerPending: perChain(relayerPending),
       subscriptionsDue: perChain(subscriptionsDue),
       depositsDue: perChain(depositsDue),
+      heldBack: heldBack.map((h) => ({ chainId: h.chain_id, kind: h.kind, n: h.n })),
       indexed,
     } satisfies DatabaseCounts;
   });
@@ -101,19 +120,20 @@ const takeSnapshot = Effect.gen(function* () {
         relayerBalance: undefined,
       },
   );
+  const tokens = yield* (yield* TokenStates).snapshot;
   const database = yield* databaseCounts(chains).pipe(
     Effect.timeout(COLLECT_TIMEOUT),
     Effect.tapCause((cause) => Effect.logWarning("metrics: database gauges not collected", cause)),
     Effect.option,
   );
-  return { chains, database } satisfies Snapshot;
+  return { chains, tokens, database } satisfies Snapshot;
 });
 
 /** Registers the gauges in the runtime's registry; their callbacks run the snapshot on this context. */
 export const operatorGaugesLayer = Layer.effectDiscard(
   Effect.gen(function* () {
     const metrics = yield* Metrics;
-    const context = yield* Effect.context<SqlClient.SqlClient | ChainRegistry | ChainWatch>();
+    const context = yield* Effect.context<SqlClient.SqlClient | ChainRegistry | ChainWatch | TokenStates>();
     const run = Effect.runPromiseWith(context);
     // One snapshot per scrape: every gauge's collect asks for it within the same moment (a monotonic
     // clock decides "the same moment"; nothing here is business time).
@@ -239,6 +259,28 @@ export const operatorGaugesLayer = Layer.effectDiscard(
       (set, s) =>
         Option.map(s.database, (db) => {
           for (const entry of s.chains) set(chainLabel(entry), db.depositsDue.get(entry.chainId) ?? 0);
+        }),
+    );
+    gauge(
+      "billing_token_paused",
+      "1 while the token's issuer has it paused (nothing is sent for it on the chain), from the token watch's last read.",
+      ["chain_id", "token"],
+      (set, s) => {
+        for (const t of s.tokens) set({ chain_id: String(t.chainId), token: t.symbol }, t.paused ? 1 : 0);
+      },
+    );
+    gauge(
+      "billing_transfers_held_back",
+      "Releases and sweeps the chain refused alone (e.g. a blacklisted payout address), held back until cleared; kind: charge_release, payment_sweep, payment_release.",
+      ["chain_id", "kind"],
+      (set, s) =>
+        Option.map(s.database, (db) => {
+          for (const entry of s.chains)
+            for (const kind of ["charge_release", "payment_sweep", "payment_release"])
+              set(
+                { ...chainLabel(entry), kind },
+                db.heldBack.find((h) => h.chainId === entry.chainId && h.kind === kind)?.n ?? 0,
+              );
         }),
     );
     gauge("billing_invoices_open", "Invoices open (not yet paid, uncollectible or void).", [], (set, s) =>

@@ -6,16 +6,30 @@
  * sending dust to a payment's address cannot make the relayer spend without end. A payment is locked
  * and marked in the transaction that records the relayer's transaction, so processes never sweep twice;
  * a sweep that reverted is due again.
+ *
+ * `sweep` is all-or-nothing: one deposit the token refuses (its payee's or its own address blacklisted)
+ * would stop every sweep on the chain. A batch that would revert is split until the refused deposits
+ * stand alone (chains/batch-isolation.ts); the rest is swept in the same pass, and the refused ones are
+ * held back (held-back-transfers.ts) with their funds where they are. Nothing is sent for a token its
+ * issuer has paused.
  */
-import { Effect } from "effect";
+import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";
+import type { Hex } from "viem";
+import { isolateFailures } from "../chains/batch-isolation.ts";
+import { explainTransfer } from "../chains/blocked-transfers.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { TokenStates } from "../chains/token-states.ts";
+import type { Outbox } from "../events/outbox.ts";
 import { newId } from "../ids.ts";
 import type { Worker } from "../workers/worker.ts";
 import { depositTermsOf } from "./deposit-terms.ts";
+import { holdBack, retryCleared } from "./held-back-transfers.ts";
+import type { PaymentRow } from "./payment-object.ts";
+import type { PaymentRender } from "./payment-render.ts";
 import { DEPOSITS_CHANNEL, PaymentStore } from "./payment-store.ts";
 
 export const SWEEP_BATCH = 50;
@@ -23,29 +37,52 @@ export const MAX_SWEEPS = 10;
 /** Transactions per chain and pass at most (a pass goes on while its batches come back full). */
 const BATCHES_PER_PASS = 40;
 
-/** One batch of a chain's sweepable deposit addresses; returns how many were swept. */
-const sweepBatch = (chain: ResolvedChain, now: number) =>
+const sweepCall = (rows: ReadonlyArray<PaymentRow>) => ({
+  functionName: "sweep" as const,
+  args: [rows.map(depositTermsOf)],
+});
+
+/** One batch of a chain's sweepable deposit addresses; returns how many were looked at. */
+const sweepBatch = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient;
     const relayer = yield* Relayer;
     const store = yield* PaymentStore;
+    const states = yield* TokenStates;
+    const paused = yield* states.pausedTokens(chain.id);
     return yield* sql.withTransaction(
       Effect.gen(function* () {
-        const due = yield* store.lockSweepable(chain.id, now, MAX_SWEEPS, SWEEP_BATCH);
+        const due = yield* store.lockSweepable(chain.id, now, MAX_SWEEPS, SWEEP_BATCH, at, paused);
         if (due.length === 0) return 0;
+        const isolated = yield* isolateFailures(chain, from, due, sweepCall);
+        const pausedNow = new Set<string>();
+        for (const { item, revert } of isolated.failing) {
+          const verdict = yield* explainTransfer(chain, item.token_address, revert, {
+            payee: item.payee_address,
+            deposit: item.deposit_address,
+          });
+          if (verdict.kind === "paused") pausedNow.add(item.token_address.toLowerCase());
+          if (verdict.kind === "failed") yield* holdBack(item, "sweep", verdict.failure, at);
+        }
+        const sending = isolated.passing.filter((row) => !pausedNow.has(row.token_address.toLowerCase()));
+        if (sending.length === 0) return due.length;
         const purpose = `sweep:${chain.id}:${yield* newId("request")}`;
+        const call = sweepCall(sending);
         const sent = yield* relayer
           .submit(chain.id, {
             to: chain.escrow.address,
-            data: escrowCallData("sweep", [due.map(depositTermsOf)]),
+            data: escrowCallData(call.functionName, call.args),
             purpose,
+            ...(sending.length === due.length && isolated.gasUsed !== undefined
+              ? { gasUsed: isolated.gasUsed }
+              : {}),
           })
           .pipe(
             Effect.as(true),
             Effect.catchTag("RelayerError", (error) =>
               Effect.as(
                 Effect.logWarning("sweep not submitted; will retry").pipe(
-                  Effect.annotateLogs({ chain: chain.id, payments: due.length, reason: error.message }),
+                  Effect.annotateLogs({ chain: chain.id, payments: sending.length, reason: error.message }),
                 ),
                 false,
               ),
@@ -53,7 +90,7 @@ const sweepBatch = (chain: ResolvedChain, now: number) =>
           );
         if (!sent) return 0;
         yield* store.recordSwept(
-          due.map((row) => row.id),
+          sending.map((row) => row.id),
           purpose,
         );
         return due.length;
@@ -64,16 +101,21 @@ const sweepBatch = (chain: ResolvedChain, now: number) =>
 export const sweepDeposits = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
   const clients = yield* ChainClients;
+  const relayer = yield* Relayer;
   const store = yield* PaymentStore;
+  const from = relayer.address;
+  if (from === undefined) return;
   yield* store.retryRevertedSweeps;
   yield* Effect.forEach(
     registry.all,
     (chain) =>
       Effect.gen(function* () {
-        if (!(yield* store.workOn(chain.id)).sweep_due) return;
+        const at = new Date(yield* Clock.currentTimeMillis);
+        yield* retryCleared(chain, "sweep", at);
+        if (!(yield* store.workOn(chain.id, at)).sweep_due) return;
         const now = yield* clients.latestTime(chain);
         for (let i = 0; i < BATCHES_PER_PASS; i++) {
-          if ((yield* sweepBatch(chain, now)) < SWEEP_BATCH) return;
+          if ((yield* sweepBatch(chain, now, at, from)) < SWEEP_BATCH) return;
         }
       }).pipe(
         Effect.catchTag("ChainUnavailable", (error) =>
@@ -87,7 +129,14 @@ export const sweepDeposits = Effect.gen(function* () {
 });
 
 export const depositSweeper: Worker<
-  SqlClient.SqlClient | ChainRegistry | ChainClients | Relayer | PaymentStore
+  | SqlClient.SqlClient
+  | ChainRegistry
+  | ChainClients
+  | Relayer
+  | PaymentStore
+  | TokenStates
+  | PaymentRender
+  | Outbox
 > = {
   name: "deposit-sweeper",
   pass: sweepDeposits,

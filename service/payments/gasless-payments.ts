@@ -34,6 +34,7 @@ import { ChainHeads } from "../chains/chain-heads.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { TokenStates } from "../chains/token-states.ts";
 import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
 import { WalletDeployments } from "../chains/wallet-deployments.ts";
 import { SignatureHex, WalletSignatures } from "../chains/wallet-signatures.ts";
@@ -160,6 +161,7 @@ export type GaslessFailure = InvalidRequest | Unavailable | RateLimited | SqlErr
 const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
   const registry = yield* ChainRegistry;
+  const tokenStates = yield* TokenStates;
   const clients = yield* ChainClients;
   const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
@@ -265,6 +267,7 @@ const make = Effect.gen(function* () {
       // The same authorization again (a double click, a retry): its transaction, sending nothing.
       const earlier = yield* relayer.find(chain.id, purpose);
       if (earlier) return earlier;
+      yield* tokenStates.guard(chain, token);
 
       const domain = yield* sessions.gaslessDomain(chain, token);
       if (domain._tag === "None")

@@ -3,13 +3,16 @@
  * received), becomes underpaid (`payment.underpaid`: part of it received), or stays paid. A payment
  * whose funds arrived before the deadline but are not confirmed yet waits for them up to
  * SETTLE_GRACE_SECONDS (the sweeper sweeps it at once), so a payer who paid in time is not reported
- * short because of the sweep's and the confirmations' delay.
+ * short because of the sweep's and the confirmations' delay. One whose sweep is held back (the token's
+ * issuer blacklisted the payout or deposit address) or whose token is paused waits until it is swept:
+ * the payer paid in time, and the funds wait at the address until the issuer lets them move.
  */
-import { Effect } from "effect";
+import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";
 import { ChainClients } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
+import { TokenStates } from "../chains/token-states.ts";
 import { Outbox } from "../events/outbox.ts";
 import type { Worker } from "../workers/worker.ts";
 import { PaymentStore } from "./payment-store.ts";
@@ -26,7 +29,8 @@ const expireChain = (chain: ResolvedChain, now: number) =>
     const outbox = yield* Outbox;
     return yield* sql.withTransaction(
       Effect.gen(function* () {
-        const due = yield* store.lockExpiring(chain.id, now, BATCH);
+        const paused = yield* (yield* TokenStates).pausedTokens(chain.id);
+        const due = yield* store.lockExpiring(chain.id, now, BATCH, paused);
         const waiting = due.filter(
           (row) => BigInt(row.seen) > 0n && now < row.expires_at + SETTLE_GRACE_SECONDS,
         );
@@ -49,7 +53,7 @@ export const expirePayments = Effect.gen(function* () {
     registry.all,
     (chain) =>
       Effect.gen(function* () {
-        if (!(yield* store.workOn(chain.id)).open) return;
+        if (!(yield* store.workOn(chain.id, new Date(yield* Clock.currentTimeMillis))).open) return;
         const now = yield* clients.latestTime(chain);
         while ((yield* expireChain(chain, now)) >= BATCH) yield* Effect.yieldNow;
       }).pipe(
@@ -64,7 +68,13 @@ export const expirePayments = Effect.gen(function* () {
 });
 
 export const paymentExpiry: Worker<
-  SqlClient.SqlClient | ChainRegistry | ChainClients | PaymentStore | PaymentTransitions | Outbox
+  | SqlClient.SqlClient
+  | ChainRegistry
+  | ChainClients
+  | PaymentStore
+  | PaymentTransitions
+  | Outbox
+  | TokenStates
 > = {
   name: "payment-expiry",
   pass: expirePayments,

@@ -2,6 +2,11 @@
 import { Schema } from "effect";
 import { getAddress } from "viem";
 import { amountRemaining, PAYMENT_STATUSES } from "../../src/ledger/payment-machine.ts";
+import {
+  TRANSFER_FAILURE_CODES,
+  TransferFailureObject,
+  transferFailureObject,
+} from "../chains/blocked-transfers.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { formatDecimal } from "../money/decimal.ts";
 
@@ -38,6 +43,14 @@ export const PaymentRow = Schema.Struct({
   pending_action: Schema.NullOr(Schema.Literals(["release", "return"])),
   pending_action_purpose: Schema.NullOr(Schema.String),
   return_to: Schema.NullOr(Schema.String),
+  sweep_failure_code: Schema.NullOr(Schema.Literals(TRANSFER_FAILURE_CODES)),
+  sweep_failure_message: Schema.NullOr(Schema.String),
+  sweep_failed_since: Schema.NullOr(Schema.Date),
+  sweep_retry_at: Schema.NullOr(Schema.Date),
+  release_failure_code: Schema.NullOr(Schema.Literals(TRANSFER_FAILURE_CODES)),
+  release_failure_message: Schema.NullOr(Schema.String),
+  release_failed_since: Schema.NullOr(Schema.Date),
+  release_retry_at: Schema.NullOr(Schema.Date),
   created_at: Schema.Date,
 });
 export type PaymentRow = typeof PaymentRow.Type;
@@ -50,7 +63,9 @@ export const PAYMENT_COLUMNS = `p.id, p.merchant_id, p.livemode, p.chain_id::int
   p.expires_at::float8 AS expires_at, p.watch_until::float8 AS watch_until,
   p.created_block::float8 AS created_block, p.transitions, p.paid_at::float8 AS paid_at,
   p.canceled_at::float8 AS canceled_at, p.sweep_due, p.sweeps, p.sweep_purpose, p.pending_action,
-  p.pending_action_purpose, p.return_to, p.created_at`;
+  p.pending_action_purpose, p.return_to, p.sweep_failure_code, p.sweep_failure_message, p.sweep_failed_since,
+  p.sweep_retry_at, p.release_failure_code, p.release_failure_message, p.release_failed_since,
+  p.release_retry_at, p.created_at`;
 
 /** A payer's transfer to the deposit address, as the deposit watcher saw it. */
 export const TransferRow = Schema.Struct({
@@ -121,6 +136,14 @@ export const PaymentObject = Schema.Struct({
     description: "A release or return of the held funds submitted and not yet confirmed",
   }),
   return_to: Schema.NullOr(Schema.String).annotate({ description: "Where a return sends the held funds" }),
+  sweep_failure: Schema.NullOr(TransferFailureObject).annotate({
+    description:
+      "Set while the funds at the deposit address cannot be swept (e.g. your payout address is blacklisted by the token's issuer): they stay at the address and move by themselves once the cause is cleared",
+  }),
+  release_failure: Schema.NullOr(TransferFailureObject).annotate({
+    description:
+      "Set while the held funds cannot be released to you (e.g. your payout address is blacklisted): they stay in escrow and are released by themselves once the cause is cleared",
+  }),
   transfers: Schema.Array(TransferObject).annotate({
     description: "The payers' transfers to the deposit address, oldest first",
   }),
@@ -173,6 +196,18 @@ export const toPaymentObject = (
     release_at: held > 0n ? row.release_at : null,
     pending_action: row.pending_action,
     return_to: row.return_to,
+    sweep_failure: transferFailureObject(
+      row.sweep_failure_code,
+      row.sweep_failure_message,
+      row.sweep_failed_since,
+      row.sweep_retry_at,
+    ),
+    release_failure: transferFailureObject(
+      row.release_failure_code,
+      row.release_failure_message,
+      row.release_failed_since,
+      row.release_retry_at,
+    ),
     transfers: transfers.map((t) => ({
       transaction_hash: t.tx_hash,
       block_number: t.block_number,

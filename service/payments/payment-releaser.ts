@@ -1,62 +1,87 @@
 /**
  * The payment releaser: pays held payment funds to the merchant once their hold is over (the service
- * pays the gas), up to RELEASE_BATCH payments per transaction. A payment of the batch that someone else
- * released first (anyone may) is passed over by the contract: the batch mines with the others, and that
- * payment's pending action is cleared by the other transaction's `PaymentReleased` fact, which leaves
- * nothing held (PaymentStore.recordHold). A batch the chain would still refuse (a token refusing the
- * payee's transfer, say) is sent one by one instead. Rows are locked and marked in the transaction that
- * records the relayer's transaction; a release that reverted is cleared and tried again.
+ * pays the gas), up to RELEASE_BATCH payments per `releasePayments` transaction. A payment of the batch
+ * that someone else released first (anyone may) is passed over by the contract: the batch mines with the
+ * others, and that payment's pending action is cleared by the other transaction's `PaymentReleased`
+ * fact, which leaves nothing held (PaymentStore.recordHold). A batch the chain would still refuse is
+ * split until the refused payments stand alone (chains/batch-isolation.ts): the rest is released in the
+ * same pass, and one the token refuses (its payout address blacklisted) is held back
+ * (held-back-transfers.ts) with its funds in escrow. Nothing is sent for a token its issuer has paused.
+ * Rows are locked and marked in the transaction that records the relayer's transaction; a release that
+ * reverted is cleared and tried again.
  */
-import { Effect } from "effect";
+import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";
+import type { Hex } from "viem";
+import { isolateFailures } from "../chains/batch-isolation.ts";
+import { explainTransfer } from "../chains/blocked-transfers.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { TokenStates } from "../chains/token-states.ts";
+import type { Outbox } from "../events/outbox.ts";
 import { newId } from "../ids.ts";
 import type { Worker } from "../workers/worker.ts";
 import { depositTermsOf } from "./deposit-terms.ts";
+import { holdBack, retryCleared } from "./held-back-transfers.ts";
 import type { PaymentRow } from "./payment-object.ts";
+import type { PaymentRender } from "./payment-render.ts";
 import { PaymentStore } from "./payment-store.ts";
 
 const RELEASE_BATCH = 50;
 
-const releaseChain = (chain: ResolvedChain, now: number) =>
+const releaseCall = (rows: ReadonlyArray<PaymentRow>) => ({
+  functionName: "releasePayments" as const,
+  args: [rows.map(depositTermsOf)],
+});
+
+const releaseChain = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient;
     const relayer = yield* Relayer;
     const store = yield* PaymentStore;
-    const send = (rows: ReadonlyArray<PaymentRow>) =>
-      Effect.gen(function* () {
-        const purpose = `payment-release:${chain.id}:${yield* newId("request")}`;
-        yield* relayer.submit(chain.id, {
-          to: chain.escrow.address,
-          data: escrowCallData("releasePayments", [rows.map(depositTermsOf)]),
-          purpose,
-        });
-        for (const row of rows) yield* store.startAction(row.id, "release", purpose, null);
-      });
+    const states = yield* TokenStates;
+    const paused = yield* states.pausedTokens(chain.id);
     yield* sql.withTransaction(
       Effect.gen(function* () {
-        const due = yield* store.lockReleasable(chain.id, now, RELEASE_BATCH);
+        const due = yield* store.lockReleasable(chain.id, now, RELEASE_BATCH, at, paused);
         if (due.length === 0) return;
-        const together = yield* send(due).pipe(
-          Effect.as(true),
-          Effect.catchTag("RelayerError", (error) =>
-            error.reason === "simulation_failed" && due.length > 1
-              ? Effect.succeed(false)
-              : Effect.fail(error),
-          ),
-        );
-        if (together) return;
-        for (const row of due)
-          yield* send([row]).pipe(
+        const isolated = yield* isolateFailures(chain, from, due, releaseCall);
+        const pausedNow = new Set<string>();
+        for (const { item, revert } of isolated.failing) {
+          const verdict = yield* explainTransfer(chain, item.token_address, revert, {
+            payee: item.payee_address,
+          });
+          if (verdict.kind === "paused") pausedNow.add(item.token_address.toLowerCase());
+          if (verdict.kind === "failed") yield* holdBack(item, "release", verdict.failure, at);
+        }
+        const sending = isolated.passing.filter((row) => !pausedNow.has(row.token_address.toLowerCase()));
+        if (sending.length === 0) return;
+        const purpose = `payment-release:${chain.id}:${yield* newId("request")}`;
+        const call = releaseCall(sending);
+        const sent = yield* relayer
+          .submit(chain.id, {
+            to: chain.escrow.address,
+            data: escrowCallData(call.functionName, call.args),
+            purpose,
+            ...(sending.length === due.length && isolated.gasUsed !== undefined
+              ? { gasUsed: isolated.gasUsed }
+              : {}),
+          })
+          .pipe(
+            Effect.as(true),
             Effect.catchTag("RelayerError", (error) =>
-              Effect.logWarning("payment release not submitted; will retry").pipe(
-                Effect.annotateLogs({ payment: row.id, reason: error.message }),
+              Effect.as(
+                Effect.logWarning("payment release not submitted; will retry").pipe(
+                  Effect.annotateLogs({ chain: chain.id, payments: sending.length, reason: error.message }),
+                ),
+                false,
               ),
             ),
           );
+        if (!sent) return;
+        for (const row of sending) yield* store.startAction(row.id, "release", purpose, null);
       }),
     );
   });
@@ -64,33 +89,40 @@ const releaseChain = (chain: ResolvedChain, now: number) =>
 export const releasePaymentHolds = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
   const clients = yield* ChainClients;
+  const relayer = yield* Relayer;
   const store = yield* PaymentStore;
+  const from = relayer.address;
+  if (from === undefined) return;
   yield* store.clearRevertedActions;
   yield* Effect.forEach(
     registry.all.filter((chain) => chain.escrow_available),
     (chain) =>
       Effect.gen(function* () {
-        if (!(yield* store.workOn(chain.id)).held) return;
+        const at = new Date(yield* Clock.currentTimeMillis);
+        yield* retryCleared(chain, "release", at);
+        if (!(yield* store.workOn(chain.id, at)).held) return;
         const now = yield* clients.latestTime(chain);
-        yield* releaseChain(chain, now);
+        yield* releaseChain(chain, now, at, from);
       }).pipe(
-        Effect.catchTags({
-          ChainUnavailable: (error) =>
-            Effect.logWarning("payment releaser could not read the chain").pipe(
-              Effect.annotateLogs({ chain: chain.id, reason: error.message }),
-            ),
-          RelayerError: (error) =>
-            Effect.logWarning("payment release not submitted; will retry").pipe(
-              Effect.annotateLogs({ chain: chain.id, reason: error.message }),
-            ),
-        }),
+        Effect.catchTag("ChainUnavailable", (error) =>
+          Effect.logWarning("payment releaser could not read the chain").pipe(
+            Effect.annotateLogs({ chain: chain.id, reason: error.message }),
+          ),
+        ),
       ),
     { concurrency: "unbounded", discard: true },
   );
 });
 
 export const paymentReleaser: Worker<
-  SqlClient.SqlClient | ChainRegistry | ChainClients | Relayer | PaymentStore
+  | SqlClient.SqlClient
+  | ChainRegistry
+  | ChainClients
+  | Relayer
+  | PaymentStore
+  | TokenStates
+  | PaymentRender
+  | Outbox
 > = {
   name: "payment-releaser",
   pass: releasePaymentHolds,

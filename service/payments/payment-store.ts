@@ -9,6 +9,7 @@ import { Array as Arr, Context, Effect, Layer, Schema } from "effect";
 import { SqlClient } from "effect/sql";
 import { getAddress, type Hex } from "viem";
 import type { PaymentMachine } from "../../src/ledger/payment-machine.ts";
+import { TRANSFER_FAILURE_CODES, type TransferFailure } from "../chains/blocked-transfers.ts";
 import { type Fragment, lockRows, type PageRequest, pageRows, relation, selectRows } from "../db/query.ts";
 import { decodeRows, firstOr, theRow } from "../db/rows.ts";
 import { resourceMissing } from "../errors.ts";
@@ -90,6 +91,15 @@ const decodeFactState = decodeRows(Schema.Struct({ standing: Schema.Boolean }));
 const decodeScanned = decodeRows(Schema.Struct({ scanned_block: Schema.String }));
 const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
 const decodeSums = decodeRows(Schema.Struct({ payment_id: Schema.String, total: Schema.String }));
+const decodeHeldBack = decodeRows(
+  Schema.Struct({
+    id: Schema.String,
+    code: Schema.Literals(TRANSFER_FAILURE_CODES),
+    payee_address: Schema.String,
+    deposit_address: Schema.String,
+    token_address: Schema.String,
+  }),
+);
 
 const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
@@ -331,8 +341,16 @@ const make = Effect.gen(function* () {
      * process holds: new funds arrived (`sweep_due`), no sweep of theirs is waiting to be mined, fewer
      * than `maxSweeps` sweeps so far, and either the funds waiting complete the payment or its time is up
      * (expired, canceled, already paid: top-ups). A partial payment waits for the rest before one sweep.
+     * Not those whose sweep is held back at `at` (the service's time), nor those in `pausedTokens`.
      */
-    lockSweepable: (chainId: number, now: number, maxSweeps: number, limit: number) =>
+    lockSweepable: (
+      chainId: number,
+      now: number,
+      maxSweeps: number,
+      limit: number,
+      at: Date,
+      pausedTokens: ReadonlyArray<string>,
+    ) =>
       select(
         [
           sql`p.chain_id = ${chainId}`,
@@ -341,17 +359,50 @@ const make = Effect.gen(function* () {
           sql`(p.closed OR p.expires_at <= ${now} OR p.status = 'paid' OR p.seen + p.received >= p.amount)`,
           sql`NOT EXISTS (SELECT 1 FROM billing.relayer_transactions r WHERE r.chain_id = p.chain_id
                 AND r.purpose = p.sweep_purpose AND r.status = 'pending')`,
+          sql`(p.sweep_retry_at IS NULL OR p.sweep_retry_at <= ${at})`,
+          sql`NOT (lower(p.token_address) = ANY (${pausedTokens}::text[]))`,
         ],
         { order: PAYMENTS.id, limit, lock: "update_skip_locked" },
       ),
-    /** The sweeper looked: swept with `purpose`, or (null) nothing to sweep for now. */
+    /** The sweeper looked: swept with `purpose` (a refused sweep before it is over), or (null) nothing to sweep for now. */
     recordSwept: (ids: ReadonlyArray<string>, purpose: string | null) =>
       ids.length === 0
         ? Effect.void
         : Effect.asVoid(sql`UPDATE billing.payments SET sweep_due = false,
               sweeps = sweeps + ${purpose === null ? 0 : 1},
-              sweep_purpose = COALESCE(${purpose}, sweep_purpose), updated_at = now()
+              sweep_purpose = COALESCE(${purpose}, sweep_purpose),
+              sweep_failure_code = NULL, sweep_failure_message = NULL, sweep_failed_since = NULL,
+              sweep_retry_at = NULL, updated_at = now()
             WHERE id = ANY (${ids}::text[])`),
+    /** The chain refused the payment's sweep alone: held back until `retryAt`, the episode begun at `since`. */
+    recordSweepFailed: (id: string, failure: TransferFailure, since: Date, retryAt: Date) =>
+      Effect.asVoid(sql`UPDATE billing.payments SET sweep_failure_code = ${failure.code},
+          sweep_failure_message = ${failure.message}, sweep_failed_since = ${since},
+          sweep_retry_at = ${retryAt}, updated_at = now() WHERE id = ${id}`),
+    /** The chain refused the release of the payment's held funds alone: held back until `retryAt`. */
+    recordReleaseFailed: (id: string, failure: TransferFailure, since: Date, retryAt: Date) =>
+      Effect.asVoid(sql`UPDATE billing.payments SET release_failure_code = ${failure.code},
+          release_failure_message = ${failure.message}, release_failed_since = ${since},
+          release_retry_at = ${retryAt}, updated_at = now() WHERE id = ${id}`),
+    /** The chain's payments whose sweep or release is held back beyond `at`, with the addresses it may name. */
+    heldBack: (chainId: number, what: "sweep" | "release", at: Date) =>
+      (what === "sweep"
+        ? sql`SELECT id, sweep_failure_code AS code, lower(payee_address) AS payee_address,
+              deposit_address, lower(token_address) AS token_address FROM billing.payments
+            WHERE chain_id = ${chainId} AND sweep_failure_code IS NOT NULL AND sweep_retry_at > ${at}`
+        : sql`SELECT id, release_failure_code AS code, lower(payee_address) AS payee_address,
+              deposit_address, lower(token_address) AS token_address FROM billing.payments
+            WHERE chain_id = ${chainId} AND release_failure_code IS NOT NULL AND release_retry_at > ${at}`
+      ).pipe(Effect.flatMap(decodeHeldBack)),
+    /** Held-back sweeps or releases to try at once (the address they name was cleared). */
+    retryAt: (what: "sweep" | "release", ids: ReadonlyArray<string>, at: Date) =>
+      ids.length === 0
+        ? Effect.void
+        : what === "sweep"
+          ? Effect.asVoid(sql`UPDATE billing.payments SET sweep_retry_at = ${at}
+              WHERE id = ANY (${ids}::text[]) AND sweep_failure_code IS NOT NULL`)
+          : Effect.asVoid(sql`UPDATE billing.payments SET release_retry_at = ${at}
+              WHERE id = ANY (${ids}::text[]) AND release_failure_code IS NOT NULL`),
     /** Sweeps whose transaction reverted or was superseded: due again. */
     retryRevertedSweeps:
       Effect.asVoid(sql`UPDATE billing.payments p SET sweep_due = true, sweep_purpose = NULL,
@@ -360,28 +411,50 @@ const make = Effect.gen(function* () {
       WHERE p.sweep_purpose IS NOT NULL AND r.chain_id = p.chain_id AND r.purpose = p.sweep_purpose
         AND r.status IN ('reverted', 'superseded')`),
 
-    /** Open payments whose time is up at `now` on their chain, locked, skipping others'. */
-    lockExpiring: (chainId: number, now: number, limit: number) =>
-      select([sql`p.chain_id = ${chainId}`, sql`NOT p.closed`, sql`p.expires_at <= ${now}`], {
-        order: PAYMENTS.id,
-        limit,
-        lock: "update_skip_locked",
-      }),
-    /** Held payments whose hold ended, with no release or return under way, locked. */
-    lockReleasable: (chainId: number, now: number, limit: number) =>
+    /**
+     * Open payments whose time is up at `now` on their chain, locked, skipping others'. Not those whose
+     * funds arrived and wait at the address for a sweep held back or a token in `pausedTokens` (they
+     * are settled once swept): however many there are, they never take the place of payments that can
+     * expire.
+     */
+    lockExpiring: (chainId: number, now: number, limit: number, pausedTokens: ReadonlyArray<string>) =>
+      select(
+        [
+          sql`p.chain_id = ${chainId}`,
+          sql`NOT p.closed`,
+          sql`p.expires_at <= ${now}`,
+          sql`NOT (p.seen > 0 AND (p.sweep_failure_code IS NOT NULL
+                OR lower(p.token_address) = ANY (${pausedTokens}::text[])))`,
+        ],
+        { order: PAYMENTS.id, limit, lock: "update_skip_locked" },
+      ),
+    /**
+     * Held payments whose hold ended, with no release or return under way, not held back at `at` and
+     * not in `pausedTokens`; locked.
+     */
+    lockReleasable: (
+      chainId: number,
+      now: number,
+      limit: number,
+      at: Date,
+      pausedTokens: ReadonlyArray<string>,
+    ) =>
       select(
         [
           sql`p.chain_id = ${chainId}`,
           sql`p.held > 0`,
           sql`p.release_at <= ${now}`,
           sql`p.pending_action IS NULL`,
+          sql`(p.release_retry_at IS NULL OR p.release_retry_at <= ${at})`,
+          sql`NOT (lower(p.token_address) = ANY (${pausedTokens}::text[]))`,
         ],
         { order: PAYMENTS.id, limit, lock: "update_skip_locked" },
       ),
-    /** A release or return submitted for the payment's held funds. */
+    /** A release or return submitted for the payment's held funds; a refused release it follows is over. */
     startAction: (id: string, action: "release" | "return", purpose: string, returnTo: string | null) =>
       Effect.asVoid(sql`UPDATE billing.payments SET pending_action = ${action}, pending_action_purpose = ${purpose},
-          return_to = COALESCE(${returnTo}, return_to), updated_at = now()
+          return_to = COALESCE(${returnTo}, return_to), release_failure_code = NULL,
+          release_failure_message = NULL, release_failed_since = NULL, release_retry_at = NULL, updated_at = now()
         WHERE id = ${id}`),
     /** Releases and returns whose transaction reverted are no longer under way. */
     clearRevertedActions: Effect.asVoid(sql`UPDATE billing.payments p SET pending_action = NULL,
@@ -392,14 +465,17 @@ const make = Effect.gen(function* () {
 
     /**
      * Whether the chain has payments for the workers: deposit addresses due a sweep, open payments (for
-     * expiry), held funds (for release). Lets an idle worker skip asking the chain for its time.
+     * expiry), held funds (for release), the sweeps and releases not held back at `at`. Lets an idle
+     * worker skip asking the chain for its time.
      */
-    workOn: (chainId: number) =>
+    workOn: (chainId: number, at: Date) =>
       Effect.map(
         sql`SELECT
-            EXISTS (SELECT 1 FROM billing.payments WHERE chain_id = ${chainId} AND sweep_due) AS sweep_due,
+            EXISTS (SELECT 1 FROM billing.payments WHERE chain_id = ${chainId} AND sweep_due
+              AND (sweep_retry_at IS NULL OR sweep_retry_at <= ${at})) AS sweep_due,
             EXISTS (SELECT 1 FROM billing.payments WHERE chain_id = ${chainId} AND NOT closed) AS open,
-            EXISTS (SELECT 1 FROM billing.payments WHERE chain_id = ${chainId} AND held > 0) AS held`.pipe(
+            EXISTS (SELECT 1 FROM billing.payments WHERE chain_id = ${chainId} AND held > 0
+              AND (release_retry_at IS NULL OR release_retry_at <= ${at})) AS held`.pipe(
           Effect.flatMap(
             decodeRows(
               Schema.Struct({ sweep_due: Schema.Boolean, open: Schema.Boolean, held: Schema.Boolean }),

@@ -15,6 +15,7 @@ import { ChainHeads } from "../chains/chain-heads.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { TokenStates } from "../chains/token-states.ts";
 import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
 import type { Page } from "../db/query.ts";
 import { type InvalidRequest, invalidParam, type NotFound, type Unavailable } from "../errors.ts";
@@ -114,6 +115,7 @@ export class Payments extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient;
       const registry = yield* ChainRegistry;
+      const tokenStates = yield* TokenStates;
       const merchantChains = yield* MerchantChains;
       const clients = yield* ChainClients;
       const heads = yield* ChainHeads;
@@ -197,6 +199,7 @@ export class Payments extends Context.Service<
           const row = yield* store.load(scope, id);
           const chain = registry.byId(row.chain_id);
           if (!chain) return yield* Effect.die(new Error(`payment ${id} is on an unknown chain`));
+          yield* tokenStates.guard(chain, row.token_address);
           if (BigInt(row.held) === 0n)
             return yield* notReturnable(
               row.hold_seconds === 0
@@ -223,7 +226,9 @@ export class Payments extends Context.Service<
             .simulateOutcome(chain, row.operator_address as Hex, "returnPayment", args)
             .pipe(Effect.mapError(unavailable));
           if (refused !== undefined)
-            return yield* notReturnable(`The escrow refused the return (${refused.errorName}).`);
+            return yield* notReturnable(
+              `The escrow refused the return (${refused.reason ?? refused.errorName}).`,
+            );
           const action = paymentReturnAction(chain.id, row.id);
           const sent = yield* relayer
             .submit(chain.id, {

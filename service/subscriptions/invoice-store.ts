@@ -7,6 +7,7 @@
  * | —    | paid          | written paid at once when its total is 0                                |
  * | open | paid          | its charge succeeded on chain (`markPaid`)                              |
  * | open | open          | an attempt failed and a retry is scheduled (`recordFailedAttempt`)      |
+ * | open | open          | an attempt the token's pause undid, not counted (`recordUncountedAttempt`) |
  * | open | uncollectible | no retry left, a final refusal, or its period ended unpaid              |
  * | open | void          | its subscription ended (`voidOpenOf`)                                   |
  *
@@ -91,6 +92,12 @@ const decodePeriods = decodeRows(Schema.Struct({ subscription_id: Schema.String,
 
 const make = Effect.gen(function* () {
   const sql = yield* PgClient.PgClient;
+  /** Invoices whose mandate's token its issuer has paused are left for later (nothing is sent for it). */
+  const notInPausedTokens = (tokens: ReadonlyArray<string>) =>
+    tokens.length === 0
+      ? sql``
+      : sql`AND NOT EXISTS (SELECT 1 FROM billing.mandates pm WHERE pm.id = s.mandate_id
+          AND lower(pm.token_address) = ANY (${tokens}::text[]))`;
   const select = (where: ReadonlyArray<Fragment>) => selectRows(sql, INVOICES, where);
   const condition = (c: InvoiceCondition): Fragment[] => {
     switch (c.kind) {
@@ -179,16 +186,18 @@ const make = Effect.gen(function* () {
         Effect.flatMap(decodeSettling),
       ),
     /** Open invoices of the chain whose period ended at chain time `now`. */
-    lapsed: (chainId: number, now: number, limit: number) =>
+    lapsed: (chainId: number, now: number, limit: number, pausedTokens: ReadonlyArray<string> = []) =>
       sql`SELECT i.id FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
-        WHERE i.status = 'open' AND s.chain_id = ${chainId} AND i.period_end <= ${now} LIMIT ${limit}`.pipe(
+        WHERE i.status = 'open' AND s.chain_id = ${chainId} AND i.period_end <= ${now}
+          ${notInPausedTokens(pausedTokens)} LIMIT ${limit}`.pipe(
         Effect.flatMap(decodeIds),
         Effect.map((rows) => rows.map((r) => r.id)),
       ),
     /** Open invoices of the chain whose retry is due at chain time `now`. */
-    retriesDue: (chainId: number, now: number, limit: number) =>
+    retriesDue: (chainId: number, now: number, limit: number, pausedTokens: ReadonlyArray<string> = []) =>
       sql`SELECT i.id FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
-        WHERE i.status = 'open' AND s.chain_id = ${chainId} AND i.next_attempt_at <= ${now} LIMIT ${limit}`.pipe(
+        WHERE i.status = 'open' AND s.chain_id = ${chainId} AND i.next_attempt_at <= ${now}
+          ${notInPausedTokens(pausedTokens)} LIMIT ${limit}`.pipe(
         Effect.flatMap(decodeIds),
         Effect.map((rows) => rows.map((r) => r.id)),
       ),
@@ -266,6 +275,10 @@ const make = Effect.gen(function* () {
       Effect.asVoid(sql`UPDATE billing.invoices SET first_failed_at = ${firstFailedAt},
           next_attempt_at = ${retryAt ?? null}, status = ${retryAt === undefined ? "uncollectible" : "open"},
           updated_at = now() WHERE id = ${id}`),
+    /** A failed attempt that does not count (the token was paused under it): tried again from `now`. */
+    recordUncountedAttempt: (id: string, now: number) =>
+      Effect.asVoid(sql`UPDATE billing.invoices SET attempt_count = greatest(attempt_count - 1, 0),
+          next_attempt_at = ${now}, updated_at = now() WHERE id = ${id}`),
     markUncollectible: (id: string) =>
       Effect.asVoid(sql`UPDATE billing.invoices SET status = 'uncollectible', next_attempt_at = NULL,
           updated_at = now() WHERE id = ${id}`),

@@ -55,6 +55,12 @@ export interface Advance {
 
 const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
+  /** Subscriptions whose mandate's token its issuer has paused are left for later (nothing is sent for it). */
+  const notInPausedTokens = (tokens: ReadonlyArray<string>) =>
+    tokens.length === 0
+      ? sql``
+      : sql`AND NOT EXISTS (SELECT 1 FROM billing.mandates pm WHERE pm.id = billing.subscriptions.mandate_id
+          AND lower(pm.token_address) = ANY (${tokens}::text[]))`;
   const select = (where: ReadonlyArray<Fragment>, options?: Parameters<typeof selectRows>[3]) =>
     selectRows(sql, SUBSCRIPTIONS, where, options);
   const inScope = (scope: MerchantScope) => [
@@ -114,9 +120,10 @@ const make = Effect.gen(function* () {
         Effect.map((rows) => rows.map((r) => r.id)),
       ),
     /** Subscriptions of the chain due for their next invoice at chain time `now`, the longest waiting first. */
-    due: (chainId: number, now: number, limit: number) =>
+    due: (chainId: number, now: number, limit: number, pausedTokens: ReadonlyArray<string> = []) =>
       sql`SELECT id FROM billing.subscriptions
         WHERE chain_id = ${chainId} AND status IN ('active', 'past_due') AND next_billing_at <= ${now}
+          ${notInPausedTokens(pausedTokens)}
         ORDER BY next_billing_at LIMIT ${limit}`.pipe(
         Effect.flatMap(decodeIds),
         Effect.map((rows) => rows.map((r) => r.id)),

@@ -15,6 +15,7 @@ import { tokenOf } from "../chains/config.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { TokenStates } from "../chains/token-states.ts";
 import { outsideTransaction } from "../db/client.ts";
 import { InvalidRequest, type NotFound, Unavailable } from "../errors.ts";
 import { Authorizations, type AuthorizeFailure } from "../mandates/authorization-signing.ts";
@@ -84,6 +85,7 @@ export class TestHelpers extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient;
       const registry = yield* ChainRegistry;
+      const tokenStates = yield* TokenStates;
       const clients = yield* ChainClients;
       const heads = yield* ChainHeads;
       const relayer = yield* Relayer;
@@ -113,7 +115,11 @@ export class TestHelpers extends Context.Service<
             vault,
             amount,
             "test_funding_unsupported",
-          ).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Relayer, relayer));
+          ).pipe(
+            Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.provideService(Relayer, relayer),
+            Effect.provideService(TokenStates, tokenStates),
+          );
           const balance = yield* tokens
             .balance(chain, mandate.token_address as Hex, vault)
             .pipe(Effect.mapError((e) => unavailable(e.message)));

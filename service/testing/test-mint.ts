@@ -9,6 +9,7 @@ import { SqlClient, type SqlError } from "effect/sql";
 import { encodeFunctionData, type Hex, parseAbi } from "viem";
 import type { ResolvedChain } from "../chains/config.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { TokenStates } from "../chains/token-states.ts";
 import { outsideTransaction } from "../db/client.ts";
 import type { ErrorCode } from "../error-codes.ts";
 import { InvalidRequest, Unavailable } from "../errors.ts";
@@ -30,8 +31,13 @@ export const mintTestFunds = (
   to: Hex,
   amount: bigint,
   refusedCode: ErrorCode,
-): Effect.Effect<Hex, InvalidRequest | Unavailable | SqlError.SqlError, Relayer | SqlClient.SqlClient> =>
+): Effect.Effect<
+  Hex,
+  InvalidRequest | Unavailable | SqlError.SqlError,
+  Relayer | SqlClient.SqlClient | TokenStates
+> =>
   Effect.gen(function* () {
+    yield* (yield* TokenStates).guard(chain, token);
     const relayer = yield* Relayer;
     const sql = yield* SqlClient.SqlClient;
     const purpose = `fund:${yield* newId("request")}`;

@@ -12,6 +12,7 @@ import { ChainClients } from "../chains/chain-clients.ts";
 import { tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { TokenStates } from "../chains/token-states.ts";
 import { InvalidRequest, type NotFound, Unavailable } from "../errors.ts";
 import { testWalletKey } from "../mandates/terms.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
@@ -70,6 +71,7 @@ export class TestPayments extends Context.Service<
     TestPayments,
     Effect.gen(function* () {
       const registry = yield* ChainRegistry;
+      const tokenStates = yield* TokenStates;
       const clients = yield* ChainClients;
       const store = yield* PaymentStore;
       const relayer = yield* Relayer;
@@ -97,6 +99,7 @@ export class TestPayments extends Context.Service<
           yield* mintTestFunds(chain, token, from, amount, "test_payment_unsupported").pipe(
             Effect.provideService(Relayer, relayer),
             Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.provideService(TokenStates, tokenStates),
           );
           const mined = yield* clients
             .rpc(chain, "test payment", async () => {

@@ -19,7 +19,11 @@ import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, rpc } from "../../scripts/stack/anvil.ts";
 import { usdcAbi } from "../../scripts/stack/circle-usdc.ts";
-import { LOCAL_DEPLOYER_KEY, LOCAL_FAUCET_KEY } from "../../scripts/stack/local-chain.ts";
+import {
+  LOCAL_DEPLOYER_KEY,
+  LOCAL_FAUCET_KEY,
+  LOCAL_USDC_ADMIN_KEY,
+} from "../../scripts/stack/local-chain.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { mandateIdFor, TERMS_TYPES } from "../contract/harness.ts";
@@ -32,6 +36,8 @@ export const DEV_PAYOUT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" as const;
 export const usd = (amount: string) => parseUnits(amount, 6);
 /** The local USDC's test faucet: a minter of its own (local-chain.ts). */
 export const faucet = privateKeyToAccount(LOCAL_FAUCET_KEY);
+/** Circle on the local chains: the USDC's owner, pauser and blacklister (local-chain.ts). */
+export const circle = privateKeyToAccount(LOCAL_USDC_ADMIN_KEY);
 /** The faucet's transactions, one at a time per chain (each takes the account's next nonce). */
 const faucetQueues = new Map<number, Promise<unknown>>();
 
@@ -178,6 +184,13 @@ export const chainDriver = (chainId: number) => {
       call(operator, escrow, MandateEscrowAbi, "release", [mandateId, period]),
     returnCharge: (mandateId: Hex, period: number) =>
       call(operator, escrow, MandateEscrowAbi, "returnCharge", [mandateId, period]),
+    /** What Circle can do to the local USDC: blacklist an address, pause every transfer. */
+    issuer: {
+      blacklist: (address: Hex) => call(circle, usdc, usdcAbi, "blacklist", [address]),
+      unBlacklist: (address: Hex) => call(circle, usdc, usdcAbi, "unBlacklist", [address]),
+      pause: () => call(circle, usdc, usdcAbi, "pause", []),
+      unpause: () => call(circle, usdc, usdcAbi, "unpause", []),
+    },
     mine: (blocks = 1) => rpc("anvil_mine", [`0x${blocks.toString(16)}`]),
     increaseTime: (seconds: number) => rpc("evm_increaseTime", [`0x${seconds.toString(16)}`]),
     /** Replaces the last `depth` blocks; `raws` are re-included in the first new block. */

@@ -8,7 +8,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
-import { api, expectErrorShape, newMerchantWithKey, stack } from "./helpers.ts";
+import { chainDriver } from "./chain-driver.ts";
+import { api, expectErrorShape, merchantOnTestChain, newMerchantWithKey, stack } from "./helpers.ts";
 import { startReceiver } from "./receiver.ts";
 
 const token = () => readFileSync(join(stack().dataDir, "metrics.token"), "utf8").trim();
@@ -151,6 +152,9 @@ describe("GET /metrics", () => {
         expect(value(samples, "billing_relayer_transactions_pending", chain)).toBeGreaterThanOrEqual(0);
         expect(value(samples, "billing_subscriptions_due", chain)).toBeGreaterThanOrEqual(0);
         expect(value(samples, "billing_payment_deposits_due", chain)).toBeGreaterThanOrEqual(0);
+        expect(value(samples, "billing_token_paused", { ...chain, token: "USDC" })).toBe(0);
+        for (const kind of ["charge_release", "payment_sweep", "payment_release"])
+          expect(value(samples, "billing_transfers_held_back", { ...chain, kind })).toBeGreaterThanOrEqual(0);
       }
       expect(value(samples, "billing_metrics_database_up")).toBe(1);
       expect(value(samples, "billing_webhook_deliveries", { status: "pending" })).toBeGreaterThanOrEqual(0);
@@ -169,6 +173,27 @@ describe("GET /metrics", () => {
       expect(find(samples, "process_resident_memory_bytes").length).toBe(1);
     } finally {
       await receiver.close();
+    }
+  });
+
+  it("counts a relayer transaction while it is pending (its chain id is a bigint)", async () => {
+    const m = await merchantOnTestChain();
+    const created = await m.call("/v1/mandates", { cap_decimal: "5", period: "month", customer: "c" });
+    await m.call(`/v1/test/mandates/${created.json.id}/fund`, { amount_decimal: "5" });
+    expect((await m.call(`/v1/test/mandates/${created.json.id}/authorize`, {})).status).toBe(200);
+    const chain = chainDriver(31337);
+    await chain.rpc("evm_setAutomine", [false]);
+    try {
+      const charged = await m.call(`/v1/mandates/${created.json.id}/charges`, { amount_decimal: "1" });
+      expect(charged.json.status, charged.text).toBe("pending");
+      // Broadcast once its request committed; then it waits in the node's pool, unmined.
+      await waitFor(
+        async () => value(await scrape(), "billing_relayer_transactions_pending", { chain_id: "31337" }) >= 1,
+        { timeoutMs: 15_000, what: "the pending charge in /metrics" },
+      );
+    } finally {
+      await chain.rpc("evm_setAutomine", [true]);
+      await chain.mine(1);
     }
   });
 

@@ -5,7 +5,7 @@
 import { Effect } from "effect";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { findFailures } from "../../service/charges/find-failures.ts";
+import { findFailures } from "../../service/chains/find-failures.ts";
 
 const run = (size: number, failing: ReadonlySet<number>) => {
   let wholes = 0;

@@ -90,6 +90,7 @@ export const pendingCharge: ChargeObject = {
   held: false,
   release_at: null,
   pending_action: null,
+  release_failure: null,
   onchain_id: null,
   onchain: null,
   ended_onchain: null,

@@ -52,6 +52,8 @@ export const newPayment: PaymentObject = {
   release_at: null,
   pending_action: null,
   return_to: null,
+  sweep_failure: null,
+  release_failure: null,
   transfers: [],
 };
 

@@ -117,7 +117,7 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
 export const billBoundaries = (round: BillingRound) =>
   Effect.gen(function* () {
     const store = yield* SubscriptionStore;
-    const ids = yield* store.due(round.chain.id, round.now, DUE_PER_ROUND);
+    const ids = yield* store.due(round.chain.id, round.now, DUE_PER_ROUND, round.pausedTokens);
     yield* inTransactions(ids, (group) =>
       Effect.gen(function* () {
         yield* billPeriods(round, yield* store.lock(group, { kind: "billing_due", now: round.now }));

@@ -16,6 +16,15 @@ import type { BillingRound } from "./round.ts";
 /** Refusals no retry can cure: the customer revoked, or the invoice exceeds what they signed for. */
 const FINAL_REFUSALS = new Set(["mandate_revoked", "mandate_cap_exceeded"]);
 
+/**
+ * Failures that neither the customer's top-up nor a signature cures, but that end when the token's
+ * issuer clears the address (the customer's wallet, or the merchant's payout address, blacklisted):
+ * retried on the dunning schedule like any failure, and when none is left the invoice alone is given
+ * up. The subscription stays (past_due) and its next period is billed as usual.
+ */
+export const keepsSubscription = (code: string | null) =>
+  code === "customer_blocked" || code === "payout_address_blocked";
+
 /** Invoices paid (at chain time `paidAt`), their subscriptions current again, and their `invoice.paid`. */
 export const markPaid = (paid: ReadonlyArray<{ invoice: string; subscription: string; paidAt: number }>) =>
   Effect.gen(function* () {
@@ -38,13 +47,19 @@ export const markPaid = (paid: ReadonlyArray<{ invoice: string; subscription: st
     );
   });
 
-/** A failed attempt: retry on the dunning schedule, or end the subscription when none is left. */
+/**
+ * A failed attempt: retry on the dunning schedule, or end the subscription when none is left (for a
+ * blocked address, only the invoice is given up).
+ */
 export const recordFailure = (round: BillingRound, invoiceId: string, code: string) =>
   Effect.gen(function* () {
     const invoices = yield* InvoiceStore;
     const subscriptionStore = yield* SubscriptionStore;
     const subscriptions = yield* Subscriptions;
     const outbox = yield* Outbox;
+    // The token was paused under a charge in flight: not an attempt of the customer's. Tried again at
+    // once, which the round leaves for after the token is unpaused.
+    if (code === "token_paused") return yield* invoices.recordUncountedAttempt(invoiceId, round.now);
     const invoice = yield* invoices.reload(invoiceId);
     const firstFailedAt = invoice.first_failed_at ?? round.now;
     const retryAt = FINAL_REFUSALS.has(code)
@@ -55,7 +70,8 @@ export const recordFailure = (round: BillingRound, invoiceId: string, code: stri
           periodEnd: invoice.period_end,
         });
     yield* invoices.recordFailedAttempt(invoiceId, firstFailedAt, retryAt);
-    if (retryAt !== undefined) yield* subscriptionStore.markPastDue(invoice.subscription_id);
+    const ends = retryAt === undefined && !keepsSubscription(code);
+    if (!ends) yield* subscriptionStore.markPastDue(invoice.subscription_id);
     yield* outbox.raise({
       merchantId: invoice.merchant_id,
       livemode: invoice.livemode,
@@ -63,7 +79,7 @@ export const recordFailure = (round: BillingRound, invoiceId: string, code: stri
       object: subscriptions.renderInvoice(yield* invoices.reload(invoiceId)),
       key: `${invoiceId}:failed:${invoice.attempt_count}`,
     });
-    if (retryAt === undefined)
+    if (ends)
       yield* subscriptions.end(
         invoice.subscription_id,
         code === "mandate_revoked" ? "mandate_revoked" : "payment_failed",

@@ -1,12 +1,14 @@
 /**
  * Step 3 of a billing round: an invoice whose period ended unpaid can no longer be collected (the
- * escrow charges the current period only): uncollectible, and the subscription ends. One whose charge
- * is still pending waits for its outcome.
+ * escrow charges the current period only): uncollectible, and the subscription ends, unless its charge
+ * failed because the token's issuer blacklisted an address (collection.ts: the subscription stays and
+ * its next period is billed). One whose charge is still pending waits for its outcome.
  */
 import { Effect } from "effect";
 import { ChargeStore } from "../../charges/charge-store.ts";
 import { InvoiceStore } from "../invoice-store.ts";
 import { Subscriptions } from "../subscriptions.ts";
+import { keepsSubscription } from "./collection.ts";
 import { BATCH, type BillingRound, eachInTransaction } from "./round.ts";
 
 export const lapseUnpaid = (round: BillingRound) =>
@@ -14,14 +16,15 @@ export const lapseUnpaid = (round: BillingRound) =>
     const invoices = yield* InvoiceStore;
     const charges = yield* ChargeStore;
     const subscriptions = yield* Subscriptions;
-    const ids = yield* invoices.lapsed(round.chain.id, round.now, BATCH);
+    const ids = yield* invoices.lapsed(round.chain.id, round.now, BATCH, round.pausedTokens);
     yield* eachInTransaction(ids, (id) =>
       Effect.gen(function* () {
         const [invoice] = yield* invoices.lock([id], { kind: "lapsed", now: round.now });
         if (!invoice) return;
-        if (invoice.charge_id !== null && (yield* charges.reload(invoice.charge_id)).status === "pending")
-          return;
+        const charge = invoice.charge_id === null ? undefined : yield* charges.reload(invoice.charge_id);
+        if (charge?.status === "pending") return;
         yield* invoices.markUncollectible(id);
+        if (charge?.status === "failed" && keepsSubscription(charge.failure_code)) return;
         yield* subscriptions.end(invoice.subscription_id, "payment_failed");
       }),
     );

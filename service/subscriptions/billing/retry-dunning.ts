@@ -7,7 +7,7 @@ import { BATCH, type BillingRound, inTransactions } from "./round.ts";
 export const retryDunning = (round: BillingRound) =>
   Effect.gen(function* () {
     const invoices = yield* InvoiceStore;
-    const ids = yield* invoices.retriesDue(round.chain.id, round.now, BATCH);
+    const ids = yield* invoices.retriesDue(round.chain.id, round.now, BATCH, round.pausedTokens);
     yield* inTransactions(ids, (group) =>
       Effect.gen(function* () {
         const locked = yield* invoices.lock(group, { kind: "retry_due", now: round.now });

@@ -7,6 +7,7 @@
 import { Array as Arr, Effect } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import type { ResolvedChain } from "../../chains/config.ts";
+import { TokenStates } from "../../chains/token-states.ts";
 import { type PriceRow, Prices } from "../prices.ts";
 
 /** Items per transaction (and charges per chargeMany), and transactions at once. */
@@ -25,16 +26,23 @@ export interface BillingRound {
   readonly chain: ResolvedChain;
   /** Chain time of the round (the test clock moves it). */
   readonly now: number;
+  /**
+   * The chain's tokens whose issuer has paused them (lowercase addresses): nothing is charged in them,
+   * and their invoices neither lapse nor are retried, until they are unpaused.
+   */
+  readonly pausedTokens: ReadonlyArray<string>;
   readonly price: (id: string) => Effect.Effect<PriceRow, SqlError.SqlError>;
 }
 
 export const makeRound = (chain: ResolvedChain, now: number) =>
   Effect.gen(function* () {
     const prices = yield* Prices;
+    const pausedTokens = yield* (yield* TokenStates).pausedTokens(chain.id);
     const cache = new Map<string, PriceRow>();
     const round: BillingRound = {
       chain,
       now,
+      pausedTokens,
       price: (id) => {
         const known = cache.get(id);
         return known
