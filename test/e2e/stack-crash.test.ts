@@ -123,8 +123,8 @@ describe("the local stack after a power cut", () => {
       const text = await response.text();
       return { status: response.status, text, json: text ? JSON.parse(text) : undefined };
     };
-    /** Open, fund, authorize and charge a mandate; returns the charge as the API answered. */
-    const chargedMandate = async () => {
+    /** Open, fund and authorize a mandate, ready to charge. */
+    const authorizedMandate = async () => {
       const mandate = await call("/v1/mandates", {
         cap_decimal: "25",
         period: "month",
@@ -136,10 +136,15 @@ describe("the local stack after a power cut", () => {
       ).toBe(200);
       const authorized = await call(`/v1/test/mandates/${mandate.json.id}/authorize`, {});
       expect(authorized.status, authorized.text).toBe(200);
-      const charge = await call(`/v1/mandates/${mandate.json.id}/charges`, { amount_decimal: "10" });
-      expect(charge.status, charge.text).toBe(200);
-      return { mandate: mandate.json as { id: string }, charge: charge.json as { id: string } };
+      return mandate.json as { id: string };
     };
+    /** Charges a mandate; returns the charge as the API answered. */
+    const charged = async (mandate: { id: string }) => {
+      const charge = await call(`/v1/mandates/${mandate.id}/charges`, { amount_decimal: "10" });
+      expect(charge.status, charge.text).toBe(200);
+      return { mandate, charge: charge.json as { id: string } };
+    };
+    const chargedMandate = async () => charged(await authorizedMandate());
 
     // First life: a merchant with a payout address, an endpoint, a price, a charged mandate.
     const first = await startNpmStart(env);
@@ -162,6 +167,8 @@ describe("the local stack after a power cut", () => {
     const savedAt = () => (existsSync(stateFile) ? statSync(stateFile).mtimeMs : 0);
     let killed: number[] = [];
     for (let attempt = 0; attempt < 5 && killed.length === 0; attempt++) {
+      // Signed beforehand: only the charge and the clock advance must fit between two saves.
+      const mandate = await authorizedMandate();
       const previous = savedAt();
       await waitFor(async () => savedAt() !== previous, {
         timeoutMs: 15_000,
@@ -169,7 +176,7 @@ describe("the local stack after a power cut", () => {
         what: "a state save",
       });
       const saved = savedAt();
-      await chargedMandate();
+      await charged(mandate);
       expect((await call("/v1/test/clock/advance", { seconds: 40 * 86_400 })).status).toBe(200);
       if (savedAt() === saved) killed = powerCut(first.child);
     }
