@@ -2,18 +2,22 @@
  * Sending an all-or-nothing escrow batch (`chargeMany`, `releaseMany`, `releasePayments`, `sweep`) when
  * any item may fail alone: the batch is run once whole, which also measures the gas the relayer needs;
  * when it would revert, it is split in halves (find-failures.ts) until each failing item stands alone
- * with its revert, so the rest can go out together in the same pass. No transaction is sent here.
+ * with its revert, so the rest can go out together in the same pass (`submitPassing`, one relayer
+ * transaction).
  */
 import { Effect, Option } from "effect";
+import type { SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import {
   ChainClients,
   type ChainUnavailable,
   type EscrowFunction,
   type EscrowRevert,
+  escrowCallData,
 } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
 import { findFailures } from "./find-failures.ts";
+import { Relayer } from "./relayer.ts";
 
 export interface EscrowCall {
   readonly functionName: EscrowFunction;
@@ -64,4 +68,41 @@ export const isolateFailures = <T>(
       else failing.push({ item, revert });
     }
     return { passing, gasUsed: undefined, failing };
+  });
+
+/**
+ * Sends `sending` (what passed isolation, less what the caller keeps back) as one escrow call through the
+ * relayer, with the isolation's gas when that measured exactly this batch. False when the relayer
+ * refused (logged as `what`; the items stay due and are tried again next pass).
+ */
+export const submitPassing = <T>(
+  chain: ResolvedChain,
+  isolated: Isolated<T>,
+  sending: ReadonlyArray<T>,
+  call: (items: ReadonlyArray<T>) => EscrowCall,
+  purpose: string,
+  what: string,
+): Effect.Effect<boolean, SqlError.SqlError, Relayer> =>
+  Effect.gen(function* () {
+    const relayer = yield* Relayer;
+    const c = call(sending);
+    const whole = sending.length === isolated.passing.length + isolated.failing.length;
+    return yield* relayer
+      .submit(chain.id, {
+        to: chain.escrow.address,
+        data: escrowCallData(c.functionName, c.args),
+        purpose,
+        ...(whole && isolated.gasUsed !== undefined ? { gasUsed: isolated.gasUsed } : {}),
+      })
+      .pipe(
+        Effect.as(true),
+        Effect.catchTag("RelayerError", (error) =>
+          Effect.as(
+            Effect.logWarning(`${what} not submitted; will retry`).pipe(
+              Effect.annotateLogs({ chain: chain.id, items: sending.length, reason: error.message }),
+            ),
+            false,
+          ),
+        ),
+      );
   });

@@ -17,9 +17,9 @@
 import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
-import { isolateFailures } from "../chains/batch-isolation.ts";
+import { isolateFailures, submitPassing } from "../chains/batch-isolation.ts";
 import { explainTransfer, nextAttemptAt } from "../chains/blocked-transfers.ts";
-import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
+import { ChainClients } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -66,7 +66,6 @@ const retryCleared = (chain: ResolvedChain, at: Date) =>
 const releaseChain = (chain: ResolvedChain, now: number, operator: Hex) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient;
-    const relayer = yield* Relayer;
     const store = yield* ChargeStore;
     const states = yield* TokenStates;
     const registry = yield* ChainRegistry;
@@ -113,27 +112,7 @@ const releaseChain = (chain: ResolvedChain, now: number, operator: Hex) =>
         if (sending.length === 0) return 0;
         // A fresh purpose per attempt: a release that reverted is cleared and tried again.
         const purpose = `release:${chain.id}:${yield* newId("request")}`;
-        const call = releaseCall(sending);
-        const submitted = yield* relayer
-          .submit(chain.id, {
-            to: chain.escrow.address,
-            data: escrowCallData(call.functionName, call.args),
-            purpose,
-            ...(sending.length === due.length && isolated.gasUsed !== undefined
-              ? { gasUsed: isolated.gasUsed }
-              : {}),
-          })
-          .pipe(
-            Effect.as(true),
-            Effect.catchTag("RelayerError", (error) =>
-              Effect.as(
-                Effect.logWarning("releases not submitted; will retry").pipe(
-                  Effect.annotateLogs({ chain: chain.id, charges: sending.length, reason: error.message }),
-                ),
-                false,
-              ),
-            ),
-          );
+        const submitted = yield* submitPassing(chain, isolated, sending, releaseCall, purpose, "releases");
         if (!submitted) return 0;
         for (const charge of sending) yield* store.startAction(charge.id, "release", purpose);
         return sending.length;

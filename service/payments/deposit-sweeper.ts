@@ -16,9 +16,9 @@
 import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
-import { isolateFailures } from "../chains/batch-isolation.ts";
+import { isolateFailures, submitPassing } from "../chains/batch-isolation.ts";
 import { explainTransfer } from "../chains/blocked-transfers.ts";
-import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
+import { ChainClients } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -46,7 +46,6 @@ const sweepCall = (rows: ReadonlyArray<PaymentRow>) => ({
 const sweepBatch = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient;
-    const relayer = yield* Relayer;
     const store = yield* PaymentStore;
     const states = yield* TokenStates;
     const paused = yield* states.pausedTokens(chain.id);
@@ -67,27 +66,7 @@ const sweepBatch = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
         const sending = isolated.passing.filter((row) => !pausedNow.has(row.token_address.toLowerCase()));
         if (sending.length === 0) return due.length;
         const purpose = `sweep:${chain.id}:${yield* newId("request")}`;
-        const call = sweepCall(sending);
-        const sent = yield* relayer
-          .submit(chain.id, {
-            to: chain.escrow.address,
-            data: escrowCallData(call.functionName, call.args),
-            purpose,
-            ...(sending.length === due.length && isolated.gasUsed !== undefined
-              ? { gasUsed: isolated.gasUsed }
-              : {}),
-          })
-          .pipe(
-            Effect.as(true),
-            Effect.catchTag("RelayerError", (error) =>
-              Effect.as(
-                Effect.logWarning("sweep not submitted; will retry").pipe(
-                  Effect.annotateLogs({ chain: chain.id, payments: sending.length, reason: error.message }),
-                ),
-                false,
-              ),
-            ),
-          );
+        const sent = yield* submitPassing(chain, isolated, sending, sweepCall, purpose, "sweep");
         if (!sent) return 0;
         yield* store.recordSwept(
           sending.map((row) => row.id),

@@ -13,9 +13,9 @@
 import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
-import { isolateFailures } from "../chains/batch-isolation.ts";
+import { isolateFailures, submitPassing } from "../chains/batch-isolation.ts";
 import { explainTransfer } from "../chains/blocked-transfers.ts";
-import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
+import { ChainClients } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -39,7 +39,6 @@ const releaseCall = (rows: ReadonlyArray<PaymentRow>) => ({
 const releaseChain = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient;
-    const relayer = yield* Relayer;
     const store = yield* PaymentStore;
     const states = yield* TokenStates;
     const paused = yield* states.pausedTokens(chain.id);
@@ -59,27 +58,7 @@ const releaseChain = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
         const sending = isolated.passing.filter((row) => !pausedNow.has(row.token_address.toLowerCase()));
         if (sending.length === 0) return;
         const purpose = `payment-release:${chain.id}:${yield* newId("request")}`;
-        const call = releaseCall(sending);
-        const sent = yield* relayer
-          .submit(chain.id, {
-            to: chain.escrow.address,
-            data: escrowCallData(call.functionName, call.args),
-            purpose,
-            ...(sending.length === due.length && isolated.gasUsed !== undefined
-              ? { gasUsed: isolated.gasUsed }
-              : {}),
-          })
-          .pipe(
-            Effect.as(true),
-            Effect.catchTag("RelayerError", (error) =>
-              Effect.as(
-                Effect.logWarning("payment release not submitted; will retry").pipe(
-                  Effect.annotateLogs({ chain: chain.id, payments: sending.length, reason: error.message }),
-                ),
-                false,
-              ),
-            ),
-          );
+        const sent = yield* submitPassing(chain, isolated, sending, releaseCall, purpose, "payment release");
         if (!sent) return;
         for (const row of sending) yield* store.startAction(row.id, "release", purpose, null);
       }),
