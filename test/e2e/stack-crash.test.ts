@@ -176,8 +176,15 @@ describe("the local stack after a power cut", () => {
         what: "a state save",
       });
       const saved = savedAt();
-      await charged(mandate);
+      const { charge } = await charged(mandate);
       expect((await call("/v1/test/clock/advance", { seconds: 40 * 86_400 })).status).toBe(200);
+      // The fault must land where intended: the indexer and the service have recorded the charge's
+      // block (charge.succeeded comes from the indexed fact), which the state file does not hold yet.
+      await waitFor(async () => (await call(`/v1/charges/${charge.id}`)).json?.status === "succeeded", {
+        timeoutMs: 15_000,
+        intervalMs: 20,
+        what: "the charge to be indexed and reported",
+      });
       if (savedAt() === saved) killed = powerCut(first.child);
     }
     expect(killed.length).toBeGreaterThan(0);
