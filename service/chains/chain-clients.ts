@@ -7,6 +7,8 @@ import { Agent } from "undici";
 import {
   BaseError,
   type Chain,
+  ContractFunctionRevertedError,
+  ContractFunctionZeroDataError,
   createPublicClient,
   decodeErrorResult,
   defineChain,
@@ -63,6 +65,13 @@ const batchOf = (chain: ResolvedChain) => {
   const batchSize = chain.rpc.batch_size ?? DEFAULT_RPC_BATCH_SIZE;
   return batchSize > 1 ? { batchSize } : false;
 };
+
+/** A contract call the contract answered with a revert or no data (it lacks the function), not a chain that failed. */
+export const lacksFunction = (error: unknown) =>
+  error instanceof BaseError &&
+  error.walk(
+    (e) => e instanceof ContractFunctionRevertedError || e instanceof ContractFunctionZeroDataError,
+  ) !== null;
 
 const firstLine = (error: unknown) => String(error).split("\n")[0] ?? "unknown error";
 

@@ -16,16 +16,10 @@
  *   BLACKLIST_TTL.
  */
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect";
-import {
-  BaseError,
-  ContractFunctionRevertedError,
-  ContractFunctionZeroDataError,
-  type Hex,
-  parseAbi,
-} from "viem";
+import { type Hex, parseAbi } from "viem";
 import type { Unavailable } from "../errors.ts";
 import type { Worker } from "../workers/worker.ts";
-import { ChainClients, ChainUnavailable } from "./chain-clients.ts";
+import { ChainClients, ChainUnavailable, lacksFunction } from "./chain-clients.ts";
 import { ChainHeads } from "./chain-heads.ts";
 import type { ResolvedChain } from "./config.ts";
 import { ChainRegistry } from "./registry.ts";
@@ -48,13 +42,6 @@ export interface TokenStatus {
   /** Since when (ms, the service's clock) it has been seen paused. */
   readonly pausedSince: number | undefined;
 }
-
-/** Whether a failed read means the token has no such function (as opposed to an RPC that failed). */
-const lacksFunction = (error: unknown) =>
-  error instanceof BaseError &&
-  error.walk(
-    (e) => e instanceof ContractFunctionRevertedError || e instanceof ContractFunctionZeroDataError,
-  ) !== null;
 
 const keyOf = (chainId: number, token: string) => `${chainId}:${token.toLowerCase()}`;
 

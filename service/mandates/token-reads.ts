@@ -5,18 +5,8 @@
  * once; only definite answers are kept (a chain that did not answer is asked again next time).
  */
 import { Context, Effect, Layer, Option } from "effect";
-import {
-  BaseError,
-  ContractFunctionRevertedError,
-  ContractFunctionZeroDataError,
-  domainSeparator,
-  erc20Abi,
-  getAddress,
-  type Hex,
-  parseAbi,
-  zeroAddress,
-} from "viem";
-import { ChainClients, ChainUnavailable } from "../chains/chain-clients.ts";
+import { domainSeparator, erc20Abi, getAddress, type Hex, parseAbi, zeroAddress } from "viem";
+import { ChainClients, ChainUnavailable, lacksFunction } from "../chains/chain-clients.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import type { TokenDomain } from "./terms.ts";
 
@@ -28,13 +18,6 @@ const domainAbi = parseAbi([
   "function DOMAIN_SEPARATOR() view returns (bytes32)",
 ]);
 
-/** A call the token answered with a revert or no data (it lacks the function), not a chain that failed. */
-export const definitelyMissing = (error: unknown) =>
-  error instanceof BaseError &&
-  error.walk(
-    (e) => e instanceof ContractFunctionRevertedError || e instanceof ContractFunctionZeroDataError,
-  ) !== null;
-
 const make = Effect.gen(function* () {
   const clients = yield* ChainClients;
   const domains = new Map<string, Option.Option<TokenDomain>>();
@@ -45,7 +28,7 @@ const make = Effect.gen(function* () {
     Effect.tryPromise({ try: read, catch: (error) => error }).pipe(
       Effect.map(Option.some),
       Effect.catch((error) =>
-        definitelyMissing(error)
+        lacksFunction(error)
           ? Effect.succeed(Option.none<A>())
           : Effect.fail(
               new ChainUnavailable({

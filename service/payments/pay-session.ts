@@ -8,7 +8,7 @@ import { Clock, Context, Effect, Layer, Option, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import { getAddress, type Hex, parseAbi, zeroAddress, zeroHash } from "viem";
 import { PAYMENT_STATUSES } from "../../src/ledger/payment-machine.ts";
-import { ChainClients } from "../chains/chain-clients.ts";
+import { ChainClients, lacksFunction } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
@@ -16,7 +16,7 @@ import { Relayer } from "../chains/relayer.ts";
 import { NotFound } from "../errors.ts";
 import { WalletChain, walletChainOf } from "../mandates/authorization-session.ts";
 import { EIP712_DOMAIN, type TokenDomain } from "../mandates/terms.ts";
-import { definitelyMissing, TokenReads } from "../mandates/token-reads.ts";
+import { TokenReads } from "../mandates/token-reads.ts";
 import { Merchants } from "../merchants/merchants.ts";
 import { formatDecimal } from "../money/decimal.ts";
 import type { PaymentRow } from "./payment-object.ts";
@@ -152,7 +152,7 @@ const make = Effect.gen(function* () {
       Effect.tap((domain) => Effect.sync(() => support.set(key, domain))),
       Effect.catch((error) => {
         const none = Option.none<TokenDomain>();
-        if (definitelyMissing(error)) support.set(key, none);
+        if (lacksFunction(error)) support.set(key, none);
         return Effect.succeed(none);
       }),
     );
