@@ -73,6 +73,14 @@ export class MerchantChains extends Context.Service<
      * written, in any process, clears them), so that opening a mandate costs no round trip for them.
      */
     readonly list: (scope: MerchantScope) => Effect.Effect<readonly MerchantChainObject[], SqlError.SqlError>;
+    /**
+     * The same, read from the database: for an object that fixes a payout address (a mandate's payee, a
+     * payment's deposit terms), which must never take the address a change in another process has
+     * just replaced (the caches' window between that COMMIT and its notification).
+     */
+    readonly current: (
+      scope: MerchantScope,
+    ) => Effect.Effect<readonly MerchantChainObject[], SqlError.SqlError>;
   }
 >()("MerchantChains") {
   static readonly layer = Layer.effect(
@@ -170,7 +178,7 @@ export class MerchantChains extends Context.Service<
       );
       const list = (scope: MerchantScope) => cached.get(`${scope.livemode ? 1 : 0}:${scope.merchantId}`);
 
-      return { configure, list };
+      return { configure, list, current: read };
     }),
   );
 }

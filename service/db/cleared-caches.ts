@@ -17,8 +17,10 @@
  *   it is confirmed again, every lookup goes to the database (a notification sent meanwhile is lost).
  *
  * The window left: from the changing COMMIT to the notification reaching another process (one loopback
- * packet); the changing process clears its own caches at once (`clearAll`). A process without
- * `ClearedCaches` (the operator CLI) caches nothing.
+ * packet, longer on a loaded machine); the changing process clears its own caches at once (`clearAll`).
+ * What fixes a payout address on a new object (a mandate, a payment, a subscription) reads the
+ * configuration fresh (`MerchantChains.current`), so it never takes an address just replaced. A process
+ * without `ClearedCaches` (the operator CLI) caches nothing.
  */
 import { PgClient } from "@effect/sql-pg";
 import { Cache, Context, Duration, Effect, Exit, Layer, Option, Queue, type Scope } from "effect";

@@ -147,7 +147,7 @@ export class Mandates extends Context.Service<
               `Unsupported period ${JSON.stringify(input.period.slice(0, 40))}: mandates bill per calendar month; use "month".`,
               "period_unsupported",
             );
-          const configured = yield* merchantChains.list(scope);
+          const configured = yield* merchantChains.current(scope);
           const { chain, config } = yield* chooseChain(registry, scope, configured, input.chain);
           yield* requireRecurringOpen(chain, "chain", "");
           const token = yield* chooseToken(config, input.token);

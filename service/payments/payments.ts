@@ -126,7 +126,7 @@ export class Payments extends Context.Service<
 
       const create = (scope: MerchantScope, input: CreatePayment) =>
         Effect.gen(function* () {
-          const configured = yield* merchantChains.list(scope);
+          const configured = yield* merchantChains.current(scope);
           const { chain, config } = yield* chooseChain(registry, scope, configured, input.chain, "payments");
           yield* requirePaymentsOpen(chain, "chain");
           const token = yield* chooseToken(config, input.token);

@@ -207,7 +207,7 @@ export class Subscriptions extends Context.Service<
               `Price ${price.id} has a metered part: say with cap_decimal how much a month the customer authorises.`,
               "parameter_missing",
             );
-          const config = (yield* merchantChains.list(scope)).find((c) => c.chain === chain.id);
+          const config = (yield* merchantChains.current(scope)).find((c) => c.chain === chain.id);
           if (config === undefined)
             return yield* invalidParam(
               "price",
