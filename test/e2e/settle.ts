@@ -82,17 +82,19 @@ export const relaySettled = async (chainId: number) => {
 
 const metricsToken = () => readFileSync(join(stack().dataDir, "metrics.token"), "utf8").trim();
 
-/** The stack service's count of successful passes of a worker (`billing_worker_passes_total`). */
-export const workerPasses = async (worker: string): Promise<number> => {
+/** One series of the stack service's /metrics, e.g. `billing_worker_passes_total{worker="x",outcome="success"}`; 0 when absent. */
+export const metricValue = async (series: string): Promise<number> => {
   const response = await fetch(`${stack().apiUrl}/metrics`, {
     headers: { authorization: `Bearer ${metricsToken()}` },
   });
   if (response.status !== 200) throw new Error(`GET /metrics answered ${response.status}`);
-  const line = (await response.text())
-    .split("\n")
-    .find((l) => l.startsWith(`billing_worker_passes_total{worker="${worker}",outcome="success"} `));
+  const line = (await response.text()).split("\n").find((l) => l.startsWith(`${series} `));
   return line === undefined ? 0 : Number(line.split(" ")[1]);
 };
+
+/** The stack service's count of successful passes of a worker (`billing_worker_passes_total`). */
+export const workerPasses = (worker: string): Promise<number> =>
+  metricValue(`billing_worker_passes_total{worker="${worker}",outcome="success"}`);
 
 /**
  * Waits for a whole pass of the stack service's worker that began after the call: the pass under way
