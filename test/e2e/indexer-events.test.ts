@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
 import { query, stack } from "./helpers.ts";
-import { relaySettled } from "./settle.ts";
+import { relaySettled, workerPassed } from "./settle.ts";
 
 interface EventRow {
   id: string;
@@ -105,10 +105,11 @@ describe("facts to events", () => {
     await waitForIndexed(charged.hash);
     await chain.mine();
     expect(await chain.client.getBlockNumber()).toBe(charged.receipt.blockNumber + 1n);
-    // The authorization is 2 blocks deep, the charge 1. The relay reports the authorization only from a
-    // head past the charge's block, in the same batch (one transaction) as any later fact it takes: once
-    // the authorization is reported, the relay has read the indexed charge and held it back.
+    // The authorization is 2 blocks deep, the charge 1, both indexed. Once the authorization is reported
+    // (which the relay does only from a head past the charge's block) and the relay has made a whole pass
+    // since, it has had the indexed charge before it and held it back.
     await waitForEvents(mandateId, 1);
+    await workerPassed("fact-relay");
     expect((await eventsFor(mandateId)).map((e) => e.type)).toEqual(["mandate.authorized"]);
     await chain.mine();
     expect((await waitForEvents(mandateId, 2)).map((e) => e.type)).toEqual([
