@@ -417,6 +417,9 @@ const make = Effect.gen(function* () {
   // at once (each a database transaction and a nonce of its own); while they all are, what is submitted
   // waits and forms the next group.
   const collectors = new Map<number, Queue.Queue<Waiting>>();
+  /** `billing_relayer_authorizations_waiting`: what a chain's collector holds now (set, so it never drifts). */
+  const countWaiting = (chainId: number, queue: Queue.Queue<Waiting>) =>
+    recordMetric((m) => m.authorizationsWaiting.set({ chain_id: String(chainId) }, Queue.sizeUnsafe(queue)));
   for (const chain of registry.all) {
     const queue = yield* Queue.unbounded<Waiting>();
     collectors.set(chain.id, queue);
@@ -424,6 +427,7 @@ const make = Effect.gen(function* () {
     const group = Effect.gen(function* () {
       yield* Semaphore.take(inFlight, 1);
       const waiting = yield* takeGroup(queue, GROUP_MAX, GROUP_WINDOW);
+      yield* countWaiting(chain.id, queue);
       yield* Effect.forkScoped(
         sendGroup(chain, waiting).pipe(Effect.ensuring(Semaphore.release(inFlight, 1))),
       );
@@ -458,6 +462,7 @@ const make = Effect.gen(function* () {
         ),
         answer: (exit) => Effect.asVoid(Deferred.done(done, exit)),
       });
+      yield* countWaiting(chainId, queue);
       return yield* Deferred.await(done);
     });
 

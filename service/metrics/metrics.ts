@@ -9,7 +9,7 @@
  * runtime has no `Metrics` (unit tests that build only part of the service).
  */
 import { Context, Effect, Layer, Option } from "effect";
-import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
 const makeInstruments = (registry: Registry) => {
   const registers = [registry];
@@ -45,6 +45,18 @@ const makeInstruments = (registry: Registry) => {
       name: "billing_relay_skipped_facts_total",
       help: "Chain facts the fact relay skipped (not reported as events), by reason.",
       labelNames: ["chain_id", "reason"] as const,
+      registers,
+    }),
+    workerPasses: new Counter({
+      name: "billing_worker_passes_total",
+      help: "Background worker passes finished, by worker and outcome (success, failure).",
+      labelNames: ["worker", "outcome"] as const,
+      registers,
+    }),
+    authorizationsWaiting: new Gauge({
+      name: "billing_relayer_authorizations_waiting",
+      help: "Customers' authorisations waiting in the chain's collector for their authorizeMany group.",
+      labelNames: ["chain_id"] as const,
       registers,
     }),
   };

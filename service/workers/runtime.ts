@@ -1,11 +1,13 @@
 /**
  * The background worker runtime. Each worker is a fiber forked into the runtime's scope when the
  * layer is built and interrupted when it is disposed, so a process runs each worker exactly once.
- * Readiness is per worker: each successful pass records its time from the Clock.
+ * Readiness is per worker: each successful pass records its time from the Clock. Each finished pass is
+ * counted (`billing_worker_passes_total`), which also tells a test that a pass ran after something.
  */
 import type { PgClient } from "@effect/sql-pg";
 import { Clock, Context, Effect, Layer, Queue, Ref } from "effect";
 import { wakeUps } from "../db/notifications.ts";
+import { recordMetric } from "../metrics/metrics.ts";
 import { staleWorkers, type Worker } from "./worker.ts";
 
 export interface WorkersStatus {
@@ -18,6 +20,10 @@ export class Workers extends Context.Service<
   Workers,
   { readonly ready: Effect.Effect<boolean>; readonly status: Effect.Effect<WorkersStatus> }
 >()("Workers") {}
+
+/** Counts a finished pass (`billing_worker_passes_total`): how often each worker gets through. */
+const countPass = (worker: string, outcome: "success" | "failure") =>
+  recordMetric((m) => m.workerPasses.inc({ worker, outcome }));
 
 const runWorker = <R>(worker: Worker<R>, succeeded: Effect.Effect<void>) =>
   Effect.gen(function* () {
@@ -32,7 +38,13 @@ const runWorker = <R>(worker: Worker<R>, succeeded: Effect.Effect<void>) =>
       : Effect.sleep(worker.interval);
     return yield* worker.pass.pipe(
       Effect.andThen(succeeded),
-      Effect.catchCause((cause) => Effect.logWarning(`worker ${worker.name} pass failed`, cause)),
+      Effect.andThen(countPass(worker.name, "success")),
+      Effect.catchCause((cause) =>
+        Effect.andThen(
+          Effect.logWarning(`worker ${worker.name} pass failed`, cause),
+          countPass(worker.name, "failure"),
+        ),
+      ),
       Effect.andThen(pause),
       Effect.forever,
     );

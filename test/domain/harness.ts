@@ -10,6 +10,7 @@ import { Effect, Layer, ManagedRuntime, Option, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
 import { inject } from "vitest";
+import { waitFor } from "../../scripts/stack/wait.ts";
 import { ChainClients, ChainUnavailable, EscrowRevert } from "../../service/chains/chain-clients.ts";
 import { ChainHeads } from "../../service/chains/chain-heads.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
@@ -197,3 +198,27 @@ export const domainTestLayer = (databaseUrl: string, state: FakeChain) => {
     Layer.provideMerge(infrastructure),
   );
 };
+
+/**
+ * Waits (in real time, also under the TestClock) until `count` lock requests of this test's database
+ * wait (`kind`: advisory locks, or any), so that a test goes on once a fiber is seen blocked in
+ * Postgres, never after a pause it hopes is long enough.
+ */
+export const lockWaits = (count: number, kind: "advisory" | "any" = "any") =>
+  Effect.gen(function* () {
+    const run = Effect.runPromiseWith(yield* Effect.context<SqlClient.SqlClient>());
+    const waiting = Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      const [row] = yield* sql<{ waiting: number }>`SELECT count(*)::int AS waiting FROM pg_locks
+        WHERE NOT granted AND (${kind} = 'any' OR locktype = ${kind})
+          AND pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database())`;
+      return (row?.waiting ?? 0) >= count;
+    });
+    yield* Effect.promise(() =>
+      waitFor(() => run(waiting), {
+        timeoutMs: 20_000,
+        intervalMs: 10,
+        what: `${count} lock requests waiting`,
+      }),
+    );
+  });

@@ -9,7 +9,7 @@ import { SqlClient } from "effect/sql";
 import { ApiKeys } from "../../service/auth/api-keys.ts";
 import { Idempotency, type Reply } from "../../service/idempotency/idempotency.ts";
 import { Merchants } from "../../service/merchants/merchants.ts";
-import { domainTestLayer, fakeChain, freshDatabase } from "./harness.ts";
+import { domainTestLayer, fakeChain, freshDatabase, lockWaits } from "./harness.ts";
 
 const testLayer = Layer.unwrap(
   Effect.promise(async () => domainTestLayer(await freshDatabase("idempotency"), fakeChain(2_000_000_000))),
@@ -70,9 +70,6 @@ layer(testLayer, { timeout: 60_000 })("idempotency, transactional handler", (it)
     return { apiKeyId: record.id, idempotency, writing, effects, firstRunning };
   });
 
-  /** Real time (the test clock does not move) for a fiber to reach Postgres and wait there. */
-  const settle = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 200)));
-
   it.effect("a duplicate failing on our side waits for the key's holder and replays its reply", () =>
     Effect.gen(function* () {
       const { apiKeyId, idempotency, effects, firstRunning } = yield* setUp;
@@ -84,7 +81,8 @@ layer(testLayer, { timeout: 60_000 })("idempotency, transactional handler", (it)
           transactional: true,
         }),
       );
-      yield* settle;
+      // The duplicate failed on our side and, run again with the record first, waits on the key's row.
+      yield* lockWaits(1);
       yield* first.release;
       expect(yield* Fiber.join(first.fiber)).toEqual({ status: 200, bodyText: "first", replayed: false });
       expect(yield* Fiber.join(duplicate)).toEqual({ status: 200, bodyText: "first", replayed: true });

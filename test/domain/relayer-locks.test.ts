@@ -10,7 +10,7 @@ import { Deferred, Effect, Fiber } from "effect";
 import { SqlClient } from "effect/sql";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { RelayerStore } from "../../service/chains/relayer-store.ts";
-import { type RelayerStoreRuntime, relayerStoreRuntime } from "./harness.ts";
+import { lockWaits, type RelayerStoreRuntime, relayerStoreRuntime } from "./harness.ts";
 
 const CHAIN_ID = 31337;
 const FROM = "0x0000000000000000000000000000000000000e1a";
@@ -23,19 +23,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await runtime?.dispose();
 });
-
-/** Waits until `count` advisory lock requests of this database are waiting. */
-const waitingLocks = (count: number) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient;
-    for (;;) {
-      const [row] = yield* sql<{ waiting: number }>`SELECT count(*)::int AS waiting FROM pg_locks
-        WHERE locktype = 'advisory' AND NOT granted
-          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`;
-      if ((row?.waiting ?? 0) >= count) return;
-      yield* Effect.sleep("10 millis");
-    }
-  });
 
 it.each([
   ["a lone submission, then a group", "lone first"],
@@ -63,9 +50,9 @@ it.each([
       const group = sql.withTransaction(store.holdItems(CHAIN_ID, FROM, [{ purpose, action }]));
       const [first, second] = order === "lone first" ? [lone, group] : [group, lone];
       const firstFiber = yield* Effect.forkChild(Effect.result(first));
-      yield* waitingLocks(1);
+      yield* lockWaits(1, "advisory");
       const secondFiber = yield* Effect.forkChild(Effect.result(second));
-      yield* waitingLocks(2);
+      yield* lockWaits(2, "advisory");
       yield* Deferred.succeed(release, undefined);
       yield* Fiber.join(holder);
       return [yield* Fiber.join(firstFiber), yield* Fiber.join(secondFiber)];

@@ -12,6 +12,7 @@ import {
   type Hex,
   http,
   type PrivateKeyAccount,
+  parseEventLogs,
   parseUnits,
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
@@ -128,6 +129,19 @@ export const chainDriver = (chainId: number) => {
   };
 
   const latestTime = async () => Number((await client.getBlock()).timestamp);
+  /** The chain's USDC moved by a transaction, read from its receipt's `Transfer` logs (not our tables). */
+  const usdcTransfers = async (hash: Hex) =>
+    parseEventLogs({
+      abi: erc20Abi,
+      eventName: "Transfer",
+      logs: (await client.getTransactionReceipt({ hash })).logs.filter(
+        (log) => log.address.toLowerCase() === usdc.toLowerCase(),
+      ),
+    }).map((log) => ({
+      from: log.args.from.toLowerCase() as Hex,
+      to: log.args.to.toLowerCase() as Hex,
+      value: log.args.value,
+    }));
   /** The test token's balance of an address. */
   const balanceOf = (address: Hex) =>
     client.readContract({ address: usdc, abi: erc20Abi, functionName: "balanceOf", args: [address] });
@@ -177,6 +191,7 @@ export const chainDriver = (chainId: number) => {
     newStranger,
     newCustomer,
     balanceOf,
+    usdcTransfers,
     authorize,
     charge: (mandateId: Hex, amount: bigint) =>
       call(operator, escrow, MandateEscrowAbi, "charge", [mandateId, amount]),

@@ -6,15 +6,19 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { PgClient } from "@effect/sql-pg";
 import { Effect, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
+import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rpc } from "../../scripts/stack/anvil.ts";
+import { LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { localChain, type ScratchStack, startScratchStack } from "../../scripts/stack/scratch-stack.ts";
 import type { RunningStack } from "../../scripts/stack/stack.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
 import { newAddress } from "./helpers.ts";
+import { type HeldLock, holdLock } from "./lock-holder.ts";
 
 const MONTH = 31 * 86_400;
 const SUBSCRIPTIONS = 10;
@@ -146,6 +150,8 @@ const startServiceProcess = async () => {
       PONDER_URL: stack.ponderUrl,
       PORT: String(port),
       LOG_LEVEL: "Error",
+      // The stack's relayer: without its key a process could not send the boundary's charges at all.
+      RELAYER_PRIVATE_KEY: LOCAL_RELAYER_KEY,
     },
     stdio: "ignore",
   });
@@ -153,6 +159,47 @@ const startServiceProcess = async () => {
   const url = `http://127.0.0.1:${port}`;
   await waitFor(() => ready(url), { timeoutMs: 30_000, what: "a second service process" });
   return { child, url };
+};
+
+/** The local TCP ports of a process's sockets (Linux /proc): what Postgres shows as its backends' client ports. */
+const localPortsOf = (pid: number): Set<number> => {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    const target = (() => {
+      try {
+        return readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        return ""; // closed meanwhile
+      }
+    })();
+    const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1];
+    if (inode !== undefined) inodes.add(inode);
+  }
+  const ports = new Set<number>();
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"])
+    for (const line of readFileSync(table, "utf8").split("\n").slice(1)) {
+      const columns = line.trim().split(/\s+/);
+      const port = columns[1]?.split(":")[1];
+      if (columns[9] !== undefined && inodes.has(columns[9]) && port !== undefined)
+        ports.add(Number.parseInt(port, 16));
+    }
+  return ports;
+};
+
+/**
+ * The backends billing a boundary that wait at `gate` (the relayer account's lock, which a boundary's
+ * charges take once its subscriptions are locked and invoiced): each holds row locks of
+ * billing.subscriptions in its open transaction.
+ */
+const boundaryHolders = async (gate: HeldLock) => {
+  const waiting = await gate.waiting();
+  if (waiting.length === 0) return [];
+  return query<{ pid: number; client_port: number }>(
+    `SELECT a.pid, a.client_port FROM pg_stat_activity a
+     WHERE a.pid = ANY ($1::int[]) AND EXISTS (SELECT 1 FROM pg_locks l
+       WHERE l.pid = a.pid AND l.granted AND l.relation = 'billing.subscriptions'::regclass)`,
+    [waiting],
+  );
 };
 
 beforeAll(async () => {
@@ -190,12 +237,50 @@ describe("faults at a billing boundary", () => {
   });
 
   it("a service process SIGKILLed mid-boundary while another takes over", async () => {
-    const doomed = await startServiceProcess();
-    const survivor = await startServiceProcess();
-    await nextBoundary();
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    doomed.child.kill("SIGKILL");
+    const processes = [await startServiceProcess(), await startServiceProcess()];
+    // The test holds the relayer account's lock: whichever process bills the boundary stops at its
+    // charges, in the boundary's transaction, holding its subscriptions. When that is the stack's own
+    // service (in this test's process, which cannot be killed), its connection is ended (its
+    // transaction rolls back) until one of the two processes holds the boundary.
+    const gate = await holdLock(
+      "SELECT pg_advisory_xact_lock(hashtext($1))",
+      [`relayer:31337:${privateKeyToAccount(LOCAL_RELAYER_KEY).address.toLowerCase()}`],
+      stack.databaseUrl,
+    );
+    const found: Array<{ readonly process: (typeof processes)[number]; readonly backend: number }> = [];
+    try {
+      await nextBoundary();
+      await waitFor(
+        async () => {
+          for (const holder of await boundaryHolders(gate)) {
+            const owner = processes.find((p) => localPortsOf(p.child.pid ?? -1).has(holder.client_port));
+            if (owner === undefined) await query("SELECT pg_terminate_backend($1)", [holder.pid]);
+            else found.push({ process: owner, backend: holder.pid });
+          }
+          return found.length > 0;
+        },
+        {
+          timeoutMs: 60_000,
+          intervalMs: 50,
+          what: "a service process to hold the boundary at the relayer's lock",
+        },
+      );
+      found[0]?.process.child.kill("SIGKILL");
+    } finally {
+      await gate.release();
+    }
+    const doomed = found[0];
+    if (doomed === undefined) throw new Error("no process held the boundary");
+    // The fault landed mid-boundary: the killed process's backend, blocked in the boundary's transaction
+    // when it died, finds its client gone once it can go on, and rolls that transaction back.
+    const backend = doomed.backend;
+    await waitFor(
+      async () => (await query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [backend])).length === 0,
+      { timeoutMs: 30_000, what: "the killed process's backend to end" },
+    );
     await expectConsistent();
+    const survivor = processes.find((p) => p !== doomed.process);
+    if (survivor === undefined) throw new Error("no survivor");
     expect(await ready(survivor.url)).toBe(true);
   });
 

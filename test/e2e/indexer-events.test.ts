@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
 import { query, stack } from "./helpers.ts";
+import { relaySettled, workerPassed } from "./settle.ts";
 
 interface EventRow {
   id: string;
@@ -70,8 +71,8 @@ describe("facts to events", () => {
       chain: 31337,
       onchain: { transaction_hash: charged.hash },
     });
-    // Nothing more arrives: each fact was relayed once although the relay keeps running.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Nothing more arrives: each fact was relayed once although the relay kept reading the chain after them.
+    await relaySettled(31337);
     expect(await eventsFor(mandateId)).toHaveLength(2);
   });
 
@@ -100,11 +101,17 @@ describe("facts to events", () => {
     const chain = chainDriver(31339); // 2 confirmations
     const customer = await chain.newCustomer();
     const { mandateId } = await chain.authorize(customer);
-    await chain.charge(mandateId, usd("1"));
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    // The charge's block is the head: the charge is not confirmed yet; the authorization is 1 deep.
-    expect((await eventsFor(mandateId)).map((e) => e.type)).toEqual([]);
-    await chain.mine(2);
+    const charged = await chain.charge(mandateId, usd("1"));
+    await waitForIndexed(charged.hash);
+    await chain.mine();
+    expect(await chain.client.getBlockNumber()).toBe(charged.receipt.blockNumber + 1n);
+    // The authorization is 2 blocks deep, the charge 1, both indexed. Once the authorization is reported
+    // (which the relay does only from a head past the charge's block) and the relay has made a whole pass
+    // since, it has had the indexed charge before it and held it back.
+    await waitForEvents(mandateId, 1);
+    await workerPassed("fact-relay");
+    expect((await eventsFor(mandateId)).map((e) => e.type)).toEqual(["mandate.authorized"]);
+    await chain.mine();
     expect((await waitForEvents(mandateId, 2)).map((e) => e.type)).toEqual([
       "mandate.authorized",
       "charge.succeeded",
@@ -130,7 +137,7 @@ describe("reorgs", () => {
     await chain.reorg(1, [charged.raw]);
     await chain.mine(3);
     const events = await waitForEvents(mandateId, 2);
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await relaySettled(31339);
     expect((await eventsFor(mandateId)).map((e) => e.type)).toEqual([
       "mandate.authorized",
       "charge.succeeded",
@@ -146,7 +153,7 @@ describe("reorgs", () => {
     const { chain, mandateId } = await chargeSeenNotReported();
     await chain.reorg(1, []);
     await chain.mine(3);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await relaySettled(31339);
     expect((await eventsFor(mandateId)).map((e) => e.type)).toEqual(["mandate.authorized"]);
     const charges = await query("SELECT * FROM onchain.charge WHERE mandate_id = $1", [mandateId]);
     expect(charges).toEqual([]);
@@ -160,7 +167,7 @@ describe("reorgs", () => {
     const [, first] = await waitForEvents(mandateId, 2);
     await chain.reorg(1, [charged.raw]);
     await chain.mine(1);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await relaySettled(31337);
     const events = await eventsFor(mandateId);
     expect(events.map((e) => e.type)).toEqual(["mandate.authorized", "charge.succeeded"]);
     expect(events[1]?.id).toBe(first?.id);

@@ -18,8 +18,15 @@ import {
   newMerchantWithKey,
   query,
 } from "./helpers.ts";
+import { relaySettled, workerPassed } from "./settle.ts";
 
 const MONTH = 31 * 86_400;
+
+/** What a transaction moved of the chain's USDC from `from` to `to` (its receipt's Transfer logs). */
+const moved = async (hash: string, from: string, to: string) =>
+  (await chainDriver(31337).usdcTransfers(hash as `0x${string}`))
+    .filter((t) => t.from === from.toLowerCase() && t.to === to.toLowerCase())
+    .reduce((sum, t) => sum + t.value, 0n);
 
 /** A merchant of its own on chain 31337, with waits for one object's event and a charge's status. */
 const merchant = async () => {
@@ -178,6 +185,12 @@ describe("charges: the transitions table and the dunning walk-through", () => {
     expect(first.json.id).toMatch(/^ch_/);
     const succeeded = await m.waitForEvent("charge.succeeded", first.json.id);
     expect(succeeded.data.object).toMatchObject({ status: "succeeded", held: true, mandate: mandate.id });
+    // On chain: the 25 left the customer for the escrow, which holds it.
+    const chain = chainDriver(31337);
+    const customer = funded.json.customer_address as `0x${string}`;
+    const chargeHash = (succeeded.data.object.onchain as { transaction_hash: string }).transaction_hash;
+    expect(await moved(chargeHash, customer, chain.escrow)).toBe(usd("25"));
+    expect(await chain.balanceOf(customer)).toBe(usd("15"));
 
     // A second charge in the period: its own code.
     const again = await m.call(`/v1/mandates/${mandate.id}/charges`, { amount_decimal: "1" });
@@ -185,9 +198,14 @@ describe("charges: the transitions table and the dunning walk-through", () => {
     expect(expectErrorShape(again.json).code).toBe("period_already_charged");
 
     // The hold ends: the service releases it, charge.released (the merchant has the money).
+    const payoutBefore = await chain.balanceOf(m.payoutAddress);
     await m.advance(3601);
     const released = await m.waitForEvent("charge.released", first.json.id);
     expect(released.data.object).toMatchObject({ status: "released", pending_action: null });
+    // On chain: the payout address holds exactly the 25 more, moved from the escrow by the release.
+    const releaseHash = (released.data.object.ended_onchain as { transaction_hash: string }).transaction_hash;
+    expect(await moved(releaseHash, chain.escrow, m.payoutAddress)).toBe(usd("25"));
+    expect((await chain.balanceOf(m.payoutAddress)) - payoutBefore).toBe(usd("25"));
 
     // Next month, 15 left in the wallet: insufficient_funds, mandate.insufficient, mandate still valid.
     await m.advance(MONTH);
@@ -250,6 +268,10 @@ describe("charges: the transitions table and the dunning walk-through", () => {
         what: `the charges' statuses (${(await statuses()).join()})`,
       },
     );
+    // On chain: the payout address holds the three released charges, the escrow still the fourth;
+    // the customer paid the four (funded 40 + 100) and nothing for the two that failed.
+    expect((await chain.balanceOf(m.payoutAddress)) - payoutBefore).toBe(usd("75"));
+    expect(await chain.balanceOf(customer)).toBe(usd("40"));
   });
 
   it("releases several holds that end together in one releaseMany transaction", async () => {
@@ -264,12 +286,18 @@ describe("charges: the transitions table and the dunning walk-through", () => {
       charges.push(charge.json.id);
     }
     for (const id of charges) await m.waitForCharge(id, "succeeded");
+    const payoutBefore = await chainDriver(31337).balanceOf(m.payoutAddress);
     await m.advance(3601);
     const released = [];
     for (const id of charges) released.push(await m.waitForCharge(id, "released"));
     const transactions = new Set(released.map((c) => c.ended_onchain.transaction_hash));
     expect(transactions.size, "the three releases' transactions").toBe(1);
     expect(new Set(released.map((c) => c.ended_onchain.log_index)).size).toBe(3);
+    // On chain: the batch moved the three charges' sum from the escrow to the payout address, which
+    // holds exactly that more (the escrow pays a payee's releases of a batch in one transfer).
+    const chain = chainDriver(31337);
+    expect(await moved([...transactions][0] as string, chain.escrow, m.payoutAddress)).toBe(usd("30"));
+    expect((await chain.balanceOf(m.payoutAddress)) - payoutBefore).toBe(usd("30"));
     // The relayer's record of that transaction: one releaseMany call naming all three charges.
     const [sent] = await query<{ data: string }>(
       "SELECT data FROM billing.relayer_transactions WHERE $1 = ANY (hashes)",
@@ -362,6 +390,9 @@ describe("charges: the transitions table and the dunning walk-through", () => {
       [onchainIds[0], onchainIds[2]].map((id) => id?.toLowerCase()).sort(),
     );
     expect((await chain.balanceOf(m.payoutAddress)) - payoutBefore).toBe(usd("30"));
+    // Counted once the hold releaser made a whole pass since and the relay read past a later fact.
+    await workerPassed("hold-releaser");
+    await relaySettled(31337);
     const events = await m.events("charge.released");
     for (const { id } of charges) expect(events.filter((e) => e.data.object.id === id)).toHaveLength(1);
   });
@@ -369,15 +400,23 @@ describe("charges: the transitions table and the dunning walk-through", () => {
   it("returns a held charge during its hold (charge.returned), and refuses once the hold is over", async () => {
     const m = await merchant();
     const mandate = await openMandate(m);
-    await m.call(`/v1/test/mandates/${mandate.id}/fund`, { amount_decimal: "100" });
+    const funded = await m.call(`/v1/test/mandates/${mandate.id}/fund`, { amount_decimal: "100" });
     await m.call(`/v1/test/mandates/${mandate.id}/authorize`, {});
     const charge = await m.call(`/v1/mandates/${mandate.id}/charges`, { amount_decimal: "10" });
     await m.waitForCharge(charge.json.id, "succeeded");
+    const chain = chainDriver(31337);
+    const customer = funded.json.customer_address as `0x${string}`;
+    const customerBefore = await chain.balanceOf(customer);
     const returning = await m.call(`/v1/charges/${charge.json.id}/return`, {});
     expect(returning.status, returning.text).toBe(200);
     expect(returning.json).toMatchObject({ status: "succeeded", pending_action: "return" });
     const returned = await m.waitForEvent("charge.returned", charge.json.id);
     expect(returned.data.object).toMatchObject({ status: "returned", pending_action: null });
+    // On chain: the customer has the 10 back, moved from the escrow by the return.
+    const returnHash = (returned.data.object.ended_onchain as { transaction_hash: string }).transaction_hash;
+    expect(await moved(returnHash, chain.escrow, customer)).toBe(usd("10"));
+    expect((await chain.balanceOf(customer)) - customerBefore).toBe(usd("10"));
+    expect(await chain.balanceOf(customer)).toBe(usd("100"));
     const twice = await m.call(`/v1/charges/${charge.json.id}/return`, {});
     expect(expectErrorShape(twice.json).code).toBe("charge_not_returnable");
   });

@@ -20,6 +20,7 @@ import { verifySignature } from "../../service/webhooks/signature.ts";
 import { chainDriver } from "./chain-driver.ts";
 import { api, type EventOf, merchantOnTestChain, newAddress, newMerchantWithKey, query } from "./helpers.ts";
 import { startReceiver } from "./receiver.ts";
+import { relaySettled, workerPassed } from "./settle.ts";
 
 type Merchant = Awaited<ReturnType<typeof merchantOnTestChain>>;
 // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary JSON bodies
@@ -76,6 +77,15 @@ const sweepsOf = (depositAddress: string) =>
   );
 
 const balanceOf = (address: Hex) => chainDriver(31337).balanceOf(address);
+
+/**
+ * The settle point for counting sweeps, releases and payment events: the sweeper and the releaser have
+ * each made a whole pass since, and the relay has read past anything they sent.
+ */
+const paymentsSettled = async () => {
+  await Promise.all([workerPassed("deposit-sweeper"), workerPassed("payment-releaser")]);
+  await relaySettled(31337);
+};
 
 describe("payments API", () => {
   it("creates a payment with a deposit address, a pay page and the documented defaults", async () => {
@@ -134,8 +144,9 @@ describe("payments API", () => {
     });
     expect(paid.paid_at).toBeGreaterThan(0);
     await m.waitForEvents("payment.paid", 1, (o) => o.id === payment.id);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await paymentsSettled();
     expect(await eventsOf(m, payment.id)).toEqual(["payment.paid"]);
+    expect(await sweepsOf(payment.address)).toHaveLength(1);
   });
 
   it("takes two transfers summing to the amount, swept once", async () => {
@@ -149,6 +160,7 @@ describe("payments API", () => {
     const paid = await waitForStatus(m, payment.id, "paid");
     expect(paid.transfers).toHaveLength(2);
     expect(paid.amount_received_decimal).toBe("10");
+    await paymentsSettled();
     expect(await sweepsOf(payment.address)).toHaveLength(1);
     expect(await eventsOf(m, payment.id)).toEqual(["payment.paid"]);
   });
@@ -327,6 +339,7 @@ describe("payments API", () => {
         timeoutMs: 30_000,
         what: `payment ${payment.id}'s hold to be released`,
       });
+    await paymentsSettled();
     const releases = [];
     for (const payment of payments) {
       expect(await retrieve(m, payment.id)).toMatchObject({ status: "paid", pending_action: null });
@@ -390,6 +403,7 @@ describe("payments API", () => {
       await chain.rpc("evm_setAutomine", [true]);
     }
     for (const payment of payments) await waitForStatus(m, payment.id, "paid");
+    await paymentsSettled();
     const sweeps = new Set<string>();
     for (const payment of payments)
       for (const row of await sweepsOf(payment.address)) sweeps.add(row.tx_hash);
@@ -417,6 +431,7 @@ describe("payments API", () => {
       what: "the reorged transfer to disappear",
     });
     await m.waitForEvents("payment.reversed", 1, (o) => o.id === payment.id);
+    await Promise.all([workerPassed("payment-reorgs"), paymentsSettled()]);
     expect(await eventsOf(m, payment.id)).toEqual(["payment.paid", "payment.reversed"]);
     // Paid again by a new transfer: payment.paid again, as a new event.
     await pay(m, payment.id, "4");

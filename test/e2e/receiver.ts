@@ -18,6 +18,8 @@ export const startReceiver = async (
   answer: (request: Received, index: number) => Answer = () => ({ status: 200 }),
 ) => {
   const received: Received[] = [];
+  /** When each request left hanging was given up by its sender (its connection closed unanswered). */
+  const abandoned: number[] = [];
   const open = new Set<ServerResponse>();
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -35,6 +37,9 @@ export const startReceiver = async (
       const reply = answer(request, received.length - 1);
       if (reply === "hang") {
         open.add(res);
+        res.once("close", () => {
+          if (open.delete(res)) abandoned.push(Date.now());
+        });
         return;
       }
       const send = () => {
@@ -51,10 +56,13 @@ export const startReceiver = async (
     url: `http://127.0.0.1:${port}/hooks`,
     port,
     received,
+    abandoned,
     ids: () => new Set(received.map((r) => r.event.id)),
     close: () =>
       new Promise<void>((resolve) => {
-        for (const res of open) res.destroy();
+        const closing = [...open];
+        open.clear();
+        for (const res of closing) res.destroy();
         server.closeAllConnections();
         server.close(() => resolve());
       }),

@@ -100,16 +100,41 @@ describe("GET /v1/reconciliation", () => {
   });
 
   it("filters by type and block range, shows a merchant only its own, and refuses bad filters", async () => {
+    // A release and a charge of this test's own, in blocks of their own.
+    const chain = chainDriver(31337);
+    const customer = await chain.newCustomer();
+    const { mandateId } = await chain.authorize(customer, { holdSeconds: 60, salt: 78n });
+    const charged = await chain.charge(mandateId, usd("4"));
+    await chain.increaseTime(61);
+    const released = await chain.release(mandateId, 0);
+    await waitFor(
+      async () =>
+        (await fetchAll("chain=31337&type=release", 1000)).some((e) => e.transaction_hash === released.hash),
+      { timeoutMs: 15_000, what: "the release to be reported" },
+    );
     const releases = await fetchAll("chain=31337&type=release", 1000);
-    expect(releases.every((e) => e.type === "release")).toBe(true);
-    const first = releases[0];
-    if (first) {
-      const one = await fetchAll(
-        `chain=31337&from_block=${first.block_number}&to_block=${first.block_number}`,
-        1000,
-      );
-      expect(one.every((e) => e.block_number === first.block_number)).toBe(true);
+    expect(releases.map((e) => e.type)).toEqual(releases.map(() => "release"));
+    const ours = releases.find((e) => e.transaction_hash === released.hash);
+    if (ours === undefined) throw new Error("the release is not listed");
+    const block = Number(released.receipt.blockNumber);
+    expect(ours.block_number).toBe(block);
+    const one = await fetchAll(`chain=31337&from_block=${block}&to_block=${block}`, 1000);
+    expect(one.map((e) => e.transaction_hash)).toContain(released.hash);
+    expect(one.map((e) => e.block_number)).toEqual(one.map(() => block));
+    // A range of both blocks has the charge and the release; a range after them has neither.
+    const range = await fetchAll(
+      `chain=31337&from_block=${charged.receipt.blockNumber}&to_block=${block}`,
+      1000,
+    );
+    expect(range.map((e) => e.transaction_hash)).toEqual(
+      expect.arrayContaining([charged.hash, released.hash]),
+    );
+    for (const e of range) {
+      expect(e.block_number).toBeGreaterThanOrEqual(Number(charged.receipt.blockNumber));
+      expect(e.block_number).toBeLessThanOrEqual(block);
     }
+    const after = await fetchAll(`chain=31337&from_block=${block + 1}&to_block=${block + 1000}`, 1000);
+    expect(after.map((e) => e.transaction_hash)).not.toContain(released.hash);
     const stranger = await newMerchantWithKey();
     expect((await api("/v1/reconciliation", { key: stranger.key })).json.data).toEqual([]);
     for (const [query, param] of [

@@ -58,6 +58,8 @@ const submit = (purpose: string, data: Hex = mint(1n), to: Hex = token) =>
   Effect.flatMap(Effect.service(Relayer), (relayer) => relayer.submit(CHAIN_ID, { to, data, purpose }));
 /** A tracking pass that replaces a transaction unmined for a second. */
 const quickTrack = track("1 second");
+/** A tracking pass whose bump delay every transaction has passed: each one not mined is replaced. */
+const eagerTrack = track("0 millis");
 /** A tracking pass with a long bump delay: a young transaction is only re-broadcast. */
 const patientTrack = track("1 hour");
 const find = (purpose: string) =>
@@ -116,8 +118,7 @@ describe("relayer", () => {
     try {
       const tx = await run(submit("test:stuck"));
       await rpc(anvil.http, "anvil_dropTransaction", [tx.hash]); // never to be mined as first sent
-      await new Promise((resolve) => setTimeout(resolve, 1100));
-      await run(quickTrack);
+      await run(eagerTrack);
       const replaced = await run(find("test:stuck"));
       expect(replaced?.hashes).toHaveLength(2);
       expect(replaced?.nonce).toBe(tx.nonce);

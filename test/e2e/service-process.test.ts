@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
 import { newMerchantWithKey, query, stack } from "./helpers.ts";
+import { relaySettled } from "./settle.ts";
 
 const children: ChildProcess[] = [];
 afterAll(() => {
@@ -102,7 +103,8 @@ describe("service process", () => {
         )
       )[0]?.n;
     await waitFor(async () => (await count()) === 10, { timeoutMs: 15_000, what: "10 events" });
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Both processes kept relaying: the relay has since read a later fact, and made no second event.
+    await relaySettled(31337);
     expect(await count()).toBe(10);
     second.child.kill("SIGTERM");
     expect(await second.exited).toBe(0);

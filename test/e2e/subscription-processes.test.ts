@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { api, newAddress, newMerchantWithKey, query } from "./helpers.ts";
 import { startSecondService } from "./second-service.ts";
+import { relaySettled, workerPassed } from "./settle.ts";
 
 const MONTH = 31 * 86_400;
 const SUBSCRIPTIONS = 8;
@@ -48,6 +49,9 @@ describe("billing with two processes", () => {
       });
     }
 
+    // Counted once the stack's billing worker made a whole pass since, and the relay read past a later fact.
+    await workerPassed("subscription-billing");
+    await relaySettled(31337);
     const invoices = await query<{ subscription_id: string; period: number; n: string }>(
       `SELECT subscription_id, period, count(*)::text AS n FROM billing.invoices
        WHERE subscription_id = ANY($1) GROUP BY 1, 2`,

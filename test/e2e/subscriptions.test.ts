@@ -3,8 +3,11 @@
  * subscription billed month by month by the billing worker as the test clock moves the chain, through a
  * discount, a failed charge with its retry, and a cancellation at period end.
  */
+import { decodeFunctionData, type Hex } from "viem";
 import { describe, expect, it } from "vitest";
+import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
+import { chainDriver, usd } from "./chain-driver.ts";
 import { api, expectErrorShape, merchantOnTestChain, newAddress, query } from "./helpers.ts";
 
 const DAY = 86_400;
@@ -237,6 +240,91 @@ describe("subscriptions", () => {
     expect(rows[0]?.n).toBe("3");
     const again = await m.call(`/v1/subscriptions/${sub.id}/cancel`, {});
     expect(expectErrorShape(again.json).code).toBe("subscription_canceled");
+  });
+
+  it("moves on chain exactly what a boundary's chargeMany invoiced, and the releases pay it to the merchant", async () => {
+    const m = await merchant();
+    const chain = chainDriver(31337);
+    const subscriptions: Array<{ id: string; mandate: string; customer: Hex; amount: string }> = [];
+    for (const amount of ["4", "7.5", "12.25"]) {
+      const price = await m.call("/v1/prices", { product_name: `Plan ${amount}`, amount_decimal: amount });
+      const sub = (await m.call("/v1/subscriptions", { customer: `cus_${amount}`, price: price.json.id }))
+        .json;
+      const funded = await m.call(`/v1/test/mandates/${sub.mandate}/fund`, { amount_decimal: "50" });
+      expect((await m.call(`/v1/test/mandates/${sub.mandate}/authorize`, {})).status).toBe(200);
+      subscriptions.push({
+        id: sub.id,
+        mandate: sub.mandate,
+        customer: funded.json.customer_address,
+        amount,
+      });
+    }
+    const ours = (o: Record<string, unknown>) => subscriptions.some((sub) => sub.id === o.subscription);
+    await m.waitForEvents("invoice.paid", 3, ours);
+    const invoicesOf = async (period: number) =>
+      (
+        await Promise.all(
+          subscriptions.map(
+            async (sub) => (await m.call(`/v1/invoices?subscription=${sub.id}&limit=100`)).json.data,
+          ),
+        )
+      ).map((list) =>
+        (list as Array<{ period: number; charge: string; total_decimal: string }>).find(
+          (i) => i.period === period,
+        ),
+      );
+    const chargeOf = async (id: string | undefined) => (await m.call(`/v1/charges/${id}`)).json;
+    const customersBefore = await Promise.all(subscriptions.map((sub) => chain.balanceOf(sub.customer)));
+
+    // The boundary: one chargeMany takes each customer's invoice total to the escrow, and nothing more.
+    await m.advance(MONTH);
+    await m.waitForEvents("invoice.paid", 6, ours);
+    const boundary = await invoicesOf(1);
+    const charged = await Promise.all(boundary.map((invoice) => chargeOf(invoice?.charge)));
+    // One chargeMany for the boundary's batch (a larger boundary of the shared chain may split it).
+    const hashes = [...new Set(charged.map((c) => c.onchain.transaction_hash as Hex))];
+    const calls = await Promise.all(
+      hashes.map(async (hash) => {
+        const sent = await chain.client.getTransaction({ hash });
+        return decodeFunctionData({ abi: MandateEscrowAbi, data: sent.input }).functionName;
+      }),
+    );
+    expect(calls).toContain("chargeMany");
+    const transfers = (await Promise.all(hashes.map((hash) => chain.usdcTransfers(hash)))).flat();
+    for (const [i, sub] of subscriptions.entries()) {
+      const total = usd(boundary[i]?.total_decimal ?? "-1");
+      expect(total).toBe(usd(sub.amount));
+      const fromCustomer = transfers.filter((t) => t.from === sub.customer.toLowerCase());
+      expect(fromCustomer.map((t) => [t.to, t.value])).toEqual([[chain.escrow.toLowerCase(), total]]);
+      expect((customersBefore[i] ?? 0n) - (await chain.balanceOf(sub.customer))).toBe(total);
+    }
+    const boundarySum = boundary.reduce((sum, invoice) => sum + usd(invoice?.total_decimal ?? "0"), 0n);
+    expect(boundarySum).toBe(usd("23.75"));
+
+    // The holds end: the payout address receives exactly the boundary's sum (period 0's were released
+    // when the month passed, and are counted out before).
+    await waitFor(
+      async () =>
+        (await Promise.all((await invoicesOf(0)).map((i) => chargeOf(i?.charge)))).every(
+          (c) => c.status === "released",
+        ),
+      { timeoutMs: 30_000, what: "period 0's charges released" },
+    );
+    const payoutBefore = await chain.balanceOf(m.payoutAddress);
+    await m.advance(3601);
+    const releaseHashes = new Set<Hex>();
+    for (const c of charged) {
+      const [event] = await m.waitForEvents("charge.released", 1, (o) => o.id === c.id);
+      if (event === undefined) throw new Error(`no charge.released for ${c.id}`);
+      releaseHashes.add((event.data.object.ended_onchain as { transaction_hash: Hex }).transaction_hash);
+    }
+    let movedToPayout = 0n;
+    for (const releaseHash of releaseHashes)
+      for (const t of await chain.usdcTransfers(releaseHash))
+        if (t.from === chain.escrow.toLowerCase() && t.to === m.payoutAddress.toLowerCase())
+          movedToPayout += t.value;
+    expect(movedToPayout).toBe(boundarySum);
+    expect((await chain.balanceOf(m.payoutAddress)) - payoutBefore).toBe(boundarySum);
   });
 
   it("bills metered usage with the next invoice, records usage above the cap as over_limit, and is idempotent", async () => {

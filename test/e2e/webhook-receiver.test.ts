@@ -87,8 +87,13 @@ const setup = (
   return { payments, tests, errors, post };
 };
 
-/** Long enough for anything scheduled after an answer to have run. */
-const settle = () => new Promise((resolve) => setTimeout(resolve, 100));
+/**
+ * The receiver schedules its work (setImmediate) before it answers; an immediate queued after the
+ * answer runs after that work has started, since Node runs immediates in order and the microtasks
+ * of each before the next. So after this, whatever the answer scheduled has begun (and the handlers
+ * here act at once): a check of what did not happen rests on the event loop's order, not on a pause.
+ */
+const scheduledWorkStarted = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe("example webhook receiver", () => {
   it("verifies, records, answers 200 and runs the handler once; the same event again is 200 duplicate", async () => {
@@ -105,7 +110,7 @@ describe("example webhook receiver", () => {
       status: 200,
       json: { received: true, duplicate: true },
     });
-    await settle();
+    await scheduledWorkStarted();
     expect(r.payments.calls).toHaveLength(1);
     expect(await recorded(e.id)).toBe(1);
   });
@@ -133,7 +138,7 @@ describe("example webhook receiver", () => {
     // Re-serialised JSON does not verify: the receiver checks the bytes as sent.
     const reserialised = JSON.stringify(e, null, 1);
     expect((await r.post(reserialised, signatureHeader(NOW, body, [SECRET]))).json.error).toBe("mismatch");
-    await settle();
+    await scheduledWorkStarted();
     expect(r.payments.calls).toHaveLength(0);
     expect(await recorded(e.id)).toBe(0);
 
@@ -153,7 +158,7 @@ describe("example webhook receiver", () => {
       ['{"id":"","type":"charge.released"}', "not_an_event"],
     ] as const)
       expect(await r.post(body), body).toMatchObject({ status: 400, json: { error: error } });
-    await settle();
+    await scheduledWorkStarted();
     expect(r.payments.calls).toHaveLength(0);
   });
 
@@ -164,7 +169,7 @@ describe("example webhook receiver", () => {
       expect(await r.post(JSON.stringify(e)), type).toEqual({ status: 200, json: { received: true } });
       expect(await recorded(e.id)).toBe(1);
     }
-    await settle();
+    await scheduledWorkStarted();
     expect(r.payments.calls).toHaveLength(0);
     expect(r.errors).toHaveLength(0);
   });
@@ -174,25 +179,24 @@ describe("example webhook receiver", () => {
     const test = event("webhook.test");
     expect(await r.post(JSON.stringify(test))).toEqual({ status: 200, json: { received: true } });
     await r.tests.reached;
-    await settle();
+    await scheduledWorkStarted();
     expect(r.tests.calls.map((t) => t.id)).toEqual([test.id]);
     expect(r.payments.calls).toHaveLength(0);
   });
 
   it("answers within a second although the handler takes eight", async () => {
-    let finish: () => void = () => {};
-    let timer: NodeJS.Timeout | undefined;
+    // The handler runs until the test lets it finish (standing for eight seconds of work).
+    const finish = Promise.withResolvers<void>();
     const started = recorder();
     const finished: string[] = [];
+    const done = Promise.withResolvers<void>();
     const r = setup({
       handlers: {
         "charge.released": async (e) => {
           started.record(e);
-          await new Promise<void>((resolve) => {
-            finish = resolve;
-            timer = setTimeout(resolve, 8000);
-          });
+          await finish.promise;
           finished.push(e.id);
+          done.resolve();
         },
       },
     });
@@ -205,9 +209,8 @@ describe("example webhook receiver", () => {
     // The work did start after the answer, and is still running.
     await started.reached;
     expect(finished).toEqual([]);
-    clearTimeout(timer);
-    finish();
-    await settle();
+    finish.resolve();
+    await done.promise;
     expect(finished).toEqual([e.id]);
   });
 
@@ -219,7 +222,7 @@ describe("example webhook receiver", () => {
     expect(answers.every((a) => a.status === 200)).toBe(true);
     expect(answers.filter((a) => a.json.duplicate !== true)).toHaveLength(1);
     await r.payments.reached;
-    await settle();
+    await scheduledWorkStarted();
     expect(r.payments.calls).toHaveLength(1);
     expect(await recorded(e.id)).toBe(1);
   });
@@ -263,7 +266,7 @@ describe("example webhook receiver", () => {
     const b = event("charge.returned");
     expect((await r.post(JSON.stringify(a))).status).toBe(200);
     expect((await r.post(JSON.stringify(b))).status).toBe(200);
-    await settle();
+    await scheduledWorkStarted();
     expect(r.errors).toHaveLength(2);
     expect(r.errors.map((x) => [x.event.id, x.error])).toEqual(
       expect.arrayContaining([
@@ -283,7 +286,7 @@ describe("example webhook receiver", () => {
     });
     const response = await r.post(JSON.stringify(event("charge.released")));
     expect(response).toMatchObject({ status: 500, json: { error: "store_unavailable" } });
-    await settle();
+    await scheduledWorkStarted();
     expect(r.payments.calls).toHaveLength(0);
     expect(r.errors.map((x) => (x.error as Error).message)).toEqual(["database unavailable"]);
   });

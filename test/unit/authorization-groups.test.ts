@@ -1,5 +1,6 @@
+import { describe, expect, it } from "@effect/vitest";
 import { Effect, Fiber, Queue } from "effect";
-import { describe, expect, it } from "vitest";
+import { TestClock } from "effect/testing";
 import { takeGroup } from "../../service/chains/authorization-groups.ts";
 
 const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect);
@@ -24,20 +25,23 @@ describe("takeGroup", () => {
     expect(groups.flat()).toEqual(Array.from({ length: 120 }, (_, i) => i));
   });
 
-  it("waits for a first item, then gathers what arrives within the window", async () => {
-    const group = await run(
-      Effect.gen(function* () {
-        const queue = yield* Queue.unbounded<string>();
-        const taking = yield* Effect.forkChild(takeGroup(queue, 50, "200 millis"));
-        yield* Effect.sleep("50 millis");
-        yield* Queue.offer(queue, "first");
-        yield* Effect.sleep("50 millis");
-        yield* Queue.offer(queue, "within the window");
-        const taken = yield* Fiber.join(taking);
-        yield* Queue.offer(queue, "after it");
-        return { taken, left: yield* Queue.size(queue) };
-      }),
-    );
-    expect(group).toEqual({ taken: ["first", "within the window"], left: 1 });
-  });
+  it.effect("waits for a first item, then gathers what arrives within the window (TestClock)", () =>
+    Effect.gen(function* () {
+      const queue = yield* Queue.unbounded<string>();
+      const taking = yield* Effect.forkChild(takeGroup(queue, 50, "200 millis"));
+      yield* TestClock.adjust("50 millis");
+      expect(taking.pollUnsafe()).toBeUndefined();
+      yield* Queue.offer(queue, "first");
+      yield* TestClock.adjust("150 millis");
+      yield* Queue.offer(queue, "within the window");
+      expect(taking.pollUnsafe()).toBeUndefined();
+      yield* TestClock.adjust("50 millis");
+      const taken = yield* Fiber.join(taking);
+      yield* Queue.offer(queue, "after it");
+      expect({ taken, left: yield* Queue.size(queue) }).toEqual({
+        taken: ["first", "within the window"],
+        left: 1,
+      });
+    }),
+  );
 });
