@@ -39,7 +39,7 @@ export const EVENT_CATALOGUE = [
   {
     type: "invoice.payment_failed",
     description:
-      "A subscription invoice's charge failed; next_payment_attempt says when it is retried (null: no retry left).",
+      "A subscription invoice's charge failed (failure_code says why); next_payment_attempt says when it is retried (null: no retry left). Also when another charge of the invoice's period paid less than its total (failure_code period_already_charged, amount_remaining_decimal): it is not retried.",
   },
   {
     type: "subscription.canceled",
