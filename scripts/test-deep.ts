@@ -1,7 +1,7 @@
 /**
  * `npm run test:deep`: the property tests at a nightly size. The whole-system billing model and the
  * escrow's model run at least 100 cases each (the defaults in `npm test` are sized for its time on two
- * cores), the ledger, payment and period properties ten times their defaults. A knob already set in the
+ * cores), the ledger, payment and period properties six to ten times their defaults. A knob already set in the
  * environment wins. Extra arguments go to vitest; the closing line is `npm test`'s `N passed, N failed`.
  */
 import { spawnSync } from "node:child_process";

@@ -1206,12 +1206,12 @@ const counting = (name: string, op: string, command: fc.Arbitrary<Cmd>) =>
   );
 
 /**
- * The least number of successes of each command (by the name its outcome is recorded under) over a run
- * set of the default size or more; below it the counts are printed only. Measured: each run's successes
- * over 210 runs (MODEL_RUN_COUNTS), resampled into sets of 25 runs; each minimum is a third of the count
+ * The least number of successes of each operation (by the name `record` gives it) over a run set of the
+ * default size or more; below it the counts are printed only. Measured: each run's successes over 360
+ * runs (MODEL_RUN_COUNTS), resampled into 100,000 sets of 25 runs; each minimum is a third of the count
  * that only one set in 10,000 fell below (at least 1), so it holds with room to spare. The rarest (a
- * single authorize, the releaser's pass with holds due) have no success in about 3 runs in 5, so a set
- * of 25 misses one with a probability near 1e-5; at 15 runs that was 1e-3, hence the default of 25.
+ * single authorize, a revoke, the releaser's pass with holds due) have no success in about 4 runs in 7,
+ * so a set of 25 lacks one with a probability near 1e-6; at 15 runs that was 2e-4, hence the default of 25.
  */
 const MINIMUMS: Record<string, number> = {
   advance: 2,
@@ -1220,7 +1220,7 @@ const MINIMUMS: Record<string, number> = {
   authorizeMany: 2,
   charge: 10,
   chargeMany: 2,
-  mint: 3,
+  mint: 2,
   nextPeriod: 1,
   pay: 8,
   release: 2,
@@ -1234,10 +1234,31 @@ const MINIMUMS: Record<string, number> = {
 };
 
 /**
- * The least number of runs of each command (COMMANDS' names) in which its own operation succeeded,
- * measured as MINIMUMS are; every command must also have run at least once.
+ * The least number of runs of a command (COMMANDS' names) in which its own operation succeeded, chosen
+ * as MINIMUMS are (over 150 runs). The random probes `charge`, `batchCharge`, `release`, `return` and
+ * `returnPayment` are left out: they are mostly refused by design (a set of 25 runs has no success of
+ * one of them with a probability of 4% to 43%); their operations are asserted through MINIMUMS. Every
+ * command must also have run at least once.
  */
-const COMMAND_MINIMUMS: Record<string, number> = {};
+const COMMAND_MINIMUMS: Record<string, number> = {
+  advance: 2,
+  approve: 3,
+  authorize: 1,
+  authorizeMany: 3,
+  boundaryBatch: 1,
+  fund: 3,
+  nextPeriod: 1,
+  pay: 4,
+  releaseDue: 3,
+  releaseMany: 1,
+  releaseOver: 3,
+  releaseOverPayments: 1,
+  releasePayments: 1,
+  returnRunning: 2,
+  returnRunningPayment: 5,
+  revoke: 1,
+  sweep: 1,
+};
 
 /** Successes by operation and by command (`ok:`), and runs by command (`ran:`), so far. */
 const countsNow = () =>
