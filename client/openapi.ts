@@ -1426,7 +1426,7 @@ export interface components {
             object: "invoice";
             livemode: boolean;
             /**
-             * @description open: being collected (see attempt_count, next_payment_attempt); paid; uncollectible: every retry failed; void: the subscription was canceled before it was paid
+             * @description open: being collected (see attempt_count, next_payment_attempt), or paid in part by another charge of its period (amount_remaining_decimal; no retry); paid; uncollectible: every retry failed, or its period ended unpaid; void: the subscription was canceled before it was paid
              * @enum {string}
              */
             status: "open" | "paid" | "uncollectible" | "void";
@@ -1454,9 +1454,13 @@ export interface components {
             discount_decimal: string;
             /** @description Decimal amount in the token's units */
             total_decimal: string;
-            /** @description Decimal amount in the token's units */
+            /** @description What its charge paid towards it: the total once paid; part of it when another charge of the period paid less */
             amount_paid_decimal: string;
-            /** @description The latest charge attempt */
+            /** @description total − amount_paid; 0 once paid */
+            amount_remaining_decimal: string;
+            /** @description Why the latest attempt failed (the charge's failure_code, or period_already_charged when another charge of the period paid less than the total); null once paid */
+            failure_code: string | null;
+            /** @description The latest charge attempt, or the charge that took the invoice's period */
             charge: string | null;
             attempt_count: number;
             /** @description Chain time (unix seconds) of the next retry */
@@ -5596,6 +5600,8 @@ export interface operations {
                      *           "discount_decimal": "3.998",
                      *           "total_decimal": "15.992",
                      *           "amount_paid_decimal": "15.992",
+                     *           "amount_remaining_decimal": "0",
+                     *           "failure_code": null,
                      *           "charge": "ch_01KJQ7J8D03FXNEMHA94RGC2QB",
                      *           "attempt_count": 1,
                      *           "next_payment_attempt": null,
@@ -5714,6 +5720,8 @@ export interface operations {
                      *       "discount_decimal": "3.998",
                      *       "total_decimal": "15.992",
                      *       "amount_paid_decimal": "15.992",
+                     *       "amount_remaining_decimal": "0",
+                     *       "failure_code": null,
                      *       "charge": "ch_01KJQ7J8D03FXNEMHA94RGC2QB",
                      *       "attempt_count": 1,
                      *       "next_payment_attempt": null,
@@ -5852,7 +5860,7 @@ export interface operations {
                      *         {
                      *           "object": "event_type",
                      *           "type": "invoice.payment_failed",
-                     *           "description": "A subscription invoice's charge failed; next_payment_attempt says when it is retried (null: no retry left)."
+                     *           "description": "A subscription invoice's charge failed (failure_code says why); next_payment_attempt says when it is retried (null: no retry left). Also when another charge of the invoice's period paid less than its total (failure_code period_already_charged, amount_remaining_decimal): it is not retried."
                      *         },
                      *         {
                      *           "object": "event_type",

@@ -720,6 +720,15 @@ export const migrations = {
     "CREATE INDEX payments_sweep_failed ON billing.payments (chain_id) WHERE sweep_failure_code IS NOT NULL",
     "CREATE INDEX payments_release_failed ON billing.payments (chain_id) WHERE release_failure_code IS NOT NULL",
   ),
+  "0032_invoices_charged_short": statements(
+    // A period charged by another charge (by hand, through the API) for less than its invoice leaves the
+    // invoice open and partly paid, with no retry: the escrow takes one charge per period. What it got,
+    // why its latest attempt failed, and the settle step's index without the invoices it has settled so.
+    "ALTER TABLE billing.invoices ADD COLUMN amount_paid numeric(78, 0) NOT NULL DEFAULT 0, ADD COLUMN failure_code text",
+    "DROP INDEX billing.invoices_settling",
+    `CREATE INDEX invoices_settling ON billing.invoices (id)
+      WHERE status = 'open' AND charge_id IS NOT NULL AND NOT charge_pending AND amount_paid = 0`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -39,7 +39,7 @@ export const EVENT_CATALOGUE = [
   {
     type: "invoice.payment_failed",
     description:
-      "A subscription invoice's charge failed; next_payment_attempt says when it is retried (null: no retry left).",
+      "A subscription invoice's charge failed (failure_code says why); next_payment_attempt says when it is retried (null: no retry left). Also when another charge of the invoice's period paid less than its total (failure_code period_already_charged, amount_remaining_decimal): it is not retried.",
   },
   {
     type: "subscription.canceled",
@@ -68,7 +68,7 @@ export const EVENT_CATALOGUE = [
   {
     type: "payment.reversed",
     description:
-      "A payment reported paid or underpaid no longer stands: you returned its held funds (POST /v1/payments/{id}/return), or a reorg took its transfer out. It is paid again (a new payment.paid) if funds arrive again.",
+      "A payment reported paid or underpaid no longer stands: you returned its held funds (POST /v1/payments/{id}/return), or a reorg took its transfer out. It is reported again (payment.paid once funds cover the amount, payment.underpaid once it has expired short of it) if funds arrive again.",
   },
   {
     type: "payment.sweep_failed",

@@ -11,6 +11,11 @@ export const depositTermsOf = (row: PaymentRow): DepositTerms => ({
   holdSeconds: BigInt(row.hold_seconds),
 });
 
-/** Each return attempt is its own transaction; the action lets at most one be pending or mined. */
-export const paymentReturnAction = (chainId: number, paymentId: string) =>
-  `payment-return:${chainId}:${paymentId}`;
+/**
+ * The return of one hold of a payment: each attempt is its own transaction, and the action lets at most
+ * one be pending or mined. A payment can be held again after a return (funds arriving later), so the
+ * action names the hold by how many returns the payment had before it: were it the payment's alone, the
+ * first return, mined, would answer every later one and none would be sent.
+ */
+export const paymentReturnAction = (chainId: number, paymentId: string, returnsBefore: number) =>
+  `payment-return:${chainId}:${paymentId}:${returnsBefore}`;

@@ -213,6 +213,18 @@ const make = Effect.gen(function* () {
           WHERE chain_id = ${chainId} AND fact_key = ${key}`.pipe(Effect.flatMap(decodeFactState)),
         (rows) => rows[0]?.standing === true,
       ),
+    /**
+     * How many returns of the payment's funds were ever applied (a return a reorg took out still counts:
+     * its record stays). Read under the payment's lock, it names the hold a new return is for.
+     */
+    returnsRecorded: (paymentId: string) =>
+      Effect.map(
+        sql`SELECT count(*)::int AS n FROM billing.payment_facts
+          WHERE payment_id = ${paymentId} AND kind = 'returned'`.pipe(
+          Effect.flatMap(decodeRows(Schema.Struct({ n: Schema.Number }))),
+        ),
+        (rows) => rows[0]?.n ?? 0,
+      ),
     /** Standing facts of a chain in blocks (from, through]: what a reorg may have taken out. */
     standingFacts: (chainId: number, fromBlock: bigint, throughBlock: bigint) =>
       sql`SELECT payment_id, fact_key, kind, amount::text AS amount, block_number::text AS block_number

@@ -196,7 +196,9 @@ export class Payments extends Context.Service<
         Effect.gen(function* () {
           if (input.address !== undefined && !isAddress(input.address, { strict: false }))
             return yield* invalidParam("address", "address must be a 0x-prefixed 20-byte hex address.");
-          const row = yield* store.load(scope, id);
+          // Locked until the request's transaction ends, as a charge's return is: a concurrent return
+          // waits and then finds this one under way, and a fact applied meanwhile is seen whole.
+          const row = yield* store.load(scope, id, { lock: true });
           const chain = registry.byId(row.chain_id);
           if (!chain) return yield* Effect.die(new Error(`payment ${id} is on an unknown chain`));
           yield* tokenStates.guard(chain, row.token_address);
@@ -229,7 +231,7 @@ export class Payments extends Context.Service<
             return yield* notReturnable(
               `The escrow refused the return (${refused.reason ?? refused.errorName}).`,
             );
-          const action = paymentReturnAction(chain.id, row.id);
+          const action = paymentReturnAction(chain.id, row.id, yield* store.returnsRecorded(row.id));
           const sent = yield* relayer
             .submit(chain.id, {
               to: chain.escrow.address,

@@ -29,6 +29,8 @@ export const InvoiceRow = Schema.Struct({
   subtotal: Schema.String,
   discount: Schema.String,
   total: Schema.String,
+  amount_paid: Schema.String,
+  failure_code: Schema.NullOr(Schema.String),
   charge_id: Schema.NullOr(Schema.String),
   attempt_count: Schema.Number,
   next_attempt_at: Schema.NullOr(Schema.Number),
@@ -40,7 +42,8 @@ export type InvoiceRow = typeof InvoiceRow.Type;
 
 export const INVOICE_COLUMNS = `i.id, i.merchant_id, i.livemode, i.subscription_id, s.customer, s.chain_id,
   p.token_address, i.period, i.period_start::float8 AS period_start, i.period_end::float8 AS period_end, i.status,
-  i.lines, i.subtotal::text AS subtotal, i.discount::text AS discount, i.total::text AS total, i.charge_id,
+  i.lines, i.subtotal::text AS subtotal, i.discount::text AS discount, i.total::text AS total,
+  i.amount_paid::text AS amount_paid, i.failure_code, i.charge_id,
   i.attempt_count, i.next_attempt_at::float8 AS next_attempt_at, i.first_failed_at::float8 AS first_failed_at,
   i.paid_at::float8 AS paid_at, i.created_at`;
 export const INVOICE_FROM = `billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
@@ -54,7 +57,7 @@ export const InvoiceObject = Schema.Struct({
   livemode: Schema.Boolean,
   status: Schema.Literals(INVOICE_STATUSES).annotate({
     description:
-      "open: being collected (see attempt_count, next_payment_attempt); paid; uncollectible: every retry failed; void: the subscription was canceled before it was paid",
+      "open: being collected (see attempt_count, next_payment_attempt), or paid in part by another charge of its period (amount_remaining_decimal; no retry); paid; uncollectible: every retry failed, or its period ended unpaid; void: the subscription was canceled before it was paid",
   }),
   subscription: Schema.String,
   customer: Schema.String,
@@ -74,8 +77,18 @@ export const InvoiceObject = Schema.Struct({
   subtotal_decimal: Decimal,
   discount_decimal: Decimal,
   total_decimal: Decimal,
-  amount_paid_decimal: Decimal,
-  charge: Schema.NullOr(Schema.String).annotate({ description: "The latest charge attempt" }),
+  amount_paid_decimal: Decimal.annotate({
+    description:
+      "What its charge paid towards it: the total once paid; part of it when another charge of the period paid less",
+  }),
+  amount_remaining_decimal: Decimal.annotate({ description: "total − amount_paid; 0 once paid" }),
+  failure_code: Schema.NullOr(Schema.String).annotate({
+    description:
+      "Why the latest attempt failed (the charge's failure_code, or period_already_charged when another charge of the period paid less than the total); null once paid",
+  }),
+  charge: Schema.NullOr(Schema.String).annotate({
+    description: "The latest charge attempt, or the charge that took the invoice's period",
+  }),
   attempt_count: Schema.Int,
   next_payment_attempt: Schema.NullOr(Schema.Int).annotate({
     description: "Chain time (unix seconds) of the next retry",
@@ -91,6 +104,8 @@ const signedDecimal = (units: bigint, decimals: number) =>
 export const toInvoiceObject = (row: InvoiceRow, chain: ResolvedChain | undefined): InvoiceObject => {
   const token = tokenOf(chain, row.token_address);
   const decimals = token?.decimals ?? 0;
+  // A paid invoice got its total (a larger charge of the period is the charge's, not credited on).
+  const paid = row.status === "paid" ? BigInt(row.total) : BigInt(row.amount_paid);
   return {
     id: row.id,
     object: "invoice",
@@ -112,7 +127,9 @@ export const toInvoiceObject = (row: InvoiceRow, chain: ResolvedChain | undefine
     subtotal_decimal: formatDecimal(BigInt(row.subtotal), decimals),
     discount_decimal: formatDecimal(BigInt(row.discount), decimals),
     total_decimal: formatDecimal(BigInt(row.total), decimals),
-    amount_paid_decimal: row.status === "paid" ? formatDecimal(BigInt(row.total), decimals) : "0",
+    amount_paid_decimal: formatDecimal(paid, decimals),
+    amount_remaining_decimal: formatDecimal(BigInt(row.total) - paid, decimals),
+    failure_code: row.status === "paid" ? null : row.failure_code,
     charge: row.charge_id,
     attempt_count: row.attempt_count,
     next_payment_attempt: row.status === "open" ? row.next_attempt_at : null,

@@ -8,6 +8,7 @@
  * | open | paid          | its charge succeeded on chain (`markPaid`)                              |
  * | open | open          | an attempt failed and a retry is scheduled (`recordFailedAttempt`)      |
  * | open | open          | an attempt the token's pause undid, not counted (`recordUncountedAttempt`) |
+ * | open | open          | another charge of its period paid less than its total (`recordChargedShort`): partly paid, no retry |
  * | open | uncollectible | no retry left, a final refusal, or its period ended unpaid              |
  * | open | void          | its subscription ended (`voidOpenOf`)                                   |
  *
@@ -71,6 +72,8 @@ const SettlingInvoice = Schema.Struct({
   charge_id: Schema.String,
   mandate_id: Schema.String,
   period: Schema.Number,
+  total: Schema.BigIntFromString,
+  charge_amount: Schema.BigIntFromString,
   charge_status: Schema.Literals(["pending", "succeeded", "released", "returned", "failed"]),
   failure_code: Schema.NullOr(Schema.String),
   charged_at: Schema.NullOr(Schema.Number),
@@ -169,7 +172,8 @@ const make = Effect.gen(function* () {
      */
     settleable: (chainId: number, limit: number) =>
       sql`SELECT i.id FROM billing.invoices i JOIN billing.charges c ON c.id = i.charge_id
-        WHERE i.status = 'open' AND i.charge_id IS NOT NULL AND NOT i.charge_pending AND c.chain_id = ${chainId}
+        WHERE i.status = 'open' AND i.charge_id IS NOT NULL AND NOT i.charge_pending AND i.amount_paid = 0
+          AND c.chain_id = ${chainId}
           AND (c.status IN ('succeeded', 'released', 'returned')
             OR (c.status = 'failed' AND (i.next_attempt_at IS NULL OR EXISTS (SELECT 1 FROM billing.charges o
                   WHERE o.mandate_id = c.mandate_id AND o.period = i.period AND o.status <> 'failed'))))
@@ -179,7 +183,8 @@ const make = Effect.gen(function* () {
       ),
     /** Those of `ids` still open, locked (others' skipped), with their charge's outcome. */
     lockSettling: (ids: ReadonlyArray<string>) =>
-      sql`SELECT i.id, i.subscription_id, c.id AS charge_id, c.mandate_id, i.period, c.status AS charge_status,
+      sql`SELECT i.id, i.subscription_id, c.id AS charge_id, c.mandate_id, i.period, i.total::text AS total,
+          c.amount::text AS charge_amount, c.status AS charge_status,
           c.failure_code, c.charged_at::float8 AS charged_at, i.next_attempt_at::float8 AS next_attempt_at
         FROM billing.invoices i JOIN billing.charges c ON c.id = i.charge_id
         WHERE i.id = ANY (${ids}::text[]) AND i.status = 'open' FOR UPDATE OF i SKIP LOCKED`.pipe(
@@ -267,14 +272,22 @@ const make = Effect.gen(function* () {
       paid.length === 0
         ? Effect.void
         : Effect.asVoid(sql`UPDATE billing.invoices i SET status = 'paid', paid_at = v.paid_at,
-              next_attempt_at = NULL, updated_at = now()
+              next_attempt_at = NULL, failure_code = NULL, updated_at = now()
             FROM unnest(${paid.map((p) => p.invoice)}::text[], ${paid.map((p) => p.paidAt)}::bigint[]) AS v(id, paid_at)
             WHERE i.id = ANY (${paid.map((p) => p.invoice)}::text[]) AND i.id = v.id`),
-    /** A failed attempt: open with a retry at `retryAt`, or uncollectible when none is left. */
-    recordFailedAttempt: (id: string, firstFailedAt: number, retryAt: number | undefined) =>
-      Effect.asVoid(sql`UPDATE billing.invoices SET first_failed_at = ${firstFailedAt},
+    /** A failed attempt (`code` why): open with a retry at `retryAt`, or uncollectible when none is left. */
+    recordFailedAttempt: (id: string, code: string, firstFailedAt: number, retryAt: number | undefined) =>
+      Effect.asVoid(sql`UPDATE billing.invoices SET first_failed_at = ${firstFailedAt}, failure_code = ${code},
           next_attempt_at = ${retryAt ?? null}, status = ${retryAt === undefined ? "uncollectible" : "open"},
           updated_at = now() WHERE id = ${id}`),
+    /**
+     * Another charge took the invoice's period and paid `amountPaid`, less than its total: open, partly
+     * paid, and not retried (the period can take no other charge); its period's end makes it uncollectible.
+     */
+    recordChargedShort: (id: string, amountPaid: bigint, failedAt: number) =>
+      Effect.asVoid(sql`UPDATE billing.invoices SET amount_paid = ${amountPaid.toString()},
+          failure_code = 'period_already_charged', first_failed_at = COALESCE(first_failed_at, ${failedAt}),
+          next_attempt_at = NULL, updated_at = now() WHERE id = ${id}`),
     /** A failed attempt that does not count (the token was paused under it): tried again from `now`. */
     recordUncountedAttempt: (id: string, now: number) =>
       Effect.asVoid(sql`UPDATE billing.invoices SET attempt_count = greatest(attempt_count - 1, 0),

@@ -125,6 +125,8 @@ export const invoice: InvoiceObject = {
   discount_decimal: "3.998",
   total_decimal: "15.992",
   amount_paid_decimal: "15.992",
+  amount_remaining_decimal: "0",
+  failure_code: null,
   charge: IDS.invoiceCharge,
   attempt_count: 1,
   next_payment_attempt: null,

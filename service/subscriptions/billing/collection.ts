@@ -69,7 +69,7 @@ export const recordFailure = (round: BillingRound, invoiceId: string, code: stri
           failures: invoice.attempt_count,
           periodEnd: invoice.period_end,
         });
-    yield* invoices.recordFailedAttempt(invoiceId, firstFailedAt, retryAt);
+    yield* invoices.recordFailedAttempt(invoiceId, code, firstFailedAt, retryAt);
     const ends = retryAt === undefined && !keepsSubscription(code);
     if (!ends) yield* subscriptionStore.markPastDue(invoice.subscription_id);
     yield* outbox.raise({
@@ -84,6 +84,31 @@ export const recordFailure = (round: BillingRound, invoiceId: string, code: stri
         invoice.subscription_id,
         code === "mandate_revoked" ? "mandate_revoked" : "payment_failed",
       );
+  });
+
+/**
+ * Another charge of the invoice's period (one the merchant made through the API) reached the chain for
+ * less than the invoice's total. The escrow takes one charge per period, so the rest cannot be
+ * collected in it: the invoice stays open with what was paid, is not retried, raises
+ * `invoice.payment_failed` (failure_code `period_already_charged`) and moves the subscription to
+ * `past_due`; its period's end makes it uncollectible without ending the subscription (lapse-unpaid.ts).
+ */
+export const recordChargedShort = (round: BillingRound, invoiceId: string, amountPaid: bigint) =>
+  Effect.gen(function* () {
+    const invoices = yield* InvoiceStore;
+    const subscriptionStore = yield* SubscriptionStore;
+    const subscriptions = yield* Subscriptions;
+    const outbox = yield* Outbox;
+    yield* invoices.recordChargedShort(invoiceId, amountPaid, round.now);
+    const invoice = yield* invoices.reload(invoiceId);
+    yield* subscriptionStore.markPastDue(invoice.subscription_id);
+    yield* outbox.raise({
+      merchantId: invoice.merchant_id,
+      livemode: invoice.livemode,
+      type: "invoice.payment_failed",
+      object: subscriptions.renderInvoice(invoice),
+      key: `${invoiceId}:charged_short`,
+    });
   });
 
 /** What charging a set of invoices came to, invoice by invoice. */

@@ -1,8 +1,9 @@
 /**
  * Step 3 of a billing round: an invoice whose period ended unpaid can no longer be collected (the
  * escrow charges the current period only): uncollectible, and the subscription ends, unless its charge
- * failed because the token's issuer blacklisted an address (collection.ts: the subscription stays and
- * its next period is billed). One whose charge is still pending waits for its outcome.
+ * failed because the token's issuer blacklisted an address, or the period was paid in part by another
+ * charge (collection.ts: in both the subscription stays and its next period is billed). One whose
+ * charge is still pending waits for its outcome.
  */
 import { Effect } from "effect";
 import { ChargeStore } from "../../charges/charge-store.ts";
@@ -25,6 +26,7 @@ export const lapseUnpaid = (round: BillingRound) =>
         if (charge?.status === "pending") return;
         yield* invoices.markUncollectible(id);
         if (charge?.status === "failed" && keepsSubscription(charge.failure_code)) return;
+        if (BigInt(invoice.amount_paid) > 0n) return;
         yield* subscriptions.end(invoice.subscription_id, "payment_failed");
       }),
     );

@@ -1,12 +1,13 @@
 /**
- * Step 1 of a billing round: invoices whose charge reached an outcome. Paid when it succeeded; when it
- * failed (the charge outcome worker found it reverted), settled with another charge that took the
- * period, or recorded as a failed attempt.
+ * Step 1 of a billing round: invoices whose charge reached an outcome. Paid when it succeeded for at
+ * least the invoice's total; partly paid (collection.ts: `recordChargedShort`) when it was another charge
+ * of the period, made for less; when it failed (the charge outcome worker found it reverted), settled
+ * with another charge that took the period, or recorded as a failed attempt.
  */
 import { Effect } from "effect";
 import { ChargeStore } from "../../charges/charge-store.ts";
 import { InvoiceStore } from "../invoice-store.ts";
-import { markPaid, recordFailure } from "./collection.ts";
+import { markPaid, recordChargedShort, recordFailure } from "./collection.ts";
 import { BATCH, type BillingRound, inTransactions } from "./round.ts";
 
 const PAID = new Set(["succeeded", "released", "returned"]);
@@ -19,15 +20,18 @@ export const settleCharged = (round: BillingRound) =>
     yield* inTransactions(ids, (group) =>
       Effect.gen(function* () {
         const rows = yield* invoices.lockSettling(group);
+        const charged = rows.filter((r) => PAID.has(r.charge_status));
         yield* markPaid(
-          rows
-            .filter((r) => PAID.has(r.charge_status))
+          charged
+            .filter((r) => r.charge_amount >= r.total)
             .map((r) => ({
               invoice: r.id,
               subscription: r.subscription_id,
               paidAt: r.charged_at ?? round.now,
             })),
         );
+        for (const row of charged.filter((r) => r.charge_amount < r.total))
+          yield* recordChargedShort(round, row.id, row.charge_amount);
         for (const row of rows.filter((r) => r.charge_status === "failed")) {
           const taken = yield* charges.periodCharge(row.mandate_id, row.period);
           if (taken !== undefined) yield* invoices.linkCharges([{ invoice: row.id, charge: taken }]);
