@@ -5890,7 +5890,7 @@ export interface operations {
                      *         {
                      *           "object": "event_type",
                      *           "type": "payment.reversed",
-                     *           "description": "A payment reported paid or underpaid no longer stands: you returned its held funds (POST /v1/payments/{id}/return), or a reorg took its transfer out. It is paid again (a new payment.paid) if funds arrive again."
+                     *           "description": "A payment reported paid or underpaid no longer stands: you returned its held funds (POST /v1/payments/{id}/return), or a reorg took its transfer out. It is reported again (payment.paid once funds cover the amount, payment.underpaid once it has expired short of it) if funds arrive again."
                      *         },
                      *         {
                      *           "object": "event_type",
