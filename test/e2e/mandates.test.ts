@@ -356,6 +356,15 @@ describe("charges: the transitions table and the dunning walk-through", () => {
           what: "the service's release of the three charges to be submitted",
         },
       );
+      // pending_action is recorded before the relayer broadcasts: mine only once the node holds the
+      // batch beside the stranger's release (a loaded machine mined the block between the two).
+      await waitFor(
+        async () => {
+          const pool = (await chain.rpc("txpool_status", [])) as { pending: `0x${string}` | number };
+          return Number(pool.pending) >= 2;
+        },
+        { timeoutMs: 20_000, intervalMs: 50, what: "the service's batch in the node's pool" },
+      );
       await chain.rpc("evm_mine", []);
     } finally {
       await chain.rpc("evm_setAutomine", [true]);
