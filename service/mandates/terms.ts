@@ -19,6 +19,14 @@ export const TERMS_TYPES = {
   ],
 } as const;
 
+/** A customer's revocation, signed in the escrow's domain and submitted by anyone (`revokeWithSignature`). */
+export const REVOKE_TYPES = {
+  Revoke: [
+    { name: "mandateId", type: "bytes32" },
+    { name: "deadline", type: "uint64" },
+  ],
+} as const;
+
 export const PERMIT_TYPES = {
   Permit: [
     { name: "owner", type: "address" },
