@@ -47,7 +47,7 @@ import type {
   SignaturesRequest,
   TypedAuthorizationRequest,
 } from "./authorization-requests.ts";
-import { chainOfMandate, needsSignature } from "./authorization-session.ts";
+import { capToSign, chainOfMandate, needsSignature } from "./authorization-session.ts";
 import type { MandateRow } from "./mandate-object.ts";
 import { MandateStore } from "./mandate-store.ts";
 import {
@@ -143,7 +143,7 @@ const make = Effect.gen(function* () {
       salt: BigInt(mandate.salt),
       payee: mandate.payee_address as Hex,
       token: mandate.token_address as Hex,
-      cap: BigInt(mandate.cap),
+      cap: capToSign(mandate),
       anchor: mandate.anchor,
       approvalPeriods: mandate.approval_periods,
       operator: mandate.operator_address as Hex,
@@ -178,7 +178,7 @@ const make = Effect.gen(function* () {
       const chain = yield* chainOfMandate(registry, mandate);
       yield* checkSigner(mandate, customer, options.resign ?? false);
       const token = mandate.token_address as Hex;
-      const value = BigInt(mandate.cap) * BigInt(mandate.approval_periods);
+      const value = capToSign(mandate) * BigInt(mandate.approval_periods);
       const tokenState: Effect.Effect<TokenState, ChainUnavailable> = Effect.map(
         Effect.all(
           [
