@@ -140,6 +140,14 @@ export const permitTypedDataJson = (domain: TokenDomain, message: PermitMessage)
   message: jsonMessage(message),
 });
 
+/** A customer's revocation of a mandate, valid until `deadline` (chain time, unix seconds). */
+export const revokeTypedDataJson = (chainId: number, escrow: Hex, mandateId: Hex, deadline: number) => ({
+  domain: termsDomain(chainId, escrow),
+  types: { EIP712Domain: EIP712_DOMAIN, ...REVOKE_TYPES },
+  primaryType: "Revoke" as const,
+  message: { mandateId, deadline: String(deadline) },
+});
+
 /**
  * The test-mode customer wallet of a mandate: a key derived from the mandate id, so test helpers sign
  * as "the customer" deterministically. Test chains only; such a key guards nothing of value.
