@@ -116,4 +116,41 @@ describe("gasless revocation", () => {
     const update = await m.call(`/v1/mandates/${id}`, { cap_decimal: "20" });
     expect(update.json.error).toMatchObject({ code: "mandate_revoked" });
   });
+
+  it("counts a signed revocation in the mandate's daily limit of relayed transactions", async () => {
+    const LIMIT = 5; // AUTHORIZATIONS_PER_MANDATE_PER_DAY's default
+    const m = await merchantOnTestChain();
+    const customer = privateKeyToAccount(generatePrivateKey());
+    const opened = await m.call("/v1/mandates", { cap_decimal: "10", period: "month", customer: "cus_busy" });
+    const id = opened.json.id as string;
+    const token = String(opened.json.authorization_url).split("/authorize/")[1] ?? "";
+    const page = (path: string, body?: unknown) =>
+      api(
+        `/authorize/${token}${path}`,
+        body === undefined ? { key: null } : { key: null, idempotencyKey: null, body },
+      );
+    // The limit used up by valid signatures: the first, then re-signatures of the next versions.
+    const first = await page("/terms", { customer_address: customer.address });
+    const typedTerms = first.json.terms as PageTypedData;
+    for (let version = 1; version <= LIMIT; version++) {
+      const now = Number((await chainDriver(31337).client.getBlock()).timestamp);
+      const terms = {
+        domain: typedTerms.domain,
+        message: { ...typedTerms.message, nonce: String(version), deadline: String(now + 3_000) },
+      };
+      const sent = await page("/signatures", await signPageTerms(customer, terms, null));
+      expect(sent.status, sent.text).toBe(200);
+      await m.waitForEvents("mandate.authorized", version, (o) => o.id === id);
+    }
+    const requested = await page("/revocation");
+    const typed = requested.json.typed_data as RevokeTypedData;
+    const refused = await page("/revocation", {
+      deadline: typed.message.deadline,
+      signature: await signRevocation(customer, typed),
+    });
+    expect(refused.status, refused.text).toBe(429);
+    expect(refused.json.error).toMatchObject({ code: "authorization_limit_reached" });
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect((await m.call(`/v1/mandates/${id}`)).json).toMatchObject({ status: "active" });
+  });
 });
