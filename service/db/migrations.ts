@@ -720,7 +720,7 @@ export const migrations = {
     "CREATE INDEX payments_sweep_failed ON billing.payments (chain_id) WHERE sweep_failure_code IS NOT NULL",
     "CREATE INDEX payments_release_failed ON billing.payments (chain_id) WHERE release_failure_code IS NOT NULL",
   ),
-  "0032_mandate_pending_cap": statements(
+  "0033_mandate_pending_cap": statements(
     // A raise of the cap the merchant asked for, waiting for the customer's signature (mandates.ts
     // `update`); the cap in force stays `cap` until the signature is on chain.
     `ALTER TABLE billing.mandates ADD COLUMN pending_cap numeric(78, 0) CHECK (pending_cap > cap),

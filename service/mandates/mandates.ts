@@ -14,6 +14,7 @@ import { Context, Effect, Layer, Result, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import { chooseChain, chooseToken, requireRecurringOpen } from "../chains/chain-choice.ts";
+import { authorizationAction } from "../chains/authorization-groups.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
@@ -269,7 +270,11 @@ export class Mandates extends Context.Service<
             );
           // Nothing signed yet: the customer will sign the new cap in the first place.
           if (mandate.signature_version === null) {
-            if (mandate.customer_address !== null)
+            const signing =
+              mandate.onchain_id === null
+                ? undefined
+                : yield* relayer.findAction(chain.id, authorizationAction(chain.id, mandate.onchain_id, 1n));
+            if (signing?.status === "pending" || signing?.status === "mined")
               return yield* refuse(
                 "mandate_being_signed",
                 "The customer's signature of this mandate is on its way to the chain. Change the cap once mandate.authorized has arrived.",
