@@ -3,7 +3,8 @@
  * escrow already hold tokens; every customer is a separate account with a balance and an allowance).
  * One-time payments: sweeps of deposit addresses (first sweep deploys the address's clone; a top-up
  * finds it deployed), payment releases and returns, the test token's EIP-3009 transferWithAuthorization,
- * and plain ERC-20 transfers measured in the same run for comparison.
+ * and plain ERC-20 transfers measured in the same run for comparison. Changing a cap (a raise by the
+ * customer's re-signature with a permit; `lowerCap`) and revoking by signature, beside a plain `revoke`.
  * Prints a table with the targets and anchors and writes bench/results/gas.json (bench/report.ts shape:
  * the issue's figures as summary rows beside their published anchors or same-run baselines, and every
  * operation's gas in `operations`). `node bench/gas-trace.ts` shows where each operation's gas goes.
@@ -319,6 +320,90 @@ const authorizeMany = async (size: number, withPermits: boolean) => {
 };
 results.batch_authorize_50_per_authorization = await authorizeMany(50, false);
 results.batch_authorize_50_with_permit_per_authorization = await authorizeMany(50, true);
+
+// Changing a mandate's cap, and a gasless revocation (after the rest, for the same reason). Each on a
+// mandate signed with a permit (cap 100 × 12) and charged once in its first period.
+const signedWithPermit = async () => {
+  const customer = await newCustomer();
+  const terms = newTerms(customer.address, 0n);
+  const deadline = BigInt(chain.clock.now + DAY);
+  const permit = await chain.signPermit(customer, chain.usdc, usd("1200"), deadline);
+  gasOf(
+    await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorizeWithPermit", [
+      terms,
+      await chain.signTerms(customer, terms),
+      usd("1200"),
+      deadline,
+      permit.v,
+      permit.r,
+      permit.s,
+    ]),
+    "authorizeWithPermit",
+  );
+  gasOf(
+    await chain.send(operator, chain.escrow, MandateEscrowAbi, "charge", [terms.mandateId, usd("50")]),
+    "charge",
+  );
+  return { customer, terms };
+};
+/** The customer's re-signature at a higher cap (nonce 2) with a permit for the new total approval. */
+const raised = async ({ customer, terms }: Awaited<ReturnType<typeof signedWithPermit>>) => {
+  const deadline = BigInt(chain.clock.now + DAY);
+  const next = { ...terms, cap: usd("160"), nonce: 2n, deadline };
+  const permit = await chain.signPermit(customer, chain.usdc, usd("1920"), deadline);
+  return { next, signature: await chain.signTerms(customer, next), permit, deadline };
+};
+{
+  const r = await raised(await signedWithPermit());
+  results.raise_cap_with_permit = gasOf(
+    await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorizeWithPermit", [
+      r.next,
+      r.signature,
+      usd("1920"),
+      r.deadline,
+      r.permit.v,
+      r.permit.r,
+      r.permit.s,
+    ]),
+    "raise by authorizeWithPermit",
+  );
+}
+{
+  // As the relayer sends it: a group of one in authorizeMany.
+  const r = await raised(await signedWithPermit());
+  results.raise_cap_with_permit_in_authorize_many_of_1 = gasOf(
+    await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorizeMany", [
+      [r.next],
+      [r.signature],
+      [{ value: usd("1920"), deadline: r.deadline, v: r.permit.v, r: r.permit.r, s: r.permit.s }],
+    ]),
+    "raise by authorizeMany",
+  );
+}
+{
+  const { terms } = await signedWithPermit();
+  results.lower_cap = gasOf(
+    await chain.send(operator, chain.escrow, MandateEscrowAbi, "lowerCap", [terms.mandateId, usd("60")]),
+    "lowerCap",
+  );
+}
+{
+  const { customer, terms } = await signedWithPermit();
+  const deadline = BigInt(chain.clock.now + DAY);
+  results.revoke_with_signature = gasOf(
+    await chain.send(operator, chain.escrow, MandateEscrowAbi, "revokeWithSignature", [
+      terms.mandateId,
+      deadline,
+      await chain.signRevocation(customer, terms.mandateId, deadline),
+    ]),
+    "revokeWithSignature",
+  );
+  const other = await signedWithPermit();
+  results.revoke_by_customer = gasOf(
+    await chain.send(other.customer, chain.escrow, MandateEscrowAbi, "revoke", [other.terms.mandateId]),
+    "revoke",
+  );
+}
 
 await chain.stop();
 

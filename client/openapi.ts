@@ -72,7 +72,11 @@ export interface paths {
         /** A mandate. */
         get: operations["retrieveMandate"];
         put?: never;
-        post?: never;
+        /**
+         * Change a mandate's cap (or its reference); it keeps its id and authorization_url.
+         * @description A higher `cap_decimal` becomes the mandate's `pending_update` and raises `mandate.cap_change_requested`: the customer signs the new terms once at the same authorization_url (no gas), the cap in force stays chargeable until then, and `mandate.cap_changed` follows once the signature is on chain. The cap in force again cancels a pending raise. A lower `cap_decimal` needs nothing from the customer: charges above it are refused from this answer on, the service lowers it on chain (`lowerCap`, it pays the gas; the approval left shrinks to at most cap × approval_periods) and `mandate.cap_changed` follows once mined. A mandate nobody signed yet takes the new cap at once. A revoked one: 400 `mandate_revoked`.
+         */
+        post: operations["updateMandate"];
         delete?: never;
         options?: never;
         head?: never;
@@ -741,6 +745,18 @@ export interface components {
             /** @description Token symbols to accept; default: every token of the chain */
             tokens?: string[];
         };
+        MandatePendingUpdate: {
+            /** @description Amount in token base units (integer string) */
+            cap: string;
+            /** @description The cap the customer is asked to sign */
+            cap_decimal: string;
+            /** @description cap × approval_periods at the new cap */
+            approval_decimal: string;
+            /** @description Unix seconds: when you asked for it */
+            requested: number;
+        } & {
+            [key: string]: unknown;
+        };
         Mandate: {
             /** @description mdt_… */
             id: string;
@@ -758,8 +774,10 @@ export interface components {
             token_address: string;
             /** @description Amount in token base units (integer string) */
             cap: string;
-            /** @description Decimal amount in the token's units */
+            /** @description The cap in force: the most a charge may take per period. A lower cap is in force from the moment you ask for it; a higher one once the customer signed it (see pending_update) */
             cap_decimal: string;
+            /** @description A raise of the cap you asked for (POST /v1/mandates/{id}), waiting for the customer to sign it at authorization_url; charges stay within cap_decimal until then. null: none */
+            pending_update: components["schemas"]["MandatePendingUpdate"] | null;
             /** @enum {string} */
             period: "month";
             approval_periods: number;
@@ -827,6 +845,12 @@ export interface components {
             has_more: boolean;
         } & {
             [key: string]: unknown;
+        };
+        UpdateMandateRequest: {
+            /** @description A new cap per period. Higher than the cap in force: a pending_update the customer signs at authorization_url (the old cap stays chargeable until then); the cap in force again: cancels a pending raise; lower: in force at once, then on chain (mandate.cap_changed) */
+            cap_decimal?: string;
+            /** @description Your own reference for this mandate */
+            reference?: string | null;
         };
         TransferFailure: {
             /**
@@ -1044,7 +1068,7 @@ export interface components {
              * @description Only events of this type (see GET /v1/event_types)
              * @enum {string}
              */
-            type?: "mandate.authorized" | "mandate.revoked" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.failed" | "charge.released" | "charge.release_failed" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.sweep_failed" | "payment.release_failed" | "payment.underpaid" | "webhook.test";
+            type?: "mandate.authorized" | "mandate.revoked" | "mandate.cap_change_requested" | "mandate.cap_changed" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.failed" | "charge.released" | "charge.release_failed" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.sweep_failed" | "payment.release_failed" | "payment.underpaid" | "webhook.test";
         };
         Event: {
             /** @description evt_…, stable: deduplicate on it */
@@ -2017,6 +2041,7 @@ export interface operations {
                      *           "token_address": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
                      *           "cap": "25000000",
                      *           "cap_decimal": "25",
+                     *           "pending_update": null,
                      *           "period": "month",
                      *           "approval_periods": 12,
                      *           "approval_decimal": "300",
@@ -2143,6 +2168,7 @@ export interface operations {
                      *       "token_address": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
                      *       "cap": "25000000",
                      *       "cap_decimal": "25",
+                     *       "pending_update": null,
                      *       "period": "month",
                      *       "approval_periods": 12,
                      *       "approval_decimal": "300",
@@ -2251,6 +2277,133 @@ export interface operations {
                      *       "token_address": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
                      *       "cap": "25000000",
                      *       "cap_decimal": "25",
+                     *       "pending_update": null,
+                     *       "period": "month",
+                     *       "approval_periods": 12,
+                     *       "approval_decimal": "300",
+                     *       "approval_left_decimal": "280.01",
+                     *       "customer": "cus_4821",
+                     *       "reference": "order-1042",
+                     *       "authorization_url": "http://127.0.0.1:4242/authorize/Vh3k9Qm2LxT7pWz4RbN8cYfJ",
+                     *       "customer_address": "0x2546BcD3c84621e976D8185a91A922aE77ECEc30",
+                     *       "payee_address": "0x8Ba1f109551bD432803012645Ac136ddd64DBA72",
+                     *       "hold_seconds": 604800,
+                     *       "anchor": 1772446560,
+                     *       "last_charged_period": 0,
+                     *       "signature_version": 1,
+                     *       "authorized": 1772447400,
+                     *       "latest_charge": "ch_01KJQ44CS0JX48ZENK50GPCWWA",
+                     *       "onchain_id": "0x2546bcd3c84621e976d8185a91a922ae77ecec305c1e0000000000000000a3f1",
+                     *       "origin": "api",
+                     *       "created": 1772446560
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Mandate"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateMandate: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @example 5f0c6a8e-2b1d-4e7a-9c3f-8d2e1b7a4c60 */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /** @example mdt_01KJQ0RBR0V5CVCE367YD7VSK3 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "cap_decimal": "40.00"
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateMandateRequest"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "mdt_01KJQ0RBR0V5CVCE367YD7VSK3",
+                     *       "object": "mandate",
+                     *       "livemode": false,
+                     *       "status": "active",
+                     *       "chain": 31337,
+                     *       "token": "USDC",
+                     *       "token_address": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+                     *       "cap": "25000000",
+                     *       "cap_decimal": "25",
+                     *       "pending_update": {
+                     *         "cap": "40000000",
+                     *         "cap_decimal": "40",
+                     *         "approval_decimal": "480",
+                     *         "requested": 1772447700
+                     *       },
                      *       "period": "month",
                      *       "approval_periods": 12,
                      *       "approval_decimal": "300",
@@ -3418,7 +3571,7 @@ export interface operations {
                 limit?: number;
                 starting_after?: string;
                 ending_before?: string;
-                type?: "mandate.authorized" | "mandate.revoked" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.failed" | "charge.released" | "charge.release_failed" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.sweep_failed" | "payment.release_failed" | "payment.underpaid" | "webhook.test";
+                type?: "mandate.authorized" | "mandate.revoked" | "mandate.cap_change_requested" | "mandate.cap_changed" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.failed" | "charge.released" | "charge.release_failed" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.sweep_failed" | "payment.release_failed" | "payment.underpaid" | "webhook.test";
             };
             header?: never;
             path?: never;
@@ -3790,6 +3943,7 @@ export interface operations {
                      *       "token_address": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
                      *       "cap": "25000000",
                      *       "cap_decimal": "25",
+                     *       "pending_update": null,
                      *       "period": "month",
                      *       "approval_periods": 12,
                      *       "approval_decimal": "300",
@@ -5816,6 +5970,16 @@ export interface operations {
                      *           "object": "event_type",
                      *           "type": "mandate.revoked",
                      *           "description": "The customer revoked the mandate on chain; it cannot be charged again."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
+                     *           "type": "mandate.cap_change_requested",
+                     *           "description": "You asked for a higher cap (POST /v1/mandates/{id}); data.object.pending_update says which. Send the customer to authorization_url to sign it; the old cap stays in force until then."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
+                     *           "type": "mandate.cap_changed",
+                     *           "description": "A new cap is in force on chain: a raise the customer signed (also reported as mandate.authorized), or a lower one you asked for, once mined."
                      *         },
                      *         {
                      *           "object": "event_type",

@@ -42,6 +42,9 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         "Terms(bytes32 mandateId,address payee,address token,uint256 cap,uint64 anchor,uint32 approvalPeriods,address operator,uint64 holdSeconds,uint64 nonce,uint64 deadline)"
     );
 
+    /// @notice What a customer signs to revoke a mandate without sending a transaction (`revokeWithSignature`).
+    bytes32 public constant REVOKE_TYPEHASH = keccak256("Revoke(bytes32 mandateId,uint64 deadline)");
+
     /// @notice A mandate as `mandate()` returns it.
     struct Mandate {
         address payee;
@@ -59,8 +62,8 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
 
     /// @dev A mandate in storage: five slots laid out for the charge and the release. A charge reads the
     /// first four and writes the second (and, with a hold, the third and fourth); a release reads the third
-    /// and fourth and writes the third; the fifth only `authorize` and the view touch. The hold of the
-    /// mandate's latest held charge lives in the third and fourth slots, rewritten non-zero to non-zero
+    /// and fourth and writes the third; the fifth only `authorize`, `lowerCap` and the view touch. The hold
+    /// of the mandate's latest held charge lives in the third and fourth slots, rewritten non-zero to non-zero
     /// each period instead of a fresh slot per charge (22,100 gas). A charge with a hold that finds the
     /// previous one still open (a hold longer than a period, or not yet released) first moves it to
     /// `_holds`, where it stays releasable and returnable as before.
@@ -136,6 +139,9 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     /// error `authorize` would have reverted with (`StaleNonce`, `SignatureExpired`, `PermitFailed`, ...).
     event AuthorizationSkipped(bytes32 indexed mandateId, uint64 nonce, bytes4 reason);
     event MandateRevoked(bytes32 indexed mandateId, address indexed customer);
+    /// @notice `lowerCap`: the cap went from `previousCap` down to `cap`, and the approval left is now
+    /// `approvalLeft` (at most `cap * approvalPeriods`); `by` is the operator or the payee that lowered it.
+    event CapLowered(bytes32 indexed mandateId, uint256 previousCap, uint256 cap, uint256 approvalLeft, address by);
     /// @param releaseAt 0 when the charge went straight to the payee (no hold).
     event Charged(
         bytes32 indexed mandateId,
@@ -186,6 +192,7 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     error Revoked(bytes32 mandateId);
     error MandateNotStarted(uint64 anchor);
     error CapExceeded(uint256 amount, uint256 cap);
+    error CapNotLowered(uint256 cap, uint256 current);
     error PeriodAlreadyCharged(uint32 period);
     error ApprovalExhausted(uint256 amount, uint256 approvalLeft);
     error InsufficientBalance(uint256 amount, uint256 balance);
@@ -264,6 +271,42 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         if (m.revoked) revert Revoked(mandateId);
         m.revoked = true;
         emit MandateRevoked(mandateId, msg.sender);
+    }
+
+    /// @notice `revoke` by the customer's EIP-712 signature of `Revoke(mandateId, deadline)` (an EOA's, or an
+    /// ERC-1271 wallet's), submitted by anyone: the customer needs no gas. A revocation is final, so a
+    /// signature submitted again (or after anyone submitted it first) only reverts with `Revoked`; the
+    /// domain binds it to this chain and this contract.
+    function revokeWithSignature(bytes32 mandateId, uint64 deadline, bytes calldata signature) external {
+        Record storage m = _mandates[mandateId];
+        if (m.operator == address(0)) revert UnknownMandate(mandateId);
+        if (block.timestamp > deadline) revert SignatureExpired(deadline);
+        if (m.revoked) revert Revoked(mandateId);
+        address customer = customerOf(mandateId);
+        bytes32 digest = _hashTypedDataV4(keccak256(abi.encode(REVOKE_TYPEHASH, mandateId, deadline)));
+        if (!SignatureChecker.isValidSignatureNow(customer, digest, signature)) revert InvalidSignature();
+        m.revoked = true;
+        emit MandateRevoked(mandateId, customer);
+    }
+
+    /// @notice Lowers a mandate's cap at once: the operator, on the merchant's behalf, or the payee itself.
+    /// It only narrows what the customer signed: the new cap is below the current one (and above 0), payee,
+    /// token, anchor and nonce stay, and the approval left becomes at most `newCap * approvalPeriods`, what
+    /// the customer's latest signature approves at the lower cap. Raising a cap takes a new signature.
+    function lowerCap(bytes32 mandateId, uint256 newCap) external {
+        Record storage m = _mandates[mandateId];
+        if (m.operator == address(0)) revert UnknownMandate(mandateId);
+        if (msg.sender != m.operator && msg.sender != m.payee) revert NotOperator();
+        if (m.revoked) revert Revoked(mandateId);
+        uint256 cap = m.cap;
+        if (newCap == 0 || newCap >= cap) revert CapNotLowered(newCap, cap);
+        // newCap < 2^96 and approvalPeriods < 2^32: the limit fits in 128 bits.
+        uint128 limit = uint128(newCap) * m.approvalPeriods;
+        uint128 left = m.approvalLeft;
+        if (left > limit) left = limit;
+        m.cap = uint96(newCap);
+        m.approvalLeft = left;
+        emit CapLowered(mandateId, cap, newCap, left, msg.sender);
     }
 
     function _authorize(Terms calldata t, bytes calldata signature) private {

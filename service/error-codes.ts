@@ -96,6 +96,10 @@ export const ERROR_CODES = {
   period_already_charged: { status: 400, when: "The mandate was already charged in this period." },
   mandate_not_authorized: { status: 400, when: "The customer has not signed the mandate yet." },
   mandate_revoked: { status: 400, when: "The customer revoked the mandate for good." },
+  mandate_being_signed: {
+    status: 400,
+    when: "The mandate's first signature is on its way to the chain; its cap can change once it is recorded.",
+  },
   mandate_not_chargeable: { status: 400, when: "The mandate names another operator than this service." },
   mandate_not_started: { status: 400, when: "The mandate's first period has not begun." },
   charge_not_returnable: { status: 400, when: "Only a held charge can be returned, during its hold, once." },

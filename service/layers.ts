@@ -42,6 +42,7 @@ import { AuthorizationSessions } from "./mandates/authorization-session.ts";
 import { AuthorizationLimits, Authorizations } from "./mandates/authorization-signing.ts";
 import { MandateStore } from "./mandates/mandate-store.ts";
 import { Mandates } from "./mandates/mandates.ts";
+import { Revocations } from "./mandates/revocations.ts";
 import { TokenReads } from "./mandates/token-reads.ts";
 import { Merchants } from "./merchants/merchants.ts";
 import { Metrics } from "./metrics/metrics.ts";
@@ -158,6 +159,7 @@ export const servicesLayer = (
     ChargeFailureEvents.layer,
     AuthorizationSessions.layer,
     Authorizations.layer.pipe(Layer.provide(limits)),
+    Revocations.layer.pipe(Layer.provide(limits)),
     Subscriptions.layer,
     Deliveries.layer,
   ).pipe(Layer.provideMerge(catalogue));

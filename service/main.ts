@@ -41,6 +41,7 @@ import { AuthorizationSessions } from "./mandates/authorization-session.ts";
 import type { Authorizations } from "./mandates/authorization-signing.ts";
 import type { MandateStore } from "./mandates/mandate-store.ts";
 import type { Mandates } from "./mandates/mandates.ts";
+import type { Revocations } from "./mandates/revocations.ts";
 import { Metrics, observeRequest } from "./metrics/metrics.ts";
 import type { GaslessPayments } from "./payments/gasless-payments.ts";
 import { PaySessions } from "./payments/pay-session.ts";
@@ -72,6 +73,7 @@ export type AppServices =
   | Events
   | AuthorizationSessions
   | Authorizations
+  | Revocations
   | MandateStore
   | TestHelpers
   | TestPayments

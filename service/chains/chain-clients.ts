@@ -50,7 +50,9 @@ export type EscrowFunction =
   | "authorizeMany"
   | "sweep"
   | "releasePayments"
-  | "returnPayment";
+  | "returnPayment"
+  | "lowerCap"
+  | "revokeWithSignature";
 
 export const escrowCallData = (functionName: EscrowFunction, args: readonly unknown[]): Hex =>
   encodeFunctionData({ abi: MandateEscrowAbi, functionName, args } as Parameters<

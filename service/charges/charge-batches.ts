@@ -102,7 +102,7 @@ const make = Effect.gen(function* () {
       if (amount > BigInt(mandate.cap))
         return yield* refusal(
           "mandate_cap_exceeded",
-          `The amount ${formatDecimal(amount, token.decimals)} exceeds the mandate's cap of ${formatDecimal(BigInt(mandate.cap), token.decimals)} ${token.symbol} per period. Raising the cap needs the customer's new signature; open a new mandate with a higher cap_decimal.`,
+          `The amount ${formatDecimal(amount, token.decimals)} exceeds the mandate's cap of ${formatDecimal(BigInt(mandate.cap), token.decimals)} ${token.symbol} per period.${mandate.pending_cap === null ? ` Raise it with POST /v1/mandates/${mandate.id} (cap_decimal): the customer signs the new cap at the mandate's authorization_url.` : ` The raise to ${formatDecimal(BigInt(mandate.pending_cap), token.decimals)} waits for the customer's signature at the mandate's authorization_url.`}`,
           "amount_decimal",
         );
       if (mandate.status === "revoked")

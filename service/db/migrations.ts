@@ -729,6 +729,12 @@ export const migrations = {
     `CREATE INDEX invoices_settling ON billing.invoices (id)
       WHERE status = 'open' AND charge_id IS NOT NULL AND NOT charge_pending AND amount_paid = 0`,
   ),
+  "0033_mandate_pending_cap": statements(
+    // A raise of the cap the merchant asked for, waiting for the customer's signature (mandates.ts
+    // `update`); the cap in force stays `cap` until the signature is on chain.
+    `ALTER TABLE billing.mandates ADD COLUMN pending_cap numeric(78, 0) CHECK (pending_cap > cap),
+      ADD COLUMN pending_cap_requested_at timestamptz`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

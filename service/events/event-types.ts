@@ -12,6 +12,16 @@ export const EVENT_CATALOGUE = [
     description: "The customer revoked the mandate on chain; it cannot be charged again.",
   },
   {
+    type: "mandate.cap_change_requested",
+    description:
+      "You asked for a higher cap (POST /v1/mandates/{id}); data.object.pending_update says which. Send the customer to authorization_url to sign it; the old cap stays in force until then.",
+  },
+  {
+    type: "mandate.cap_changed",
+    description:
+      "A new cap is in force on chain: a raise the customer signed (also reported as mandate.authorized), or a lower one you asked for, once mined.",
+  },
+  {
     type: "mandate.insufficient",
     description: "A charge failed because the customer's balance or allowance cannot cover it (top up).",
   },

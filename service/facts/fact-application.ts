@@ -1,6 +1,9 @@
 /**
  * Applies confirmed chain facts to the merchant's records and returns the events that report them,
  * each carrying the record as it stands after the fact (a mandate for mandate.*, a charge for charge.*).
+ * A fact raises one event of its own kind, except that a cap change raises `mandate.cap_changed`: for a
+ * re-signature that changed the cap, besides its `mandate.authorized` (keyed apart, so both are once);
+ * for `mandate.cap_lowered`, instead.
  * Runs inside the relay's transaction, so records and events change together. Records are written by
  * their owners (mandate-store.ts, charge-store.ts).
  *
@@ -59,21 +62,30 @@ const authorizedTerms = (fact: FactRow): AuthorizedTerms => ({
   authorizedAt: Number(fact.timestamp),
 });
 
-/** The event that reports a mandate or charge fact, carrying `object` (the record after the fact). */
+/** The event type a mandate or charge fact raises (a cap change by either way is one type). */
+const eventTypeOf = (kind: MandateFactKind) =>
+  kind === "mandate.cap_lowered" ? "mandate.cap_changed" : kind;
+
+/**
+ * The event that reports a mandate or charge fact, carrying `object` (the record after the fact); a
+ * second event of the same fact (`also`) is keyed apart and ordered after the first.
+ */
 const factEvent = (
   fact: FactRow & { readonly kind: MandateFactKind },
   owner: FactOwner,
   object: unknown,
+  also?: "mandate.cap_changed",
 ): NewEvent => {
   const created = Number(fact.timestamp);
+  const key = also === undefined ? fact.key : `${fact.key}:${also}`;
   return {
-    id: eventIdForFact(fact.key, created),
+    id: eventIdForFact(key, created, also === undefined ? 0 : 1),
     merchantId: owner.merchantId,
     livemode: owner.chain.livemode,
-    type: fact.kind,
+    type: also ?? eventTypeOf(fact.kind),
     created,
     object,
-    key: fact.key,
+    key,
     onchain: {
       chainId: owner.chain.id,
       blockNumber: BigInt(fact.block_number),
@@ -93,6 +105,7 @@ export const declineReason = (kind: FactRow["kind"]) => {
     case "mandate.authorized":
       return "token_not_accepted";
     case "mandate.revoked":
+    case "mandate.cap_lowered":
     case "charge.succeeded":
       return "mandate_unknown";
     case "charge.released":
@@ -183,6 +196,15 @@ const make = Effect.gen(function* () {
           yield* mandateStore.recordRevoked(mandateId);
           return yield* mandateEvent(fact, owner, mandateId);
         }
+        case "mandate.cap_lowered": {
+          if (mandateId === undefined) return undefined;
+          yield* mandateStore.recordCapLowered(
+            mandateId,
+            detailText(fact, "cap"),
+            detailText(fact, "approval_left"),
+          );
+          return yield* mandateEvent(fact, owner, mandateId);
+        }
         case "charge.succeeded": {
           if (mandateId === undefined || fact.charge_id === null || fact.amount === null) return undefined;
           const period = detailNumber(fact, "period");
@@ -253,7 +275,13 @@ const make = Effect.gen(function* () {
       );
       return applied.flatMap(({ fact, mandateId }) => {
         const row = rows.get(mandateId);
-        return row ? [factEvent(fact, owner, mandates.render(row))] : [];
+        if (!row) return [];
+        const object = mandates.render(row);
+        const previousCap = fact.details.previous_cap;
+        const capChanged = previousCap !== undefined && String(previousCap) !== detailText(fact, "cap");
+        return capChanged
+          ? [factEvent(fact, owner, object), factEvent(fact, owner, object, "mandate.cap_changed")]
+          : [factEvent(fact, owner, object)];
       });
     });
 

@@ -11,6 +11,7 @@ export const FactRow = Schema.Struct({
   kind: Schema.Literals([
     "mandate.authorized",
     "mandate.revoked",
+    "mandate.cap_lowered",
     "charge.succeeded",
     "charge.released",
     "charge.returned",

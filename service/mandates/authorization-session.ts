@@ -42,7 +42,10 @@ export const AuthorizationSessionObject = Schema.Struct({
     decimals: Schema.Int,
     permit: Schema.Boolean,
   }),
+  /** The cap to sign: a pending raise's, or the mandate's. */
   cap_decimal: Schema.String,
+  /** A raise the merchant asked for and the customer has not signed yet: from the cap in force to `cap_decimal`. */
+  cap_change: Schema.NullOr(Schema.Struct({ from_decimal: Schema.String, to_decimal: Schema.String })),
   period: Schema.Literal("month"),
   approval_periods: Schema.Int,
   approval_decimal: Schema.String,
@@ -61,8 +64,14 @@ export const notFoundAuthorization = new NotFound({
 /** An authorization link's token: 24 random bytes in base64url (32 characters; 20-80 accepted). */
 export const AUTHORIZATION_TOKEN_PATTERN = /^[A-Za-z0-9_-]{20,80}$/;
 
+/** Whether the customer has something to sign: the first signature, a spent approval, or a raise of the cap. */
 export const needsSignature = (mandate: MandateRow) =>
-  mandate.status === "pending" || mandate.status === "requires_authorization";
+  mandate.status === "pending" ||
+  mandate.status === "requires_authorization" ||
+  (mandate.status === "active" && mandate.pending_cap !== null);
+
+/** The cap the customer signs now: a pending raise's, or the cap in force. */
+export const capToSign = (mandate: MandateRow) => BigInt(mandate.pending_cap ?? mandate.cap);
 
 /** The chain a mandate is on; a mandate on a chain no longer configured is a defect. */
 export const chainOfMandate = (registry: ChainRegistry["Service"], mandate: MandateRow) => {
@@ -120,7 +129,7 @@ const make = Effect.gen(function* () {
       const permit = yield* tokens
         .permitDomain(chain, mandate.token_address as Hex)
         .pipe(Effect.mapError(unavailable));
-      const cap = BigInt(mandate.cap);
+      const cap = capToSign(mandate);
       return {
         object: "authorization_session" as const,
         mandate: mandate.id,
@@ -136,6 +145,13 @@ const make = Effect.gen(function* () {
           permit: permit._tag === "Some",
         },
         cap_decimal: formatDecimal(cap, decimals),
+        cap_change:
+          mandate.pending_cap !== null && mandate.status !== "revoked"
+            ? {
+                from_decimal: formatDecimal(BigInt(mandate.cap), decimals),
+                to_decimal: formatDecimal(cap, decimals),
+              }
+            : null,
         period: "month" as const,
         approval_periods: mandate.approval_periods,
         approval_decimal: formatDecimal(cap * BigInt(mandate.approval_periods), decimals),

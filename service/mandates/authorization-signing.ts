@@ -47,7 +47,7 @@ import type {
   SignaturesRequest,
   TypedAuthorizationRequest,
 } from "./authorization-requests.ts";
-import { chainOfMandate, needsSignature } from "./authorization-session.ts";
+import { capToSign, chainOfMandate, needsSignature } from "./authorization-session.ts";
 import type { MandateRow } from "./mandate-object.ts";
 import { MandateStore } from "./mandate-store.ts";
 import {
@@ -75,6 +75,29 @@ interface TokenState {
   readonly allowance: bigint;
   readonly permit: { readonly domain: TokenDomain; readonly nonce: bigint } | null;
 }
+
+/**
+ * Every transaction relayed for a mandate from its hosted page is paid by the relayer, and anyone holding
+ * the link can re-sign, so a mandate gets at most `transactionsPerMandatePerDay` of them: authorisations,
+ * a deployment of its counterfactual wallet and a signed revocation (their actions share the prefix).
+ * Checked only when the submission is admitted: one answered by an attempt already pending or mined sends
+ * nothing and is not refused (the relayer answers it before admitting).
+ */
+export const checkRelayedLimit = (
+  relayer: Relayer["Service"],
+  limits: (typeof AuthorizationLimits)["Service"],
+  chain: ResolvedChain,
+  onchainId: Hex,
+) =>
+  Effect.gen(function* () {
+    const recent = yield* relayer.recentActions(chain.id, authorizationPrefix(chain.id, onchainId), "1 day");
+    if (recent.count >= limits.transactionsPerMandatePerDay)
+      return yield* new RateLimited({
+        code: "authorization_limit_reached",
+        message: `This mandate was sent to the chain ${limits.transactionsPerMandatePerDay} times in the last day, the most allowed. Try again later.`,
+        retryAfterSeconds: recent.retryAfterSeconds,
+      });
+  });
 
 export type AuthorizeFailure = InvalidRequest | Unavailable | RateLimited | SqlError.SqlError;
 
@@ -143,7 +166,7 @@ const make = Effect.gen(function* () {
       salt: BigInt(mandate.salt),
       payee: mandate.payee_address as Hex,
       token: mandate.token_address as Hex,
-      cap: BigInt(mandate.cap),
+      cap: capToSign(mandate),
       anchor: mandate.anchor,
       approvalPeriods: mandate.approval_periods,
       operator: mandate.operator_address as Hex,
@@ -178,7 +201,7 @@ const make = Effect.gen(function* () {
       const chain = yield* chainOfMandate(registry, mandate);
       yield* checkSigner(mandate, customer, options.resign ?? false);
       const token = mandate.token_address as Hex;
-      const value = BigInt(mandate.cap) * BigInt(mandate.approval_periods);
+      const value = capToSign(mandate) * BigInt(mandate.approval_periods);
       const tokenState: Effect.Effect<TokenState, ChainUnavailable> = Effect.map(
         Effect.all(
           [
@@ -245,27 +268,8 @@ const make = Effect.gen(function* () {
       } satisfies TypedAuthorizationRequest;
     });
 
-  /**
-   * Every authorize transaction is paid by the relayer, and anyone holding the link can re-sign, so a
-   * mandate gets at most `transactionsPerMandatePerDay` of them, a deployment of its counterfactual
-   * wallet included (its action shares the prefix). Checked only when the submission is admitted: one
-   * answered by an attempt already pending or mined sends nothing and is not refused (the relayer
-   * answers it before admitting).
-   */
   const checkTransactionLimit = (chain: ResolvedChain, onchainId: Hex) =>
-    Effect.gen(function* () {
-      const recent = yield* relayer.recentActions(
-        chain.id,
-        authorizationPrefix(chain.id, onchainId),
-        "1 day",
-      );
-      if (recent.count >= limits.transactionsPerMandatePerDay)
-        return yield* new RateLimited({
-          code: "authorization_limit_reached",
-          message: `This mandate was sent to the chain ${limits.transactionsPerMandatePerDay} times in the last day, the most allowed. Try again later.`,
-          retryAfterSeconds: recent.retryAfterSeconds,
-        });
-    });
+    checkRelayedLimit(relayer, limits, chain, onchainId);
 
   /**
    * What the relayer checks before it sends anything for a mandate, in the sending database transaction:

@@ -32,6 +32,8 @@ export const MandateRow = Schema.Struct({
   last_charged_period: Schema.NullOr(Schema.Number),
   authorized_at: Schema.NullOr(Schema.Date),
   latest_charge: Schema.NullOr(Schema.String),
+  pending_cap: Schema.NullOr(Schema.String),
+  pending_cap_requested_at: Schema.NullOr(Schema.Date),
   created_at: Schema.Date,
 });
 export type MandateRow = typeof MandateRow.Type;
@@ -41,10 +43,19 @@ export const MANDATE_COLUMNS = `id, merchant_id, livemode, origin, chain_id::int
   cap::text AS cap, period, approval_periods, customer, reference, payee_address, operator_address,
   hold_seconds::int AS hold_seconds, anchor::float8 AS anchor, salt::text AS salt, authorization_token, status,
   customer_address, onchain_id, signature_version::float8 AS signature_version, approval_left::text AS approval_left,
-  last_charged_period, authorized_at, latest_charge, created_at`;
+  last_charged_period, authorized_at, latest_charge, pending_cap::text AS pending_cap, pending_cap_requested_at,
+  created_at`;
 
 const Decimal = Schema.String.annotate({ description: "Decimal amount in the token's units" });
 const Units = Schema.String.annotate({ description: "Amount in token base units (integer string)" });
+
+/** A raise of the cap waiting for the customer's signature at `authorization_url`. */
+export const MandatePendingUpdate = Schema.Struct({
+  cap: Units,
+  cap_decimal: Decimal.annotate({ description: "The cap the customer is asked to sign" }),
+  approval_decimal: Decimal.annotate({ description: "cap × approval_periods at the new cap" }),
+  requested: Schema.Int.annotate({ description: "Unix seconds: when you asked for it" }),
+}).annotate({ identifier: "MandatePendingUpdate" });
 
 export const MandateObject = Schema.Struct({
   id: Schema.String.annotate({ description: "mdt_…" }),
@@ -58,7 +69,14 @@ export const MandateObject = Schema.Struct({
   token: Schema.String.annotate({ description: "Token symbol" }),
   token_address: Schema.String,
   cap: Units,
-  cap_decimal: Decimal,
+  cap_decimal: Decimal.annotate({
+    description:
+      "The cap in force: the most a charge may take per period. A lower cap is in force from the moment you ask for it; a higher one once the customer signed it (see pending_update)",
+  }),
+  pending_update: Schema.NullOr(MandatePendingUpdate).annotate({
+    description:
+      "A raise of the cap you asked for (POST /v1/mandates/{id}), waiting for the customer to sign it at authorization_url; charges stay within cap_decimal until then. null: none",
+  }),
   period: Schema.Literal("month"),
   approval_periods: Schema.Int,
   approval_decimal: Decimal.annotate({ description: "cap × approval_periods: what one signature approves" }),
@@ -108,6 +126,15 @@ export const toMandateObject = (
     token_address: row.token_address,
     cap: row.cap,
     cap_decimal: formatDecimal(cap, decimals),
+    pending_update:
+      row.pending_cap === null
+        ? null
+        : {
+            cap: row.pending_cap,
+            cap_decimal: formatDecimal(BigInt(row.pending_cap), decimals),
+            approval_decimal: formatDecimal(BigInt(row.pending_cap) * BigInt(row.approval_periods), decimals),
+            requested: Math.floor((row.pending_cap_requested_at ?? row.created_at).getTime() / 1000),
+          },
     period: row.period,
     approval_periods: row.approval_periods,
     approval_decimal: formatDecimal(cap * BigInt(row.approval_periods), decimals),

@@ -1,7 +1,8 @@
 /**
  * The one writer of `billing.mandates`. Every change to a mandate record goes through here: opened by
  * the API, first seen on chain, bound to the wallet that signs it, moved by chain facts (authorized,
- * revoked, charged) and by a charge that failed for the customer's reasons.
+ * revoked, charged, cap lowered), by a charge that failed for the customer's reasons, and by the
+ * merchant's update of its cap (a raise waits in `pending_cap`; a lower is in force at once).
  */
 import { randomBytes } from "node:crypto";
 import { Context, Effect, Layer } from "effect";
@@ -91,9 +92,9 @@ const make = Effect.gen(function* () {
   const reload = (id: string) => select([sql`m.id = ${id}`]).pipe(Effect.flatMap(theRow(`mandate ${id}`)));
 
   return {
-    /** The merchant's mandate, or 404. */
-    load: (scope: MerchantScope, id: string) =>
-      select([sql`m.id = ${id}`, ...inScope(scope)]).pipe(
+    /** The merchant's mandate, or 404; `lock`: locked for update (inside a transaction). */
+    load: (scope: MerchantScope, id: string, options: { readonly lock?: boolean } = {}) =>
+      select([sql`m.id = ${id}`, ...inScope(scope)], options.lock ? { lock: "update" } : undefined).pipe(
         Effect.flatMap(firstOr(() => resourceMissing("mandate", id))),
       ),
     reload,
@@ -228,7 +229,10 @@ const make = Effect.gen(function* () {
         sql`UPDATE billing.mandates m SET status = 'active', customer_address = v.signed_customer,
             signature_version = v.signed_nonce, approval_left = v.signed_approval, cap = v.signed_cap,
             approval_periods = v.signed_periods, operator_address = v.signed_operator,
-            hold_seconds = v.signed_hold, authorized_at = to_timestamp(v.signed_at), updated_at = now()
+            hold_seconds = v.signed_hold, authorized_at = to_timestamp(v.signed_at), updated_at = now(),
+            pending_cap = CASE WHEN m.pending_cap <= v.signed_cap THEN NULL ELSE m.pending_cap END,
+            pending_cap_requested_at = CASE WHEN m.pending_cap <= v.signed_cap THEN NULL
+              ELSE m.pending_cap_requested_at END
           FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(signed_id text, signed_customer text,
             signed_nonce bigint, signed_approval numeric, signed_cap numeric, signed_periods int,
             signed_operator text, signed_hold bigint, signed_at bigint)
@@ -237,6 +241,48 @@ const make = Effect.gen(function* () {
         MANDATES.decode,
       );
     },
+
+    /**
+     * The merchant's update of a mandate, as mandates.ts decided it: the cap of a mandate nobody signed
+     * yet; a raise waiting for the signature (`pendingCap`, null: none); a lower in force at once, with
+     * the approval left capped at cap × periods as `lowerCap` caps it on chain. Returns the row.
+     */
+    recordUpdate: (
+      id: string,
+      update: {
+        readonly cap?: bigint;
+        readonly pendingCap?: bigint | null;
+        readonly reference?: string | null;
+      },
+    ) => {
+      const { cap, pendingCap, reference } = update;
+      const sets: Fragment[] = [sql`updated_at = now()`];
+      // approval_left stays null before the first signature (LEAST would skip the null).
+      if (cap !== undefined)
+        sets.push(
+          sql`cap = ${cap.toString()}`,
+          sql`approval_left = CASE WHEN approval_left IS NULL THEN NULL
+          ELSE LEAST(approval_left, ${cap.toString()}::numeric * approval_periods) END`,
+        );
+      if (pendingCap === null) sets.push(sql`pending_cap = NULL`, sql`pending_cap_requested_at = NULL`);
+      else if (pendingCap !== undefined)
+        sets.push(sql`pending_cap = ${pendingCap.toString()}`, sql`pending_cap_requested_at = now()`);
+      if (reference !== undefined) sets.push(sql`reference = ${reference}`);
+      return Effect.flatMap(
+        sql`UPDATE billing.mandates SET ${sql.csv(sets)} WHERE id = ${id} RETURNING ${MANDATES.columns}`,
+        (rows) => Effect.flatMap(MANDATES.decode(rows), theRow(`mandate ${id}`)),
+      );
+    },
+
+    /**
+     * The chain lowered the cap (`CapLowered`): never above a lower cap the merchant asked for since
+     * (its transaction may still be pending), and the approval left as the chain says, within that cap.
+     */
+    recordCapLowered: (id: string, cap: string, approvalLeft: string) =>
+      Effect.asVoid(sql`UPDATE billing.mandates SET cap = LEAST(cap, ${cap}::numeric),
+          approval_left = LEAST(${approvalLeft}::numeric, LEAST(cap, ${cap}::numeric) * approval_periods),
+          updated_at = now()
+        WHERE id = ${id}`),
 
     recordRevoked: (id: string) =>
       Effect.asVoid(sql`UPDATE billing.mandates SET status = 'revoked', updated_at = now() WHERE id = ${id}`),

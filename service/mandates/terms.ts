@@ -19,6 +19,14 @@ export const TERMS_TYPES = {
   ],
 } as const;
 
+/** A customer's revocation, signed in the escrow's domain and submitted by anyone (`revokeWithSignature`). */
+export const REVOKE_TYPES = {
+  Revoke: [
+    { name: "mandateId", type: "bytes32" },
+    { name: "deadline", type: "uint64" },
+  ],
+} as const;
+
 export const PERMIT_TYPES = {
   Permit: [
     { name: "owner", type: "address" },
@@ -130,6 +138,14 @@ export const permitTypedDataJson = (domain: TokenDomain, message: PermitMessage)
   types: { EIP712Domain: EIP712_DOMAIN, ...PERMIT_TYPES },
   primaryType: "Permit" as const,
   message: jsonMessage(message),
+});
+
+/** A customer's revocation of a mandate, valid until `deadline` (chain time, unix seconds). */
+export const revokeTypedDataJson = (chainId: number, escrow: Hex, mandateId: Hex, deadline: number) => ({
+  domain: termsDomain(chainId, escrow),
+  types: { EIP712Domain: EIP712_DOMAIN, ...REVOKE_TYPES },
+  primaryType: "Revoke" as const,
+  message: { mandateId, deadline: String(deadline) },
 });
 
 /**

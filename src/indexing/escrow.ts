@@ -20,7 +20,14 @@ import { decodeOrStop } from "./log-position.ts";
 
 type Hex = `0x${string}`;
 
-const EVENTS = ["MandateAuthorized", "MandateRevoked", "Charged", "Released", "Returned"] as const;
+const EVENTS = [
+  "MandateAuthorized",
+  "MandateRevoked",
+  "CapLowered",
+  "Charged",
+  "Released",
+  "Returned",
+] as const;
 
 for (const name of EVENTS) {
   ponder.on(`MandateEscrow:${name}`, async ({ event, context }) => {

@@ -98,6 +98,8 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
             operator: log.operator,
             hold_seconds: log.holdSeconds,
             anchor: log.anchor,
+            // A re-signature says which cap it replaced, so a raise (or a lower one) is known from the fact alone.
+            ...(mandate ? { previous_cap: mandate.cap.toString() } : {}),
           }),
         ],
       });
@@ -108,6 +110,35 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
       return Result.succeed({
         state: withMandate(state, { ...mandate, status: "revoked", updatedAt: at }),
         facts: [fact("mandate.revoked", log.mandateId, at, mandate, { nonce: mandate.nonce.toString() })],
+      });
+    }
+    case "CapLowered": {
+      if (!mandate) return violation(at, "cap lowered on an unknown mandate");
+      if (mandate.status !== "active") return violation(at, "cap lowered on a revoked mandate");
+      if (log.by !== mandate.operator && log.by !== mandate.payee)
+        return violation(at, "cap lowered by neither the operator nor the payee");
+      if (log.previousCap !== mandate.cap) return violation(at, "previous cap does not match");
+      if (log.cap === 0n || log.cap >= mandate.cap) return violation(at, "cap not lowered");
+      const limit = log.cap * BigInt(mandate.approvalPeriods);
+      if (log.approvalLeft !== (mandate.approvalLeft < limit ? mandate.approvalLeft : limit))
+        return violation(at, "approval left is not capped at cap x periods");
+      return Result.succeed({
+        state: withMandate(state, {
+          ...mandate,
+          cap: log.cap,
+          approvalLeft: log.approvalLeft,
+          updatedAt: at,
+        }),
+        // The cap only falls between two signatures, so (nonce, cap) names each lowering once.
+        facts: [
+          fact("mandate.cap_lowered", `${log.mandateId}:${mandate.nonce}:${log.cap}`, at, mandate, {
+            nonce: mandate.nonce.toString(),
+            previous_cap: log.previousCap.toString(),
+            cap: log.cap.toString(),
+            approval_left: log.approvalLeft.toString(),
+            by: log.by,
+          }),
+        ],
       });
     }
     case "Charged": {

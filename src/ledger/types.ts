@@ -43,6 +43,17 @@ export const MandateRevoked = Schema.Struct({
   customer: Address,
 });
 
+/** `lowerCap`: the operator or the payee narrowed the cap; `approvalLeft` is what stays approved. */
+export const CapLowered = Schema.Struct({
+  kind: Schema.Literal("CapLowered"),
+  at: LogPosition,
+  mandateId: Bytes32,
+  previousCap: Uint,
+  cap: Uint,
+  approvalLeft: Uint,
+  by: Address,
+});
+
 export const Charged = Schema.Struct({
   kind: Schema.Literal("Charged"),
   at: LogPosition,
@@ -115,6 +126,7 @@ export const PaymentReturned = Schema.Struct({
 export const EscrowLog = Schema.Union([
   MandateAuthorized,
   MandateRevoked,
+  CapLowered,
   Charged,
   Released,
   Returned,
@@ -201,6 +213,7 @@ export interface LedgerState {
 export type FactKind =
   | "mandate.authorized"
   | "mandate.revoked"
+  | "mandate.cap_lowered"
   | "charge.succeeded"
   | "charge.released"
   | "charge.returned"

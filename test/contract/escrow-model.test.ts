@@ -11,7 +11,10 @@
  *   - nobody but the operator charges (the model refuses every other caller, and the chain must agree);
  *   - no account but a payee, a customer (payer) or the return address the operator or payee named ever
  *     receives anything (operator and stranger stay at zero); a deposit address only ever pays out to its
- *     payee or into the escrow.
+ *     payee or into the escrow;
+ *   - nothing raises a cap without the customer's signature: a mandate's cap and approval left never
+ *     exceed what the customer signed for its current nonce (`consent`, recorded where the test signs),
+ *     whatever `lowerCap`, signed revocations or terms signed by the payee, operator or a stranger do.
  * Runs and steps: MODEL_RUNS (default 25) and MODEL_STEPS (default 50); `npm run test:deep` runs 150.
  * Every command must have succeeded a minimum number of times over the runs (MINIMUMS), so a generator
  * that stops producing one fails the test; MODEL_RUN_COUNTS=<file> appends each run's successes as a
@@ -135,6 +138,13 @@ const expectOutcome = (outcome: Outcome, expected: { error?: string }, what: str
   expect(outcome.ok ? "ok" : outcome.error, what).toBe(expected.error ?? "ok");
 };
 
+/**
+ * What each customer has signed in this run, by `${mandateId}:${nonce}`: the cap and the approval
+ * (cap × periods) of every terms the customer itself signed. Kept apart from the model, so the cap
+ * invariant rests on the customer's signatures, not on the model's idea of them.
+ */
+const consent = new Map<string, { cap: bigint; approval: bigint }[]>();
+
 /** Compares every view and balance with the model, and checks the invariants. */
 const compare = async (model: EscrowModel) => {
   for (let slot = 0; slot < SLOTS; slot++) {
@@ -145,6 +155,12 @@ const compare = async (model: EscrowModel) => {
       expect(actual.operator, `slot ${slot} exists`).toBe("0x0000000000000000000000000000000000000000");
       continue;
     }
+    // Invariant: the cap and the approval left are within what the customer signed for this nonce.
+    const signedNow = consent.get(`${id}:${actual.nonce}`) ?? [];
+    expect(
+      signedNow.some((c) => c.cap >= (actual.cap as bigint) && c.approval >= (actual.approvalLeft as bigint)),
+      `slot ${slot}: cap ${actual.cap} and approval left ${actual.approvalLeft} within the customer's signature ${actual.nonce}`,
+    ).toBe(true);
     expect(
       {
         payee: String(actual.payee).toLowerCase(),
@@ -237,6 +253,7 @@ const sign = async (
     nonceStep: number;
     expired: boolean;
   },
+  signer?: (typeof everyone)[number],
 ) => {
   const identity = slotIdentity(slot);
   const existing = model.mandate(identity.id());
@@ -252,7 +269,14 @@ const sign = async (
     nonce: (existing?.nonce ?? 0n) + BigInt(params.nonceStep),
     deadline: BigInt(params.expired ? model.now - 1 : model.now + 3600),
   };
-  return { terms, signature: await chain.signTerms(identity.customer, terms) };
+  if (!signer || signer === identity.customer) {
+    const key = `${terms.mandateId}:${terms.nonce}`;
+    consent.set(key, [
+      ...(consent.get(key) ?? []),
+      { cap: terms.cap, approval: terms.cap * BigInt(terms.approvalPeriods) },
+    ]);
+  }
+  return { terms, signature: await chain.signTerms(signer ?? identity.customer, terms) };
 };
 
 const authorizeParams = (slot: number | fc.Arbitrary<number>) =>
@@ -404,6 +428,109 @@ const revokeCmd = fc
         const outcome = await chain.send(caller, chain.escrow, MandateEscrowAbi, "revoke", [identity.id()]);
         expectOutcome(outcome, model.revoke(identity.id(), caller.address), "revoke");
         if (outcome.ok) model.now += 1;
+        await compare(model);
+      },
+    }),
+  );
+
+/** `revokeWithSignature`: the customer's (or a stranger's) signed revocation, submitted by a stranger. */
+const revokeWithSignatureCmd = fc
+  .record({ slot: fc.nat(SLOTS - 1), byCustomer: fc.boolean(), expired: fc.boolean() })
+  .map(
+    (p): Cmd => ({
+      check: () => true,
+      toString: () => `revokeWithSignature(${JSON.stringify(p)})`,
+      run: async (model) => {
+        const identity = slotIdentity(p.slot);
+        const signer = p.byCustomer ? identity.customer : stranger;
+        const deadline = p.expired ? model.now - 1 : model.now + 600;
+        const signature = await chain.signRevocation(signer, identity.id(), BigInt(deadline));
+        const outcome = await chain.send(stranger, chain.escrow, MandateEscrowAbi, "revokeWithSignature", [
+          identity.id(),
+          BigInt(deadline),
+          signature,
+        ]);
+        expectOutcome(
+          outcome,
+          model.revokeWithSignature(identity.id(), signer.address, deadline),
+          "revokeWithSignature",
+        );
+        if (outcome.ok) model.now += 1;
+        await compare(model);
+      },
+    }),
+  );
+
+/** `lowerCap` by a random caller, to a cap below, at or above the current one (or 0). */
+const lowerCapCmd = fc
+  .record({
+    slot: fc.nat(SLOTS - 1),
+    percent: fc.oneof(
+      { arbitrary: fc.integer({ min: 1, max: 99 }), weight: 6 },
+      { arbitrary: fc.constantFrom(0, 100), weight: 1 },
+      { arbitrary: fc.integer({ min: 101, max: 300 }), weight: 2 },
+    ),
+    caller: fc.constantFrom("operator", "operator", "payee", "otherPayee", "customer", "stranger"),
+  })
+  .map(
+    (p): Cmd => ({
+      check: () => true,
+      toString: () => `lowerCap(${JSON.stringify(p)})`,
+      run: async (model) => {
+        const identity = slotIdentity(p.slot);
+        const by = {
+          operator,
+          payee: identity.payee,
+          otherPayee: payees.find((a) => a !== identity.payee) ?? stranger,
+          customer: identity.customer,
+          stranger,
+        }[p.caller];
+        const cap = ((model.mandate(identity.id())?.cap ?? 100_000_000n) * BigInt(p.percent)) / 100n;
+        const outcome = await chain.send(by, chain.escrow, MandateEscrowAbi, "lowerCap", [
+          identity.id(),
+          cap,
+        ]);
+        expectOutcome(outcome, model.lowerCap(identity.id(), cap, by.address), "lowerCap");
+        if (outcome.ok) model.now += 1;
+        await compare(model);
+      },
+    }),
+  );
+
+/** Terms with a raised cap, signed by someone other than the customer: always `InvalidSignature`. */
+const foreignRaiseCmd = fc
+  .record({
+    params: authorizeParams(fc.nat(SLOTS - 1)),
+    signer: fc.constantFrom(operator, stranger, ...payees),
+    percent: fc.integer({ min: 101, max: 400 }),
+  })
+  .map(
+    (p): Cmd => ({
+      check: () => true,
+      toString: () => `foreignRaise(${p.params.slot}, ${p.percent}%, ${p.signer.address.slice(0, 8)})`,
+      run: async (model) => {
+        const cap = ((model.mandate(slotIdentity(p.params.slot).id())?.cap ?? 1n) * BigInt(p.percent)) / 100n;
+        const params = { ...p.params, cap, nonceStep: 1, expired: false };
+        const { terms, signature } = await sign(model, p.params.slot, params, p.signer);
+        const outcome = await chain.send(operator, chain.escrow, MandateEscrowAbi, "authorize", [
+          terms,
+          signature,
+        ]);
+        const identity = slotIdentity(p.params.slot);
+        const forModel = {
+          id: terms.mandateId,
+          customer: identity.customer.address,
+          payee: terms.payee,
+          token: terms.token,
+          cap: terms.cap,
+          anchor: Number(terms.anchor),
+          approvalPeriods: terms.approvalPeriods,
+          operator: terms.operator,
+          holdSeconds: Number(terms.holdSeconds),
+          nonce: terms.nonce,
+          deadline: Number(terms.deadline),
+        };
+        expectOutcome(outcome, model.authorize(forModel, undefined, p.signer.address), "foreignRaise");
         await compare(model);
       },
     }),
@@ -1083,7 +1210,14 @@ const releaseOverPaymentsCmd = fc.boolean().map(
   }),
 );
 
-const CHARGE_EVENTS = new Set(["MandateAuthorized", "MandateRevoked", "Charged", "Released", "Returned"]);
+const CHARGE_EVENTS = new Set([
+  "MandateAuthorized",
+  "MandateRevoked",
+  "CapLowered",
+  "Charged",
+  "Released",
+  "Returned",
+]);
 
 /**
  * The ledger, fed the logs the contract emitted during the run, must reproduce the contract's views:
@@ -1165,6 +1299,9 @@ const COMMANDS: ReadonlyArray<readonly [string, fc.Arbitrary<Cmd>, number, strin
   ["authorize", authorizeCmd, 2, "authorize"],
   ["authorizeMany", authorizeManyCmd, 2, "authorizeMany"],
   ["revoke", revokeCmd, 2, "revoke"],
+  ["revokeWithSignature", revokeWithSignatureCmd, 1, "revokeWithSignature"],
+  ["lowerCap", lowerCapCmd, 2, "lowerCap"],
+  ["foreignRaise", foreignRaiseCmd, 1, "foreignRaise"],
   ["fund", fundCmd, 2, "mint"],
   ["approve", approveCmd, 2, "approve"],
   ["charge", chargeCmd, 3, "charge"],
@@ -1297,6 +1434,7 @@ describe("MandateEscrow against its model", () => {
           try {
             // The model starts from the chain as it is: some balances and allowances already in place.
             const model = new EscrowModel(chain.escrow, chain.clock.now);
+            consent.clear();
             stats.runs += 1;
             stats.inPrelude = true;
             for (const step of [...signs, ...funds, ...approvals, ...payments])

@@ -114,6 +114,10 @@ export class EscrowModel {
     return {};
   }
 
+  /**
+   * `authorize`, the terms signed by `signer` (default: the customer). Only the customer's signature
+   * counts; anyone else's is `InvalidSignature`, checked after the deadline as the contract checks it.
+   */
   authorize(
     t: {
       id: Hex;
@@ -129,8 +133,10 @@ export class EscrowModel {
       deadline: number;
     },
     permit?: { value: bigint },
+    signer: Address = t.customer,
   ): Result {
     if (this.now > t.deadline) return { error: "SignatureExpired" };
+    if (signer !== t.customer) return { error: "InvalidSignature" };
     const existing = this.mandate(t.id);
     if (existing) {
       if (existing.revoked) return { error: "Revoked" };
@@ -163,6 +169,30 @@ export class EscrowModel {
     if (caller !== m.customer) return { error: "NotCustomer" };
     if (m.revoked) return { error: "Revoked" };
     m.revoked = true;
+    return {};
+  }
+
+  /** `revokeWithSignature`: a revocation signed by `signer`, valid until `deadline`, submitted by anyone. */
+  revokeWithSignature(id: Hex, signer: Address, deadline: number): Result {
+    const m = this.mandate(id);
+    if (!m) return { error: "UnknownMandate" };
+    if (this.now > deadline) return { error: "SignatureExpired" };
+    if (m.revoked) return { error: "Revoked" };
+    if (signer !== m.customer) return { error: "InvalidSignature" };
+    m.revoked = true;
+    return {};
+  }
+
+  /** `lowerCap`: the operator or the payee narrows the cap; the approval left is capped at cap × periods. */
+  lowerCap(id: Hex, newCap: bigint, caller: Address): Result {
+    const m = this.mandate(id);
+    if (!m) return { error: "UnknownMandate" };
+    if (caller !== m.operator && caller !== m.payee) return { error: "NotOperator" };
+    if (m.revoked) return { error: "Revoked" };
+    if (newCap === 0n || newCap >= m.cap) return { error: "CapNotLowered" };
+    const limit = newCap * BigInt(m.approvalPeriods);
+    m.cap = newCap;
+    if (m.approvalLeft > limit) m.approvalLeft = limit;
     return {};
   }
 

@@ -31,7 +31,7 @@ import {
   usdcAbi,
 } from "../../scripts/stack/circle-usdc.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
-import { PERMIT_TYPES, TERMS_TYPES } from "../../service/mandates/terms.ts";
+import { PERMIT_TYPES, REVOKE_TYPES, TERMS_TYPES } from "../../service/mandates/terms.ts";
 import {
   TRANSFER_WITH_AUTHORIZATION_TYPES,
   type TransferAuthorization,
@@ -326,6 +326,21 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
       message: terms,
     });
 
+  /** The customer's EIP-712 revocation of a mandate (`revokeWithSignature`); a wallet's owner signs for it. */
+  const signRevocation = (
+    signer: PrivateKeyAccount,
+    mandateId: Hex,
+    deadline: bigint,
+    verifyingContract: Address = escrow,
+    chainId = 31337,
+  ) =>
+    signer.signTypedData({
+      domain: { name: "MandateEscrow", version: "1", chainId, verifyingContract },
+      types: REVOKE_TYPES,
+      primaryType: "Revoke",
+      message: { mandateId, deadline },
+    });
+
   const signPermit = async (owner: PrivateKeyAccount, token: Address, value: bigint, deadline: bigint) => {
     const nonce = await read<bigint>(token, usdcAbi, "nonces", [owner.address]);
     const signature = await owner.signTypedData({
@@ -389,6 +404,7 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
     noReturn,
     mint,
     signTerms,
+    signRevocation,
     signPermit,
     signAuthorization,
     signCancelAuthorization,

@@ -1,7 +1,8 @@
 /**
  * The console's Mandates page in headless Chromium against the real stack: a mandate opened from the
  * form, its detail with the authorization URL (copied), the test helpers (fund the test wallet, sign
- * with it, advance the clock), a charge from the form reaching `succeeded` by polling and its
+ * with it, advance the clock), a charge from the form reaching `succeeded` by polling, a raise of the cap
+ * shown pending in the detail and the list, and the charge's
  * `charge.succeeded` event on the Events page; then a live key of the same merchant sees none of the test
  * objects and no test helpers. Every request stays on the console's origin. Screenshots go to
  * test-results/console/.
@@ -92,6 +93,22 @@ describe("console Mandates page and test helpers (Chromium)", () => {
     const charged = page.locator(`tr[data-charge="${chargeId}"][data-status="succeeded"]`);
     await charged.waitFor({ timeout: 30_000 });
     await shot(page, "mandate-charged");
+
+    // A raise of the cap: pending, shown in the terms and the list, the cap in force unchanged.
+    await page.getByLabel(/^New cap/).fill("40");
+    await button(page, "Change cap").click();
+    await expect
+      .poll(() => status(page).textContent())
+      .toBe(`Raise of ${mandateId} to 40 USDC requested: the customer signs it at the authorization URL.`);
+    await expect
+      .poll(() => page.locator("dl.terms").textContent())
+      .toMatch(/Pending raise40 USDC per month, asked /);
+    expect(await page.locator("dl.terms").textContent()).toContain("Cap25 USDC per month");
+    await shot(page, "mandate-pending-raise");
+    await page.getByRole("link", { name: "← All mandates" }).click();
+    await expect.poll(() => page.getByTestId("pending-cap").textContent()).toBe("raise to 40 pending");
+    await row.getByRole("link", { name: mandateId }).click();
+    await heading(page, "Mandate").waitFor();
 
     // The clock helper answers with the chain's new time.
     await page.getByLabel("Advance the test clock (days)").fill("1");

@@ -41,6 +41,7 @@ const baseSession: Session = {
   },
   token: { symbol: "USDC", address: "0x5FbDB2315678afecb367f032d93F642f64180aa3", decimals: 6, permit: true },
   cap_decimal: "25",
+  cap_change: null,
   period: "month",
   approval_periods: 12,
   approval_decimal: "300",
@@ -269,6 +270,33 @@ describe("authorization flow", () => {
     ]);
     expect(h.view().steps.every((step) => step.status === "done")).toBe(true);
     expect(h.states).toEqual(["connect", "busy", "authorize", "busy", "done"]);
+  });
+
+  it("asks to sign a raise of the cap on an active mandate, saying the limit now and the new one", async () => {
+    const h = harness({
+      session: {
+        status: "active",
+        customer_address: CUSTOMER,
+        cap_decimal: "40",
+        approval_decimal: "480",
+        cap_change: { from_decimal: "25", to_decimal: "40" },
+      },
+      afterSubmit: [{ status: "active", needs_signature: false, cap_change: null }],
+    });
+    await h.flow.load();
+    expect(h.view().stage).toBe("connect");
+    expect(h.view().title).toBe("Raise your limit for Acme");
+    expect(h.view().lead).toBe(
+      "Acme asks to raise your limit from 25 to 40 USDC per month. Until you sign, it can collect at most 25 USDC per month.",
+    );
+    expect(h.view().summary.slice(0, 2)).toEqual([
+      { label: "New limit", value: "Up to 40 USDC per month" },
+      { label: "Current limit", value: "25 USDC per month" },
+    ]);
+    await h.flow.connect();
+    await h.flow.authorize();
+    expect(h.view().stage).toBe("done");
+    expect(h.submitted).toHaveLength(1);
   });
 
   it("shows a declined signature and succeeds on retry", async () => {

@@ -24,10 +24,15 @@ const START = 1_700_000_000;
 type Step =
   | { op: "authorize"; mandate: number; cap: number; periods: number; hold: number }
   | { op: "revoke"; mandate: number }
+  | { op: "lower"; mandate: number; percent: number }
   | { op: "charge"; mandate: number; percent: number }
   | { op: "end"; pick: number; release: boolean }
   | { op: "wait"; seconds: number }
-  | { op: "corrupt"; mandate: number; how: "above_cap" | "twice" | "wrong_left" | "unknown" };
+  | {
+      op: "corrupt";
+      mandate: number;
+      how: "above_cap" | "twice" | "wrong_left" | "unknown" | "raise" | "left_uncapped";
+    };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({
@@ -38,6 +43,11 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     hold: fc.constantFrom(0, 0, 3600),
   }),
   fc.record({ op: fc.constant("revoke" as const), mandate: fc.nat(2) }),
+  fc.record({
+    op: fc.constant("lower" as const),
+    mandate: fc.nat(2),
+    percent: fc.integer({ min: 1, max: 99 }),
+  }),
   fc.record({
     op: fc.constant("charge" as const),
     mandate: fc.nat(2),
@@ -53,7 +63,14 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({
     op: fc.constant("corrupt" as const),
     mandate: fc.nat(2),
-    how: fc.constantFrom("above_cap" as const, "twice" as const, "wrong_left" as const, "unknown" as const),
+    how: fc.constantFrom(
+      "above_cap" as const,
+      "twice" as const,
+      "wrong_left" as const,
+      "unknown" as const,
+      "raise" as const,
+      "left_uncapped" as const,
+    ),
   }),
 );
 
@@ -62,7 +79,15 @@ interface Sim {
   block: number;
   mandates: Map<
     number,
-    { cap: bigint; left: bigint; nonce: bigint; hold: number; last: number; revoked: boolean }
+    {
+      cap: bigint;
+      periods: number;
+      left: bigint;
+      nonce: bigint;
+      hold: number;
+      last: number;
+      revoked: boolean;
+    }
   >;
   held: Array<{ mandate: number; chargeId: string; period: number; amount: bigint; releaseAt: number }>;
 }
@@ -117,6 +142,7 @@ const toLogs = (steps: readonly Step[]): MandateLog[] => {
       const cap = BigInt(s.cap);
       sim.mandates.set(s.mandate, {
         cap,
+        periods: s.periods,
         left: cap * BigInt(s.periods),
         nonce,
         hold: m ? m.hold : s.hold,
@@ -144,6 +170,33 @@ const toLogs = (steps: readonly Step[]): MandateLog[] => {
       if (!m || m.revoked) continue;
       m.revoked = true;
       logs.push({ kind: "MandateRevoked", at: at(), mandateId: mandateId(s.mandate), customer: CUSTOMER });
+      continue;
+    }
+    const lowered = (cap: bigint, left: bigint, advance = true): MandateLog => ({
+      kind: "CapLowered",
+      at: at(advance),
+      mandateId: mandateId(s.mandate),
+      previousCap: m?.cap ?? 0n,
+      cap,
+      approvalLeft: left,
+      by: OPERATOR,
+    });
+    if (s.op === "lower") {
+      if (!m || m.revoked) continue;
+      const cap = (m.cap * BigInt(s.percent)) / 100n;
+      if (cap === 0n) continue;
+      const limit = cap * BigInt(m.periods);
+      const log = lowered(cap, m.left < limit ? m.left : limit);
+      m.cap = cap;
+      m.left = m.left < limit ? m.left : limit;
+      logs.push(log);
+      continue;
+    }
+    if (s.op === "corrupt" && (s.how === "raise" || s.how === "left_uncapped")) {
+      if (!m || m.revoked) continue;
+      if (s.how === "raise") logs.push(lowered(m.cap + 1n, m.left, false));
+      else if (m.cap > 1n && m.left > (m.cap - 1n) * BigInt(m.periods))
+        logs.push(lowered(m.cap - 1n, m.left, false));
       continue;
     }
     const position = at(s.op !== "corrupt");
@@ -211,12 +264,19 @@ describe("ledger", () => {
         let state = emptyLedger;
         const chargedPeriods = new Set<string>();
         const spentSinceSignature = new Map<string, bigint>();
+        const signedApproval = new Map<string, bigint>();
         for (const log of logs) {
           const applied = applyLog(state, log);
           if (Result.isFailure(applied)) continue;
           const before = state.mandates.get(mandateKey(31337, log.mandateId));
           state = applied.success.state;
-          if (log.kind === "MandateAuthorized") spentSinceSignature.set(log.mandateId, 0n);
+          if (log.kind === "MandateAuthorized") {
+            spentSinceSignature.set(log.mandateId, 0n);
+            signedApproval.set(log.mandateId, log.approval);
+          }
+          const after = state.mandates.get(mandateKey(31337, log.mandateId));
+          // A lowering only narrows what the customer signed.
+          if (log.kind === "CapLowered") expect(after && before && after.cap < before.cap).toBe(true);
           if (log.kind !== "Charged") continue;
           if (!before) throw new Error("charge accepted without a mandate");
           expect(log.amount).toBeLessThanOrEqual(before.cap);
@@ -225,7 +285,7 @@ describe("ledger", () => {
           chargedPeriods.add(key);
           const spent = (spentSinceSignature.get(log.mandateId) ?? 0n) + log.amount;
           spentSinceSignature.set(log.mandateId, spent);
-          expect(spent).toBeLessThanOrEqual(before.cap * BigInt(before.approvalPeriods));
+          expect(spent).toBeLessThanOrEqual(signedApproval.get(log.mandateId) ?? 0n);
         }
         for (const mandate of state.mandates.values()) {
           expect(mandate.approvalLeft).toBeGreaterThanOrEqual(0n);
@@ -256,7 +316,15 @@ describe("ledger", () => {
         // The model: the contract's rules, written out plainly, applied log by log.
         const mandates = new Map<
           string,
-          { cap: bigint; left: bigint; last: number; revoked: boolean; hold: number; nonce: bigint }
+          {
+            cap: bigint;
+            periods: number;
+            left: bigint;
+            last: number;
+            revoked: boolean;
+            hold: number;
+            nonce: bigint;
+          }
         >();
         const charges = new Map<string, { status: string; amount: bigint; releaseAt: number }>();
         for (const log of logs) {
@@ -265,6 +333,7 @@ describe("ledger", () => {
             if (m?.revoked || (m && log.nonce <= m.nonce)) continue;
             mandates.set(log.mandateId, {
               cap: log.cap,
+              periods: log.approvalPeriods,
               left: log.approval,
               last: m?.last ?? -1,
               revoked: false,
@@ -273,6 +342,12 @@ describe("ledger", () => {
             });
           } else if (log.kind === "MandateRevoked") {
             if (m && !m.revoked) m.revoked = true;
+          } else if (log.kind === "CapLowered") {
+            if (!m || m.revoked || log.previousCap !== m.cap || log.cap === 0n || log.cap >= m.cap) continue;
+            const limit = log.cap * BigInt(m.periods);
+            if (log.approvalLeft !== (m.left < limit ? m.left : limit)) continue;
+            m.cap = log.cap;
+            m.left = log.approvalLeft;
           } else if (log.kind === "Charged") {
             const ok =
               m &&
@@ -355,5 +430,78 @@ describe("ledger", () => {
       ),
       { numRuns: RUNS },
     );
+  });
+});
+
+describe("ledger: cap changes", () => {
+  const position = (block: number): LogPosition => ({
+    chainId: 31337,
+    blockNumber: block,
+    blockHash: hex(block, 32),
+    timestamp: START + block * 12,
+    txHash: hex(block, 32),
+    logIndex: 0,
+  });
+  const id = mandateId(0);
+  const authorized = (block: number, cap: bigint, nonce: bigint): MandateLog => ({
+    kind: "MandateAuthorized",
+    at: position(block),
+    mandateId: id,
+    customer: CUSTOMER,
+    payee: PAYEE,
+    token: TOKEN,
+    cap,
+    anchor: START,
+    approvalPeriods: 3,
+    operator: OPERATOR,
+    holdSeconds: 0,
+    nonce,
+    approval: cap * 3n,
+  });
+  const lowered = (block: number, previousCap: bigint, cap: bigint, approvalLeft: bigint, by = OPERATOR) =>
+    ({ kind: "CapLowered", at: position(block), mandateId: id, previousCap, cap, approvalLeft, by }) as const;
+  const signed = applyLogs(emptyLedger, [authorized(1, 50n, 1n)]);
+
+  it("lowers the cap, caps the approval left, and reports it once per (nonce, cap)", () => {
+    const folded = applyLogs(emptyLedger, [
+      authorized(1, 50n, 1n),
+      lowered(2, 50n, 20n, 60n),
+      lowered(3, 20n, 15n, 45n, PAYEE),
+      authorized(4, 80n, 2n),
+    ]);
+    if (Result.isFailure(folded)) throw folded.failure;
+    expect(folded.success.facts.map((f) => [f.kind, f.key, f.details.previous_cap, f.details.cap])).toEqual([
+      ["mandate.authorized", `31337:mandate.authorized:${id}:1`, undefined, "50"],
+      ["mandate.cap_lowered", `31337:mandate.cap_lowered:${id}:1:20`, "50", "20"],
+      ["mandate.cap_lowered", `31337:mandate.cap_lowered:${id}:1:15`, "20", "15"],
+      ["mandate.authorized", `31337:mandate.authorized:${id}:2`, "15", "80"],
+    ]);
+    expect(folded.success.state.mandates.get(mandateKey(31337, id))).toMatchObject({
+      cap: 80n,
+      approvalLeft: 240n,
+      nonce: 2n,
+    });
+  });
+
+  it("refuses a lowering that raises, keeps the cap, leaves too much approved, comes from anyone else, or follows a revocation", () => {
+    if (Result.isFailure(signed)) throw signed.failure;
+    const base = signed.success.state;
+    const refused = (log: MandateLog, from: LedgerState = base) => Result.isFailure(applyLog(from, log));
+    expect(refused(lowered(2, 50n, 60n, 150n))).toBe(true);
+    expect(refused(lowered(2, 50n, 50n, 150n))).toBe(true);
+    expect(refused(lowered(2, 50n, 0n, 0n))).toBe(true);
+    expect(refused(lowered(2, 40n, 20n, 60n))).toBe(true);
+    expect(refused(lowered(2, 50n, 20n, 150n))).toBe(true);
+    expect(refused(lowered(2, 50n, 20n, 60n, CUSTOMER))).toBe(true);
+    expect(refused(lowered(2, 50n, 20n, 60n), emptyLedger)).toBe(true);
+    const revoked = applyLog(base, {
+      kind: "MandateRevoked",
+      at: position(2),
+      mandateId: id,
+      customer: CUSTOMER,
+    });
+    if (Result.isFailure(revoked)) throw revoked.failure;
+    expect(refused(lowered(3, 50n, 20n, 60n), revoked.success.state)).toBe(true);
+    expect(refused(lowered(2, 50n, 20n, 60n))).toBe(false);
   });
 });

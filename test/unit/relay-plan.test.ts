@@ -11,6 +11,7 @@ type Kind = FactRow["kind"];
 const KINDS: readonly Kind[] = [
   "mandate.authorized",
   "mandate.revoked",
+  "mandate.cap_lowered",
   "charge.succeeded",
   "charge.released",
   "charge.returned",

@@ -2,7 +2,7 @@
 import type { ChargeObject } from "../../charges/charge-object.ts";
 import type { CreateCharge } from "../../charges/charges.ts";
 import type { MandateObject } from "../../mandates/mandate-object.ts";
-import type { CreateMandate } from "../../mandates/mandates.ts";
+import type { CreateMandate, UpdateMandate } from "../../mandates/mandates.ts";
 import {
   at,
   CHAIN,
@@ -37,6 +37,7 @@ export const pendingMandate: MandateObject = {
   token_address: USDC.address,
   cap: "25000000",
   cap_decimal: "25",
+  pending_update: null,
   period: "month",
   approval_periods: 12,
   approval_decimal: "300",
@@ -68,6 +69,14 @@ export const mandate: MandateObject = {
   authorized: at(900),
   latest_charge: IDS.charge,
   onchain_id: HASHES.mandateOnchainId,
+};
+
+export const raiseCap: UpdateMandate = { cap_decimal: "40.00" };
+
+/** As POST /v1/mandates/{id} answers a raise: the customer signs it at authorization_url. */
+export const mandateWithPendingRaise: MandateObject = {
+  ...mandate,
+  pending_update: { cap: "40000000", cap_decimal: "40", approval_decimal: "480", requested: at(1200) },
 };
 
 export const createCharge: CreateCharge = { amount_decimal: "19.99" };

@@ -8,6 +8,12 @@ import {
 } from "../../mandates/authorization-requests.ts";
 import { AuthorizationSessionObject, AuthorizationSessions } from "../../mandates/authorization-session.ts";
 import { Authorizations } from "../../mandates/authorization-signing.ts";
+import {
+  RevocationObject,
+  RevocationRequestObject,
+  RevocationSubmission,
+  Revocations,
+} from "../../mandates/revocations.ts";
 import { authorizationTokenParam } from "../path-params.ts";
 import { definePublicRoute } from "../route.ts";
 
@@ -51,6 +57,29 @@ export const authorizationRoutes = [
         const { sessions, mandate } = yield* sessionOf(params.token ?? "");
         const submitted = yield* (yield* Authorizations).submit(mandate, body);
         return yield* sessions.session(submitted.mandate, submitted.transaction);
+      }),
+  }),
+  definePublicRoute({
+    method: "GET",
+    path: "/authorize/{token}/revocation",
+    params: { token: authorizationTokenParam },
+    response: RevocationRequestObject,
+    handler: ({ params }) =>
+      Effect.gen(function* () {
+        const { mandate } = yield* sessionOf(params.token ?? "");
+        return yield* (yield* Revocations).request(mandate);
+      }),
+  }),
+  definePublicRoute({
+    method: "POST",
+    path: "/authorize/{token}/revocation",
+    params: { token: authorizationTokenParam },
+    body: RevocationSubmission,
+    response: RevocationObject,
+    handler: ({ body, params }) =>
+      Effect.gen(function* () {
+        const { mandate } = yield* sessionOf(params.token ?? "");
+        return yield* (yield* Revocations).submit(mandate, body);
       }),
   }),
 ];

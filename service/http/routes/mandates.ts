@@ -4,14 +4,16 @@ import { ChargeObject } from "../../charges/charge-object.ts";
 import { Charges, CreateCharge, ListChargesQuery } from "../../charges/charges.ts";
 import { InvalidRequest } from "../../errors.ts";
 import { MandateObject } from "../../mandates/mandate-object.ts";
-import { CreateMandate, ListMandatesQuery, Mandates } from "../../mandates/mandates.ts";
+import { CreateMandate, ListMandatesQuery, Mandates, UpdateMandate } from "../../mandates/mandates.ts";
 import {
   charge,
   createCharge,
   createMandate,
   mandate,
+  mandateWithPendingRaise,
   pendingCharge,
   pendingMandate,
+  raiseCap,
   returningCharge,
 } from "../examples/mandates.ts";
 import { CHAIN, IDS, page } from "../examples/shared.ts";
@@ -72,6 +74,34 @@ export const mandateRoutes = [
   }),
   defineRoute({
     method: "POST",
+    path: "/v1/mandates/{id}",
+    params: { id: mandateIdParam },
+    operationId: "updateMandate",
+    tag: "Mandates",
+    summary: "Change a mandate's cap (or its reference); it keeps its id and authorization_url.",
+    description:
+      "A higher `cap_decimal` becomes the mandate's `pending_update` and raises `mandate.cap_change_requested`: the customer signs the new terms once at the same authorization_url (no gas), the cap in force stays chargeable until then, and `mandate.cap_changed` follows once the signature is on chain. The cap in force again cancels a pending raise. A lower `cap_decimal` needs nothing from the customer: charges above it are refused from this answer on, the service lowers it on chain (`lowerCap`, it pays the gas; the approval left shrinks to at most cap × approval_periods) and `mandate.cap_changed` follows once mined. A mandate nobody signed yet takes the new cap at once. A revoked one: 400 `mandate_revoked`.",
+    body: UpdateMandate,
+    response: MandateObject,
+    examples: {
+      params: { id: IDS.mandate },
+      request: raiseCap,
+      response: mandateWithPendingRaise,
+      errors: [
+        new InvalidRequest({
+          code: "mandate_revoked",
+          message: "The customer revoked this mandate; its cap cannot change.",
+          param: null,
+        }),
+      ],
+    },
+    // The update and the relayer's transaction commit together; the transaction is broadcast after.
+    transactional: true,
+    handler: ({ caller, body, params }) =>
+      Effect.flatMap(withMandates, (mandates) => mandates.update(caller, params.id ?? "", body)),
+  }),
+  defineRoute({
+    method: "POST",
     path: "/v1/mandates/{id}/charges",
     params: { id: mandateIdParam },
     operationId: "createCharge",
@@ -89,7 +119,7 @@ export const mandateRoutes = [
         new InvalidRequest({
           code: "mandate_cap_exceeded",
           message:
-            "The amount 30 exceeds the mandate's cap of 25 USDC per period. Raising the cap needs the customer's new signature; open a new mandate with a higher cap_decimal.",
+            "The amount 30 exceeds the mandate's cap of 25 USDC per period. Raise it with POST /v1/mandates/{id} (cap_decimal): the customer signs the new cap at the mandate's authorization_url.",
           param: "amount_decimal",
         }),
         new InvalidRequest({

@@ -51,8 +51,17 @@ const progressText = (state: State, session: Session, step: StepId | undefined):
 };
 
 const summaryOf = (state: State, session: Session) => {
+  const change = session.cap_change;
   const rows = [
-    { label: "Amount", value: capText(session).replace(/^u/, "U") },
+    { label: change ? "New limit" : "Amount", value: capText(session).replace(/^u/, "U") },
+    ...(change
+      ? [
+          {
+            label: "Current limit",
+            value: `${change.from_decimal} ${session.token.symbol} per ${session.period}`,
+          },
+        ]
+      : []),
     { label: "Total approval", value: approvalText(session) },
     { label: "Token", value: `${session.token.symbol} · ${shortAddress(session.token.address)}` },
     { label: "Network", value: session.chain.name },
@@ -102,12 +111,17 @@ export const viewModel = (state: State): ViewModel => {
     footer: `Signing moves no money. ${session.merchant.name} can collect at most the amounts above; each collection is a separate transaction on ${session.chain.name}.`,
   };
   const renewing = session.status === "requires_authorization";
-  const title = renewing
-    ? `Renew your payments to ${session.merchant.name}`
-    : `Authorize ${session.merchant.name}`;
-  const lead = renewing
-    ? `Your previous approval is used up. Sign again to keep paying ${session.merchant.name} ${capText(session)}.`
-    : `${session.merchant.name} asks to collect ${capText(session)} from your wallet.`;
+  const change = session.cap_change;
+  const title = change
+    ? `Raise your limit for ${session.merchant.name}`
+    : renewing
+      ? `Renew your payments to ${session.merchant.name}`
+      : `Authorize ${session.merchant.name}`;
+  const lead = change
+    ? `${session.merchant.name} asks to raise your limit from ${change.from_decimal} to ${change.to_decimal} ${session.token.symbol} per ${session.period}. Until you sign, it can collect at most ${change.from_decimal} ${session.token.symbol} per ${session.period}.`
+    : renewing
+      ? `Your previous approval is used up. Sign again to keep paying ${session.merchant.name} ${capText(session)}.`
+      : `${session.merchant.name} asks to collect ${capText(session)} from your wallet.`;
 
   switch (phase.tag) {
     case "loading":

@@ -1,7 +1,8 @@
 /**
  * Mandates: the list (status and customer filters, newest first, first 50) with a form to open one, and
- * one mandate with its terms, its authorization URL, its charges and a form to charge it (read every
- * 3 s), plus the test helpers on a test-mode mandate.
+ * one mandate with its terms (a raise of the cap waiting for the customer's signature among them), its
+ * authorization URL, its charges and forms to change its cap and to charge it (read every 3 s), plus the
+ * test helpers on a test-mode mandate.
  */
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
@@ -146,7 +147,10 @@ const MandateList = (props: PageProps) => {
                     (m) => html`<tr key=${m.id} data-mandate=${m.id}>
                       <td><a href=${hrefOf({ page: "mandates", mandateId: m.id })}>${m.id}</a></td>
                       <td><span class=${`badge ${m.status}`}>${m.status}</span></td>
-                      <td>${m.cap_decimal} ${m.token} / ${m.period}</td>
+                      <td>
+                        ${m.cap_decimal} ${m.token} / ${m.period}
+                        ${m.pending_update === null ? null : html`<div class="muted" data-testid="pending-cap">raise to ${m.pending_update.cap_decimal} pending</div>`}
+                      </td>
                       <td>${m.customer ?? "—"}</td>
                       <td>${dateTime(m.created)}</td>
                     </tr>`,
@@ -173,6 +177,14 @@ const CopyUrl = ({ url }: { readonly url: string }) => {
 const Terms = ({ mandate }: { readonly mandate: Mandate }) => {
   const rows: readonly (readonly [string, string])[] = [
     ["Cap", `${mandate.cap_decimal} ${mandate.token} per ${mandate.period}`],
+    ...(mandate.pending_update === null
+      ? []
+      : [
+          [
+            "Pending raise",
+            `${mandate.pending_update.cap_decimal} ${mandate.token} per ${mandate.period}, asked ${dateTime(mandate.pending_update.requested)}: waits for the customer's signature at the authorization URL`,
+          ] as const,
+        ]),
     ["Approval left", mandate.approval_left_decimal ?? "not signed yet"],
     ["Customer", mandate.customer ?? "—"],
     ["Reference", mandate.reference ?? "—"],
@@ -227,6 +239,50 @@ const ChargeForm = ({
     />
     <div class="actions">
       <button type="submit" disabled=${busy}>Charge</button>
+    </div>
+  </form>`;
+};
+
+/** A new cap: higher waits for the customer's signature, lower is in force at once, the cap in force again cancels a raise. */
+const CapForm = ({
+  client,
+  announce,
+  fail,
+  mandate,
+  onChanged,
+}: PageProps & { readonly mandate: Mandate; readonly onChanged: () => void }) => {
+  const [cap, setCap] = useState("");
+  const { busy, run } = useBusy(fail);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    await run(async () => {
+      const updated = await unwrap(
+        client.POST("/v1/mandates/{id}", {
+          params: { path: { id: mandate.id } },
+          body: { cap_decimal: cap.trim() },
+        }),
+      );
+      setCap("");
+      announce(
+        updated.pending_update === null
+          ? `Cap of ${updated.id}: ${updated.cap_decimal} ${updated.token}.`
+          : `Raise of ${updated.id} to ${updated.pending_update.cap_decimal} ${updated.token} requested: the customer signs it at the authorization URL.`,
+      );
+      onChanged();
+    });
+  };
+  return html`<form onSubmit=${submit}>
+    <label for="mandate-new-cap">New cap (${mandate.token} per ${mandate.period})</label>
+    <input
+      id="mandate-new-cap"
+      type="text"
+      inputmode="decimal"
+      required
+      value=${cap}
+      onInput=${(e: Event) => setCap(inputValue(e))}
+    />
+    <div class="actions">
+      <button type="submit" disabled=${busy}>Change cap</button>
     </div>
   </form>`;
 };
@@ -286,6 +342,18 @@ const MandateDetail = (props: PageProps & { readonly mandateId: string }) => {
           </p>
           <${Terms} mandate=${mandate} />
           ${mandate.livemode ? null : html`<${TestHelpers} ...${props} mandate=${mandate} onDone=${refresh} />`}
+          ${
+            mandate.status === "revoked"
+              ? null
+              : html`<section class="card" aria-labelledby="cap-title">
+                  <h2 id="cap-title">Change the cap</h2>
+                  <p class="muted">
+                    Higher: the customer signs it at the authorization URL, the cap in force holds until then. Lower: in
+                    force at once.
+                  </p>
+                  <${CapForm} ...${props} mandate=${mandate} onChanged=${refresh} />
+                </section>`
+          }
           <section class="card" aria-labelledby="charge-title">
             <h2 id="charge-title">Charge this mandate</h2>
             <${ChargeForm} ...${props} mandate=${mandate} onCharged=${refresh} />
