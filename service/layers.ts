@@ -148,9 +148,10 @@ export const servicesLayer = (
   const catalogue = Layer.mergeAll(
     Mandates.layer,
     Prices.layer,
-    InvoiceDrafts.layer,
     WebhookEndpoints.layer({ allowPrivateInTest: config.webhooks.allowPrivateInTest }),
   ).pipe(Layer.provideMerge(chains));
+  // Drafts read prices (usage recorded under an earlier price).
+  const drafting = InvoiceDrafts.layer.pipe(Layer.provideMerge(catalogue));
   const limits = Layer.succeed(AuthorizationLimits, {
     transactionsPerMandatePerDay: config.page?.authorizationsPerMandatePerDay ?? 5,
   });
@@ -160,7 +161,7 @@ export const servicesLayer = (
     Authorizations.layer.pipe(Layer.provide(limits)),
     Subscriptions.layer,
     Deliveries.layer,
-  ).pipe(Layer.provideMerge(catalogue));
+  ).pipe(Layer.provideMerge(drafting));
   const charging = ChargeBatches.layer.pipe(Layer.provideMerge(operations));
   const charges = Layer.mergeAll(Charges.layer, Usage.layer).pipe(Layer.provideMerge(charging));
   const payments = Layer.mergeAll(Payments.layer, PaymentFacts.layer, GaslessPayments.layer).pipe(

@@ -235,6 +235,8 @@ const make = Effect.gen(function* () {
                 subtotal: invoice.totals.subtotal.toString(),
                 discount: invoice.totals.discount.toString(),
                 total: invoice.totals.total.toString(),
+                starting_credit: invoice.totals.startingCredit.toString(),
+                ending_credit: invoice.totals.endingCredit.toString(),
                 attempt_count: invoice.attempted ? 1 : 0,
                 charge_id: invoice.charge?.id ?? null,
                 charge_pending: invoice.charge?.pending ?? false,

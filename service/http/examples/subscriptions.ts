@@ -76,6 +76,12 @@ export const newSubscription: SubscriptionObject = {
   canceled_at: null,
   cancellation_reason: null,
   latest_invoice: null,
+  trial_start: null,
+  trial_end: null,
+  pause_collection: null,
+  pending_update: null,
+  scheduled_change: null,
+  credit_balance_decimal: "0",
   created: at(180),
 };
 
@@ -124,6 +130,8 @@ export const invoice: InvoiceObject = {
   subtotal_decimal: "19.99",
   discount_decimal: "3.998",
   total_decimal: "15.992",
+  starting_credit_decimal: "0",
+  ending_credit_decimal: "0",
   amount_paid_decimal: "15.992",
   charge: IDS.invoiceCharge,
   attempt_count: 1,
