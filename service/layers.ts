@@ -63,6 +63,7 @@ import { subscriptionBilling } from "./subscriptions/billing/billing-worker.ts";
 import { Coupons } from "./subscriptions/coupons.ts";
 import { InvoiceDrafts } from "./subscriptions/invoice-draft.ts";
 import { InvoiceStore } from "./subscriptions/invoice-store.ts";
+import { PlanChanges } from "./subscriptions/plan-changes.ts";
 import { Prices } from "./subscriptions/prices.ts";
 import { SubscriptionStore } from "./subscriptions/subscription-store.ts";
 import { Subscriptions } from "./subscriptions/subscriptions.ts";
@@ -163,7 +164,9 @@ export const servicesLayer = (
     Deliveries.layer,
   ).pipe(Layer.provideMerge(drafting));
   const charging = ChargeBatches.layer.pipe(Layer.provideMerge(operations));
-  const charges = Layer.mergeAll(Charges.layer, Usage.layer).pipe(Layer.provideMerge(charging));
+  const charges = Layer.mergeAll(Charges.layer, Usage.layer, PlanChanges.layer).pipe(
+    Layer.provideMerge(charging),
+  );
   const payments = Layer.mergeAll(Payments.layer, PaymentFacts.layer, GaslessPayments.layer).pipe(
     Layer.provideMerge(PaySessions.layer),
     Layer.provideMerge(PaymentTransitions.layer),

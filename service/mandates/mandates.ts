@@ -77,6 +77,8 @@ export interface MandateTerms {
   readonly approvalPeriods: number;
   readonly customer: string;
   readonly reference: string | null;
+  /** When period 0 starts (chain time); default now. A subscription's trial starts its mandate at its end. */
+  readonly anchor?: number;
 }
 
 type Failure = InvalidRequest | Unavailable | SqlError.SqlError;
@@ -121,8 +123,9 @@ export class Mandates extends Context.Service<
           yield* requireRecurringOpen(terms.chain, "chain", "");
           const operator = relayer.address;
           if (!operator) return yield* relayerUnavailable("open mandates");
-          // Period 0 starts now, as the chain tells time (a test clock moves it).
-          const anchor = yield* heads.latestTime(terms.chain).pipe(Effect.mapError(unavailable));
+          // Period 0 starts now, as the chain tells time (a test clock moves it), unless the terms say when.
+          const anchor =
+            terms.anchor ?? (yield* heads.latestTime(terms.chain).pipe(Effect.mapError(unavailable)));
           return yield* store.insert({
             scope,
             chainId: terms.chain.id,

@@ -39,6 +39,37 @@ export interface UpcomingChargeObject {
   readonly authorization_url: string;
 }
 
+/** The warnings' object for a charge of `amount` at `period`'s start (reasons and balances filled later). */
+export const upcomingChargeObject = (input: {
+  readonly chain: ResolvedChain | undefined;
+  readonly subscription: SubscriptionRow;
+  readonly rendered: SubscriptionObject;
+  readonly period: number;
+  readonly amount: bigint;
+}): UpcomingChargeObject => {
+  const { subscription } = input;
+  const decimals = tokenOf(input.chain, subscription.token_address)?.decimals ?? 0;
+  return {
+    object: "upcoming_charge",
+    livemode: subscription.livemode,
+    subscription: subscription.id,
+    customer: subscription.customer,
+    mandate: subscription.mandate_id,
+    period: input.period,
+    charge_at: periodStart(subscription.anchor, input.period),
+    amount_decimal: formatDecimal(input.amount, decimals),
+    cap_decimal: input.rendered.cap_decimal,
+    token: input.rendered.token,
+    chain: subscription.chain_id,
+    reason: null,
+    approval_left_decimal: null,
+    balance_decimal: null,
+    allowance_decimal: null,
+    discount_ends_at: null,
+    authorization_url: input.rendered.authorization_url,
+  };
+};
+
 /** The drafted charge for `period`, rendered without chain reads (reasons and balances filled later). */
 export const draftUpcomingCharge = (input: {
   readonly chain: ResolvedChain;
@@ -48,30 +79,14 @@ export const draftUpcomingCharge = (input: {
   readonly period: number;
 }) =>
   Effect.gen(function* () {
-    const { subscription, period } = input;
     const drafts = yield* InvoiceDrafts;
     const { totals } = yield* drafts.draft({ ...input });
-    const decimals = tokenOf(input.chain, subscription.token_address)?.decimals ?? 0;
-    const object: UpcomingChargeObject = {
-      object: "upcoming_charge",
-      livemode: subscription.livemode,
-      subscription: subscription.id,
-      customer: subscription.customer,
-      mandate: subscription.mandate_id,
-      period,
-      charge_at: periodStart(subscription.anchor, period),
-      amount_decimal: formatDecimal(totals.total, decimals),
-      cap_decimal: input.rendered.cap_decimal,
-      token: input.rendered.token,
-      chain: subscription.chain_id,
-      reason: null,
-      approval_left_decimal: null,
-      balance_decimal: null,
-      allowance_decimal: null,
-      discount_ends_at: null,
-      authorization_url: input.rendered.authorization_url,
+    const decimals = tokenOf(input.chain, input.subscription.token_address)?.decimals ?? 0;
+    return {
+      amount: totals.total,
+      decimals,
+      object: upcomingChargeObject({ ...input, amount: totals.total }),
     };
-    return { amount: totals.total, decimals, object };
   });
 
 /** The customer's side of the coming charge: approval left (indexed), balance and allowance (chain). */
