@@ -97,7 +97,7 @@ export const InvoiceObject = Schema.Struct({
 }).annotate({ identifier: "Invoice" });
 export type InvoiceObject = typeof InvoiceObject.Type;
 
-const signedDecimal = (units: bigint, decimals: number) =>
+export const signedDecimal = (units: bigint, decimals: number) =>
   units < 0n ? `-${formatDecimal(-units, decimals)}` : formatDecimal(units, decimals);
 
 export const toInvoiceObject = (row: InvoiceRow, chain: ResolvedChain | undefined): InvoiceObject => {

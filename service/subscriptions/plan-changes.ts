@@ -20,7 +20,7 @@ import { Outbox } from "../events/outbox.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
 import { Coupons } from "./coupons.ts";
 import { InvoiceDrafts } from "./invoice-draft.ts";
-import { discountApplies } from "./invoice-math.ts";
+import { discountApplies, type InvoiceTotals } from "./invoice-math.ts";
 import { type PriceRow, Prices } from "./prices.ts";
 import {
   decideChange,
@@ -101,6 +101,7 @@ interface Evaluation {
   readonly applied: AppliedChange;
   readonly nextPeriod: number;
   readonly nextTotal: bigint;
+  readonly next: InvoiceTotals;
 }
 
 /** How the change was reached, for its event. */
@@ -202,6 +203,7 @@ const make = Effect.gen(function* () {
         applied,
         nextPeriod,
         nextTotal: totals.total,
+        next: totals,
       };
       return evaluation;
     });
@@ -299,7 +301,7 @@ const make = Effect.gen(function* () {
             subscription: after,
             rendered: subscriptions.render(after),
             period: evaluation.nextPeriod,
-            amount: evaluation.nextTotal,
+            totals: evaluation.next,
           }),
           reason: "mandate_cap_exceeded",
         },

@@ -11,6 +11,8 @@ import type { MandateRow } from "../mandates/mandate-object.ts";
 import { TokenReads } from "../mandates/token-reads.ts";
 import { formatDecimal } from "../money/decimal.ts";
 import { InvoiceDrafts } from "./invoice-draft.ts";
+import type { InvoiceTotals } from "./invoice-math.ts";
+import { signedDecimal } from "./invoice-object.ts";
 import type { PriceRow } from "./prices.ts";
 import type { SubscriptionObject, SubscriptionRow } from "./subscription-object.ts";
 import type { AtRiskReason, ChargeOutlook } from "./warnings.ts";
@@ -25,8 +27,14 @@ export interface UpcomingChargeObject {
   /** The period the charge is for, and when it starts and is charged (chain time). */
   readonly period: number;
   readonly charge_at: number;
-  /** The drafted invoice's total. */
+  /** The drafted invoice's total, and its lines (prorations of plan changes included). */
   readonly amount_decimal: string;
+  readonly lines: ReadonlyArray<{
+    readonly kind: string;
+    readonly description: string;
+    readonly quantity: string;
+    readonly amount_decimal: string;
+  }>;
   readonly cap_decimal: string;
   readonly token: string;
   readonly chain: number;
@@ -45,7 +53,7 @@ export const upcomingChargeObject = (input: {
   readonly subscription: SubscriptionRow;
   readonly rendered: SubscriptionObject;
   readonly period: number;
-  readonly amount: bigint;
+  readonly totals: InvoiceTotals;
 }): UpcomingChargeObject => {
   const { subscription } = input;
   const decimals = tokenOf(input.chain, subscription.token_address)?.decimals ?? 0;
@@ -57,7 +65,13 @@ export const upcomingChargeObject = (input: {
     mandate: subscription.mandate_id,
     period: input.period,
     charge_at: periodStart(subscription.anchor, input.period),
-    amount_decimal: formatDecimal(input.amount, decimals),
+    amount_decimal: formatDecimal(input.totals.total, decimals),
+    lines: input.totals.lines.map((line) => ({
+      kind: line.kind,
+      description: line.description,
+      quantity: String(line.quantity),
+      amount_decimal: signedDecimal(BigInt(line.amount), decimals),
+    })),
     cap_decimal: input.rendered.cap_decimal,
     token: input.rendered.token,
     chain: subscription.chain_id,
@@ -85,7 +99,7 @@ export const draftUpcomingCharge = (input: {
     return {
       amount: totals.total,
       decimals,
-      object: upcomingChargeObject({ ...input, amount: totals.total }),
+      object: upcomingChargeObject({ ...input, totals }),
     };
   });
 

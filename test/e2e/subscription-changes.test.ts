@@ -191,6 +191,12 @@ describe("plan changes", () => {
       authorization_url: sub.authorization_url,
     });
     expect(units(pending.json.pending_update.amount_due_decimal)).toBeGreaterThan(15n * USDC);
+    // The upcoming charge shows the invoice it would be: the new price and the change's prorations.
+    expect((warning?.data.object.lines as Line[]).map((l) => l.kind)).toEqual([
+      "price",
+      "proration",
+      "proration",
+    ]);
 
     // The boundary comes first: the old price is billed and the update waits.
     await m.advance(sub.current_period.end - ((await m.advance(1)).json.now as number) + 60);
