@@ -192,7 +192,7 @@ describe("plan changes", () => {
     });
     expect(units(pending.json.pending_update.amount_due_decimal)).toBeGreaterThan(15n * USDC);
     // The upcoming charge shows the invoice it would be: the new price and the change's prorations.
-    expect((warning?.data.object.lines as Line[]).map((l) => l.kind)).toEqual([
+    expect(((warning?.data.object.lines ?? []) as Line[]).map((l) => l.kind)).toEqual([
       "price",
       "proration",
       "proration",
