@@ -449,8 +449,29 @@ export interface paths {
         /** A subscription. */
         get: operations["retrieveSubscription"];
         put?: never;
-        post?: never;
+        /**
+         * Change the price or coupon (prorated on the next invoice), or pause and resume collection.
+         * @description A change never charges: with `proration_behavior` `create_prorations` (default) the old price's unused time is credited and the new price's remaining time charged as `proration` lines on the next invoice; a downgrade's credit that outweighs an invoice carries to the next ones (`credit_balance_decimal`). `effective: period_end` makes the change at the next boundary, without prorations. When the next invoice with the change (or the new price alone) would exceed the mandate's cap, the change becomes `pending_update` (`payment_behavior` `pending_if_incomplete`, the default), `schedule.upcoming_charge_at_risk` is raised at once, and it applies once the customer has signed a higher cap at `authorization_url`; it expires at `expires_at`. A price in another chain or token than the mandate's: 400 `price_not_applicable`.
+         */
+        post: operations["updateSubscription"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/subscriptions/{id}/pending_update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Drop the subscription's pending update or scheduled change; its price stays as it is. */
+        delete: operations["cancelSubscriptionPendingUpdate"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1068,7 +1089,7 @@ export interface components {
              * @description Only events of this type (see GET /v1/event_types)
              * @enum {string}
              */
-            type?: "mandate.authorized" | "mandate.revoked" | "mandate.cap_change_requested" | "mandate.cap_changed" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.failed" | "charge.released" | "charge.release_failed" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.sweep_failed" | "payment.release_failed" | "payment.underpaid" | "webhook.test";
+            type?: "mandate.authorized" | "mandate.revoked" | "mandate.cap_change_requested" | "mandate.cap_changed" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.failed" | "charge.released" | "charge.release_failed" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "subscription.updated" | "subscription.pending_update_applied" | "subscription.pending_update_expired" | "subscription.trial_will_end" | "subscription.paused" | "subscription.resumed" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.sweep_failed" | "payment.release_failed" | "payment.underpaid" | "webhook.test";
         };
         Event: {
             /** @description evt_…, stable: deduplicate on it */
@@ -1322,10 +1343,10 @@ export interface components {
             object: "subscription";
             livemode: boolean;
             /**
-             * @description incomplete: waiting for the customer to authorise (authorization_url); active; past_due: the latest invoice failed and is being retried; canceled: ended for good (see cancellation_reason)
+             * @description incomplete: waiting for the customer to authorise (authorization_url); trialing: authorised, nothing charged until trial_end; active; past_due: the latest invoice failed and is being retried; canceled: ended for good (see cancellation_reason)
              * @enum {string}
              */
-            status: "incomplete" | "active" | "past_due" | "canceled";
+            status: "incomplete" | "trialing" | "active" | "past_due" | "canceled";
             customer: string;
             price: string;
             /** @description The mandate the subscription charges (mdt_…) */
@@ -1356,6 +1377,42 @@ export interface components {
             canceled_at: number | null;
             cancellation_reason: ("requested" | "payment_failed" | "mandate_revoked") | null;
             latest_invoice: string | null;
+            trial_start: number | null;
+            /** @description Chain time the trial ends: the first period starts and is charged then */
+            trial_end: number | null;
+            /** @description Collection paused: each period starting meanwhile gets an invoice written void (not owed) or uncollectible, and nothing is charged or retried */
+            pause_collection: ({
+                /** @enum {string} */
+                behavior: "void" | "mark_uncollectible";
+                resumes_at: number | null;
+            } & {
+                [key: string]: unknown;
+            }) | null;
+            /** @description A change waiting for the customer to sign a higher cap at authorization_url; it applies as soon as the cap in force covers the next invoice with it */
+            pending_update: ({
+                price: string;
+                coupon: string | null;
+                /** @enum {string} */
+                proration_behavior: "create_prorations" | "none";
+                /** @enum {string} */
+                effective: "now" | "period_end";
+                /** @description The next invoice with the change, above the mandate's cap */
+                amount_due_decimal: string;
+                created: number;
+                expires_at: number;
+            } & {
+                [key: string]: unknown;
+            }) | null;
+            /** @description A change that takes effect at the next period boundary (no prorations) */
+            scheduled_change: ({
+                price: string;
+                coupon: string | null;
+                effective_at: number | null;
+            } & {
+                [key: string]: unknown;
+            }) | null;
+            /** @description Credit from downgrades, taken off the next invoices */
+            credit_balance_decimal: string;
             created: number;
         } & {
             [key: string]: unknown;
@@ -1371,6 +1428,10 @@ export interface components {
             cap_decimal?: string;
             /** @description Months one signature covers (default 12); the customer re-signs on the same link after */
             approval_periods?: number;
+            /** @description A free trial of this many days (1-730) from now (chain time); or trial_end */
+            trial_period_days?: number;
+            /** @description Chain time (unix seconds) the trial ends and the first period starts and is charged; or trial_period_days */
+            trial_end?: number;
         };
         ListSubscriptionsQuery: {
             /** @description 1-100, default 10 */
@@ -1381,7 +1442,7 @@ export interface components {
             ending_before?: string;
             customer?: string;
             /** @enum {string} */
-            status?: "incomplete" | "active" | "past_due" | "canceled";
+            status?: "incomplete" | "trialing" | "active" | "past_due" | "canceled";
         };
         SubscriptionList: {
             /** @enum {string} */
@@ -1390,6 +1451,33 @@ export interface components {
             has_more: boolean;
         } & {
             [key: string]: unknown;
+        };
+        UpdateSubscriptionRequest: {
+            /** @description price_… (active, in the mandate's chain and token) */
+            price?: string;
+            /** @description cpn_… to replace the coupon (its months count from the next invoice), null to remove it */
+            coupon?: string | null;
+            /**
+             * @description create_prorations (default): the old price's unused time is credited and the new price's remaining time charged on the next invoice; none: the new price from the next invoice
+             * @enum {string}
+             */
+            proration_behavior?: "create_prorations" | "none";
+            /**
+             * @description now (default), or period_end: at the next period boundary, without prorations
+             * @enum {string}
+             */
+            effective?: "now" | "period_end";
+            /**
+             * @description When the next invoice with the change would exceed the mandate's cap: pending_if_incomplete (default) keeps it as pending_update until the customer signs a higher cap; error_if_incomplete refuses it (400 mandate_cap_exceeded)
+             * @enum {string}
+             */
+            payment_behavior?: "pending_if_incomplete" | "error_if_incomplete";
+            /** @description Pause collection (void or mark_uncollectible), or null to resume */
+            pause_collection?: {
+                /** @enum {string} */
+                behavior: "void" | "mark_uncollectible";
+                resumes_at?: number | null;
+            } | null;
         };
         CancelSubscriptionRequest: {
             /** @description true: bill no further period, end at the current one's end */
@@ -1463,21 +1551,28 @@ export interface components {
             period_start: number;
             period_end: number;
             lines: ({
-                /** @enum {string} */
-                kind: "price" | "usage" | "discount";
+                /**
+                 * @description price (this period, in advance); usage (last period's, in arrears); discount; proration (a plan change: the old price's unused time credited, negative, or the new price's remaining time); credit (the subscription's credit taken off, negative, or what the lines leave below zero carried to the next invoices, positive)
+                 * @enum {string}
+                 */
+                kind: "price" | "usage" | "discount" | "proration" | "credit";
                 description: string;
                 quantity: string;
-                /** @description Negative for a discount */
+                /** @description Negative for a discount, a credit or unused time */
                 amount_decimal: string;
             } & {
                 [key: string]: unknown;
             })[];
-            /** @description Decimal amount in the token's units */
+            /** @description Price, usage and proration lines; negative when a downgrade's credit outweighs them */
             subtotal_decimal: string;
             /** @description Decimal amount in the token's units */
             discount_decimal: string;
-            /** @description Decimal amount in the token's units */
+            /** @description What is charged: never negative */
             total_decimal: string;
+            /** @description The subscription's credit before this invoice */
+            starting_credit_decimal: string;
+            /** @description Its credit after it, for the next invoices */
+            ending_credit_decimal: string;
             /** @description What its charge paid towards it: the total once paid; part of it when another charge of the period paid less */
             amount_paid_decimal: string;
             /** @description total − amount_paid; 0 once paid */
@@ -3571,7 +3666,7 @@ export interface operations {
                 limit?: number;
                 starting_after?: string;
                 ending_before?: string;
-                type?: "mandate.authorized" | "mandate.revoked" | "mandate.cap_change_requested" | "mandate.cap_changed" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.failed" | "charge.released" | "charge.release_failed" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.sweep_failed" | "payment.release_failed" | "payment.underpaid" | "webhook.test";
+                type?: "mandate.authorized" | "mandate.revoked" | "mandate.cap_change_requested" | "mandate.cap_changed" | "mandate.insufficient" | "mandate.requires_authorization" | "charge.succeeded" | "charge.failed" | "charge.released" | "charge.release_failed" | "charge.returned" | "invoice.paid" | "invoice.payment_failed" | "subscription.canceled" | "subscription.updated" | "subscription.pending_update_applied" | "subscription.pending_update_expired" | "subscription.trial_will_end" | "subscription.paused" | "subscription.resumed" | "discount.ending_above_cap" | "usage.limit_exceeded" | "schedule.upcoming_charge_at_risk" | "payment.paid" | "payment.reversed" | "payment.sweep_failed" | "payment.release_failed" | "payment.underpaid" | "webhook.test";
             };
             header?: never;
             path?: never;
@@ -5045,7 +5140,7 @@ export interface operations {
                 starting_after?: string;
                 ending_before?: string;
                 customer?: string;
-                status?: "incomplete" | "active" | "past_due" | "canceled";
+                status?: "incomplete" | "trialing" | "active" | "past_due" | "canceled";
             };
             header?: never;
             path?: never;
@@ -5090,6 +5185,12 @@ export interface operations {
                      *           "canceled_at": null,
                      *           "cancellation_reason": null,
                      *           "latest_invoice": "inv_01KJQ0WMF0ABBE7QJFM3EC56A6",
+                     *           "trial_start": null,
+                     *           "trial_end": null,
+                     *           "pause_collection": null,
+                     *           "pending_update": null,
+                     *           "scheduled_change": null,
+                     *           "credit_balance_decimal": "0",
                      *           "created": 1772446680
                      *         }
                      *       ],
@@ -5210,6 +5311,12 @@ export interface operations {
                      *       "canceled_at": null,
                      *       "cancellation_reason": null,
                      *       "latest_invoice": null,
+                     *       "trial_start": null,
+                     *       "trial_end": null,
+                     *       "pause_collection": null,
+                     *       "pending_update": null,
+                     *       "scheduled_change": null,
+                     *       "credit_balance_decimal": "0",
                      *       "created": 1772446680
                      *     }
                      */
@@ -5318,6 +5425,253 @@ export interface operations {
                      *       "canceled_at": null,
                      *       "cancellation_reason": null,
                      *       "latest_invoice": "inv_01KJQ0WMF0ABBE7QJFM3EC56A6",
+                     *       "trial_start": null,
+                     *       "trial_end": null,
+                     *       "pause_collection": null,
+                     *       "pending_update": null,
+                     *       "scheduled_change": null,
+                     *       "credit_balance_decimal": "0",
+                     *       "created": 1772446680
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Subscription"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateSubscription: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @example 5f0c6a8e-2b1d-4e7a-9c3f-8d2e1b7a4c60 */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /** @example sub_01KJQ0W0Y0N3X7ZNG8JD0HMJCG */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "price": "price_01KJQB2M40S7Y3XW9RKD5T8QEV",
+                 *       "proration_behavior": "create_prorations"
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateSubscriptionRequest"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "sub_01KJQ0W0Y0N3X7ZNG8JD0HMJCG",
+                     *       "object": "subscription",
+                     *       "livemode": false,
+                     *       "status": "active",
+                     *       "customer": "cus_4821",
+                     *       "price": "price_01KJQB2M40S7Y3XW9RKD5T8QEV",
+                     *       "mandate": "mdt_01KJQ0ZP40PWDG2E2D615AF25J",
+                     *       "authorization_url": "http://127.0.0.1:4242/authorize/Zp8cN4vQw2HtK7mXr5LbJ9sD",
+                     *       "chain": 31337,
+                     *       "token": "USDC",
+                     *       "cap_decimal": "40",
+                     *       "discount": {
+                     *         "coupon": "cpn_01KJQ0QR70E8R9R1564N1R8RS2",
+                     *         "start_period": 0,
+                     *         "end_period": 3
+                     *       },
+                     *       "current_period": {
+                     *         "index": 0,
+                     *         "start": 1772448000,
+                     *         "end": 1775126400
+                     *       },
+                     *       "next_billing_at": 1775126400,
+                     *       "cancel_at_period_end": false,
+                     *       "canceled_at": null,
+                     *       "cancellation_reason": null,
+                     *       "latest_invoice": "inv_01KJQ0WMF0ABBE7QJFM3EC56A6",
+                     *       "trial_start": null,
+                     *       "trial_end": null,
+                     *       "pause_collection": null,
+                     *       "pending_update": null,
+                     *       "scheduled_change": null,
+                     *       "credit_balance_decimal": "0",
+                     *       "created": 1772446680
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Subscription"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    cancelSubscriptionPendingUpdate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example sub_01KJQ0W0Y0N3X7ZNG8JD0HMJCG */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "sub_01KJQ0W0Y0N3X7ZNG8JD0HMJCG",
+                     *       "object": "subscription",
+                     *       "livemode": false,
+                     *       "status": "active",
+                     *       "customer": "cus_4821",
+                     *       "price": "price_01KJQ0QEEGD0XN67T1XJ4A5WT5",
+                     *       "mandate": "mdt_01KJQ0ZP40PWDG2E2D615AF25J",
+                     *       "authorization_url": "http://127.0.0.1:4242/authorize/Zp8cN4vQw2HtK7mXr5LbJ9sD",
+                     *       "chain": 31337,
+                     *       "token": "USDC",
+                     *       "cap_decimal": "40",
+                     *       "discount": {
+                     *         "coupon": "cpn_01KJQ0QR70E8R9R1564N1R8RS2",
+                     *         "start_period": 0,
+                     *         "end_period": 3
+                     *       },
+                     *       "current_period": {
+                     *         "index": 0,
+                     *         "start": 1772448000,
+                     *         "end": 1775126400
+                     *       },
+                     *       "next_billing_at": 1775126400,
+                     *       "cancel_at_period_end": false,
+                     *       "canceled_at": null,
+                     *       "cancellation_reason": null,
+                     *       "latest_invoice": "inv_01KJQ0WMF0ABBE7QJFM3EC56A6",
+                     *       "trial_start": null,
+                     *       "trial_end": null,
+                     *       "pause_collection": null,
+                     *       "pending_update": null,
+                     *       "scheduled_change": null,
+                     *       "credit_balance_decimal": "0",
                      *       "created": 1772446680
                      *     }
                      */
@@ -5438,6 +5792,12 @@ export interface operations {
                      *       "canceled_at": null,
                      *       "cancellation_reason": null,
                      *       "latest_invoice": "inv_01KJQ0WMF0ABBE7QJFM3EC56A6",
+                     *       "trial_start": null,
+                     *       "trial_end": null,
+                     *       "pause_collection": null,
+                     *       "pending_update": null,
+                     *       "scheduled_change": null,
+                     *       "credit_balance_decimal": "0",
                      *       "created": 1772446680
                      *     }
                      */
@@ -5753,6 +6113,8 @@ export interface operations {
                      *           "subtotal_decimal": "19.99",
                      *           "discount_decimal": "3.998",
                      *           "total_decimal": "15.992",
+                     *           "starting_credit_decimal": "0",
+                     *           "ending_credit_decimal": "0",
                      *           "amount_paid_decimal": "15.992",
                      *           "amount_remaining_decimal": "0",
                      *           "failure_code": null,
@@ -5873,6 +6235,8 @@ export interface operations {
                      *       "subtotal_decimal": "19.99",
                      *       "discount_decimal": "3.998",
                      *       "total_decimal": "15.992",
+                     *       "starting_credit_decimal": "0",
+                     *       "ending_credit_decimal": "0",
                      *       "amount_paid_decimal": "15.992",
                      *       "amount_remaining_decimal": "0",
                      *       "failure_code": null,
@@ -6030,6 +6394,36 @@ export interface operations {
                      *           "object": "event_type",
                      *           "type": "subscription.canceled",
                      *           "description": "A subscription ended for good (cancellation_reason: requested, payment_failed, mandate_revoked)."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
+                     *           "type": "subscription.updated",
+                     *           "description": "A subscription's price or coupon changed, a change was scheduled for the period's end or became a pending_update, or such a change was canceled."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
+                     *           "type": "subscription.pending_update_applied",
+                     *           "description": "A pending_update was applied once the mandate's cap in force covered it (the customer signed a higher cap)."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
+                     *           "type": "subscription.pending_update_expired",
+                     *           "description": "A pending_update expired unapplied at its expires_at; the subscription keeps its price."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
+                     *           "type": "subscription.trial_will_end",
+                     *           "description": "Three days before a trial ends; the first period starts and is charged at trial_end (cancel before then and nothing is charged)."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
+                     *           "type": "subscription.paused",
+                     *           "description": "Collection paused (pause_collection): each period starting meanwhile gets an invoice written void or uncollectible, nothing is charged and dunning stops."
+                     *         },
+                     *         {
+                     *           "object": "event_type",
+                     *           "type": "subscription.resumed",
+                     *           "description": "Collection resumed (pause_collection cleared, or its resumes_at reached): the next period is charged."
                      *         },
                      *         {
                      *           "object": "event_type",

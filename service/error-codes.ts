@@ -196,6 +196,14 @@ export const ERROR_CODES = {
   coupon_not_applicable: { status: 400, when: "An amount-off coupon in another token than the price's." },
   cap_too_low: { status: 400, when: "`cap_decimal` is below the first invoice." },
   subscription_canceled: { status: 400, when: "The subscription is already canceled." },
+  price_not_applicable: {
+    status: 400,
+    when: "A plan change to a price in another chain or token than the subscription's mandate.",
+  },
+  pending_update_missing: {
+    status: 400,
+    when: "The subscription has no pending or scheduled change to cancel.",
+  },
   subscription_not_metered: {
     status: 400,
     when: "Usage for a subscription whose price has no metered part.",

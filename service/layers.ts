@@ -64,6 +64,7 @@ import { subscriptionBilling } from "./subscriptions/billing/billing-worker.ts";
 import { Coupons } from "./subscriptions/coupons.ts";
 import { InvoiceDrafts } from "./subscriptions/invoice-draft.ts";
 import { InvoiceStore } from "./subscriptions/invoice-store.ts";
+import { PlanChanges } from "./subscriptions/plan-changes.ts";
 import { Prices } from "./subscriptions/prices.ts";
 import { SubscriptionStore } from "./subscriptions/subscription-store.ts";
 import { Subscriptions } from "./subscriptions/subscriptions.ts";
@@ -149,9 +150,10 @@ export const servicesLayer = (
   const catalogue = Layer.mergeAll(
     Mandates.layer,
     Prices.layer,
-    InvoiceDrafts.layer,
     WebhookEndpoints.layer({ allowPrivateInTest: config.webhooks.allowPrivateInTest }),
   ).pipe(Layer.provideMerge(chains));
+  // Drafts read prices (usage recorded under an earlier price).
+  const drafting = InvoiceDrafts.layer.pipe(Layer.provideMerge(catalogue));
   const limits = Layer.succeed(AuthorizationLimits, {
     transactionsPerMandatePerDay: config.page?.authorizationsPerMandatePerDay ?? 5,
   });
@@ -162,9 +164,11 @@ export const servicesLayer = (
     Revocations.layer.pipe(Layer.provide(limits)),
     Subscriptions.layer,
     Deliveries.layer,
-  ).pipe(Layer.provideMerge(catalogue));
+  ).pipe(Layer.provideMerge(drafting));
   const charging = ChargeBatches.layer.pipe(Layer.provideMerge(operations));
-  const charges = Layer.mergeAll(Charges.layer, Usage.layer).pipe(Layer.provideMerge(charging));
+  const charges = Layer.mergeAll(Charges.layer, Usage.layer, PlanChanges.layer).pipe(
+    Layer.provideMerge(charging),
+  );
   const payments = Layer.mergeAll(Payments.layer, PaymentFacts.layer, GaslessPayments.layer).pipe(
     Layer.provideMerge(PaySessions.layer),
     Layer.provideMerge(PaymentTransitions.layer),

@@ -48,6 +48,7 @@ import { PaySessions } from "./payments/pay-session.ts";
 import type { Payments } from "./payments/payments.ts";
 import type { Reconciliation } from "./reconciliation/reconciliation.ts";
 import type { Coupons } from "./subscriptions/coupons.ts";
+import type { PlanChanges } from "./subscriptions/plan-changes.ts";
 import type { Prices } from "./subscriptions/prices.ts";
 import type { Subscriptions } from "./subscriptions/subscriptions.ts";
 import type { Usage } from "./subscriptions/usage.ts";
@@ -85,6 +86,7 @@ export type AppServices =
   | Prices
   | Coupons
   | Subscriptions
+  | PlanChanges
   | Usage;
 
 export const routes: ReadonlyArray<AnyRoute<AppServices>> = [

@@ -735,6 +735,39 @@ export const migrations = {
     `ALTER TABLE billing.mandates ADD COLUMN pending_cap numeric(78, 0) CHECK (pending_cap > cap),
       ADD COLUMN pending_cap_requested_at timestamptz`,
   ),
+  "0034_subscription_lifecycle": statements(
+    // Trials (`trialing` until the trial's end, which is the mandate's anchor), paused collection, the
+    // credit a downgrade leaves, proration lines waiting for the next invoice, and one change not yet in
+    // force (pending the customer's higher cap, or scheduled for the period's end). docs/subscriptions.md.
+    `ALTER TABLE billing.subscriptions DROP CONSTRAINT subscriptions_status_check,
+      ADD CONSTRAINT subscriptions_status_check
+        CHECK (status IN ('incomplete', 'trialing', 'active', 'past_due', 'canceled'))`,
+    `ALTER TABLE billing.subscriptions ADD COLUMN trial_start bigint, ADD COLUMN trial_end bigint,
+      ADD COLUMN trial_notice_at bigint,
+      ADD COLUMN pause_behavior text CHECK (pause_behavior IN ('void', 'mark_uncollectible')),
+      ADD COLUMN pause_resumes_at bigint,
+      ADD COLUMN credit_balance numeric(78, 0) NOT NULL DEFAULT 0 CHECK (credit_balance >= 0),
+      ADD COLUMN prorations jsonb NOT NULL DEFAULT '[]',
+      ADD COLUMN pending_change jsonb`,
+    "DROP INDEX billing.subscriptions_due",
+    `CREATE INDEX subscriptions_due ON billing.subscriptions (chain_id, next_billing_at)
+      WHERE status IN ('trialing', 'active', 'past_due')`,
+    // The billing round's lifecycle step reads only the few rows with something to do.
+    `CREATE INDEX subscriptions_pending_change ON billing.subscriptions (chain_id)
+      WHERE pending_change IS NOT NULL`,
+    `CREATE INDEX subscriptions_trial_notice ON billing.subscriptions (chain_id, trial_notice_at)
+      WHERE trial_notice_at IS NOT NULL`,
+    `CREATE INDEX subscriptions_pause_resumes ON billing.subscriptions (chain_id, pause_resumes_at)
+      WHERE pause_resumes_at IS NOT NULL`,
+    // Usage is priced at the price in force when it was recorded, whatever the plan is when it is billed.
+    "ALTER TABLE billing.usage_records ADD COLUMN price_id text REFERENCES billing.prices (id)",
+    `UPDATE billing.usage_records u SET price_id = s.price_id FROM billing.subscriptions s
+      WHERE s.id = u.subscription_id`,
+    "ALTER TABLE billing.usage_records ALTER COLUMN price_id SET NOT NULL",
+    // The subscription's credit before and after the invoice (base units).
+    `ALTER TABLE billing.invoices ADD COLUMN starting_credit numeric(78, 0) NOT NULL DEFAULT 0,
+      ADD COLUMN ending_credit numeric(78, 0) NOT NULL DEFAULT 0`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -57,6 +57,35 @@ export const EVENT_CATALOGUE = [
       "A subscription ended for good (cancellation_reason: requested, payment_failed, mandate_revoked).",
   },
   {
+    type: "subscription.updated",
+    description:
+      "A subscription's price or coupon changed, a change was scheduled for the period's end or became a pending_update, or such a change was canceled.",
+  },
+  {
+    type: "subscription.pending_update_applied",
+    description:
+      "A pending_update was applied once the mandate's cap in force covered it (the customer signed a higher cap).",
+  },
+  {
+    type: "subscription.pending_update_expired",
+    description: "A pending_update expired unapplied at its expires_at; the subscription keeps its price.",
+  },
+  {
+    type: "subscription.trial_will_end",
+    description:
+      "Three days before a trial ends; the first period starts and is charged at trial_end (cancel before then and nothing is charged).",
+  },
+  {
+    type: "subscription.paused",
+    description:
+      "Collection paused (pause_collection): each period starting meanwhile gets an invoice written void or uncollectible, nothing is charged and dunning stops.",
+  },
+  {
+    type: "subscription.resumed",
+    description:
+      "Collection resumed (pause_collection cleared, or its resumes_at reached): the next period is charged.",
+  },
+  {
     type: "discount.ending_above_cap",
     description:
       "One week before a discount ends into a charge above the mandate's cap; data.object is an upcoming_charge.",

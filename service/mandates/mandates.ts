@@ -13,8 +13,8 @@ import { randomBytes } from "node:crypto";
 import { Context, Effect, Layer, Result, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import type { Hex } from "viem";
-import { chooseChain, chooseToken, requireRecurringOpen } from "../chains/chain-choice.ts";
 import { authorizationAction } from "../chains/authorization-groups.ts";
+import { chooseChain, chooseToken, requireRecurringOpen } from "../chains/chain-choice.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
@@ -105,6 +105,8 @@ export interface MandateTerms {
   readonly approvalPeriods: number;
   readonly customer: string;
   readonly reference: string | null;
+  /** When period 0 starts (chain time); default now. A subscription's trial starts its mandate at its end. */
+  readonly anchor?: number;
 }
 
 type Failure = InvalidRequest | Unavailable | SqlError.SqlError;
@@ -166,8 +168,9 @@ export class Mandates extends Context.Service<
           yield* requireRecurringOpen(terms.chain, "chain", "");
           const operator = relayer.address;
           if (!operator) return yield* relayerUnavailable("open mandates");
-          // Period 0 starts now, as the chain tells time (a test clock moves it).
-          const anchor = yield* heads.latestTime(terms.chain).pipe(Effect.mapError(unavailable));
+          // Period 0 starts now, as the chain tells time (a test clock moves it), unless the terms say when.
+          const anchor =
+            terms.anchor ?? (yield* heads.latestTime(terms.chain).pipe(Effect.mapError(unavailable)));
           return yield* store.insert({
             scope,
             chainId: terms.chain.id,

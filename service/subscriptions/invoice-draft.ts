@@ -1,14 +1,22 @@
 /**
- * The invoice a subscription would get for a period, from its price, its coupon's window and the
- * billable usage of the period before: what billing writes at a boundary, and what a usage record is
- * checked against before it is accepted as billable.
+ * The invoice a subscription would get for a period, from its price, its coupon's window, the billable
+ * usage of the period before (each record at the price it was recorded under), the proration lines
+ * waiting for the next invoice and the subscription's credit: what billing writes at a boundary, what a
+ * usage record or a plan change is checked against (on a copy of the row with the change made), and
+ * what the advance warnings announce.
  */
 import { Context, Effect, Layer, Result } from "effect";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { parseDecimal } from "../money/decimal.ts";
 import { Coupons } from "./coupons.ts";
-import { computeInvoice, discountApplies, type InvoiceDiscount, type InvoiceTotals } from "./invoice-math.ts";
-import type { PriceRow } from "./prices.ts";
+import {
+  computeInvoice,
+  discountApplies,
+  type InvoiceDiscount,
+  type InvoiceTotals,
+  type InvoiceUsage,
+} from "./invoice-math.ts";
+import { type PriceRow, Prices } from "./prices.ts";
 import type { SubscriptionRow } from "./subscription-object.ts";
 import { UsageStore } from "./usage-store.ts";
 
@@ -29,6 +37,7 @@ export interface DraftRequest {
 const make = Effect.gen(function* () {
   const coupons = yield* Coupons;
   const usage = yield* UsageStore;
+  const prices = yield* Prices;
 
   const draft = (input: DraftRequest) =>
     Effect.gen(function* () {
@@ -53,21 +62,40 @@ const make = Effect.gen(function* () {
             amountOff: amountOff && Result.isSuccess(amountOff) ? amountOff.success : null,
           };
       }
-      const metered =
-        price.usage_unit_amount !== null && price.usage_unit !== null
-          ? {
-              quantity: (yield* usage.billableQuantity(row.id, period - 1)) + (input.extraUsage ?? 0n),
-              unitAmount: BigInt(price.usage_unit_amount),
-              unit: price.usage_unit,
-            }
-          : null;
+      // Read whatever the price now: usage recorded under an earlier, metered price is still billed.
+      const quantities = new Map<string, bigint>();
+      for (const { price_id, quantity } of yield* usage.billableQuantities(row.id, period - 1))
+        quantities.set(price_id, quantity);
+      if (input.extraUsage !== undefined)
+        quantities.set(price.id, (quantities.get(price.id) ?? 0n) + input.extraUsage);
+      const metered: InvoiceUsage[] = [];
+      for (const [priceId, quantity] of quantities) {
+        const under = priceId === price.id ? price : yield* prices.byId(priceId);
+        if (under.usage_unit_amount !== null && under.usage_unit !== null)
+          metered.push({
+            productName: under.product_name,
+            quantity,
+            unitAmount: BigInt(under.usage_unit_amount),
+            unit: under.usage_unit,
+          });
+      }
       const totals: InvoiceTotals = computeInvoice({
         productName: price.product_name,
         amount: BigInt(price.amount),
         discount,
         usage: metered,
+        prorations: row.prorations.map((p) => ({ description: p.description, amount: BigInt(p.amount) })),
+        credit: BigInt(row.credit_balance),
       });
-      return { totals, window };
+      // What the price costs a period from then on (its discount in force then, no usage, no credit): a
+      // plan change must fit the cap with it as well as with the next invoice.
+      const recurring = computeInvoice({
+        productName: price.product_name,
+        amount: BigInt(price.amount),
+        discount,
+        usage: [],
+      }).total;
+      return { totals, window, recurring };
     });
 
   return { draft };

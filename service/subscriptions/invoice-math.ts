@@ -1,11 +1,16 @@
 /**
  * What a subscription's invoice for one period contains, as a pure function of the price, the
- * discount in force that period and the usage billed with it. Money is bigint base units throughout.
+ * discount in force that period, the usage billed with it, the proration lines of plan changes made
+ * since the last invoice and the subscription's credit. Money is bigint base units throughout.
  *
  * - The price's amount is billed in advance for the period; usage is billed in arrears, with the next
- *   period's invoice (as Stripe bills metered prices).
- * - A discount applies to the subtotal. Percentages are rounded to the nearest base unit, halves in the
- *   customer's favour; an amount off never takes the total below zero.
+ *   period's invoice (as Stripe bills metered prices), each record at the price it was recorded under.
+ * - A discount applies to the price and usage lines. Percentages are rounded to the nearest base unit,
+ *   halves in the customer's favour; an amount off never takes those lines below zero. Proration lines
+ *   were valued after the discount of the period they prorate (proration.ts), so none applies to them.
+ * - The total is never negative: what the lines leave below zero becomes credit (a `credit` line carries
+ *   it, so the lines always sum to the total), and credit is taken off the next totals above zero
+ *   (Stripe's customer balance, kept per subscription).
  */
 
 export interface InvoiceDiscount {
@@ -16,30 +21,49 @@ export interface InvoiceDiscount {
 }
 
 export interface InvoiceUsage {
+  readonly productName: string;
   readonly quantity: bigint;
   readonly unitAmount: bigint;
   readonly unit: string;
+}
+
+/** A proration of a plan change, billed with the next invoice: negative for unused time credited. */
+export interface ProrationLine {
+  readonly description: string;
+  readonly amount: bigint;
 }
 
 export interface InvoiceInput {
   readonly productName: string;
   readonly amount: bigint;
   readonly discount: InvoiceDiscount | null;
-  readonly usage: InvoiceUsage | null;
+  /** Billable usage of the period before, one entry per price it was recorded under. */
+  readonly usage: ReadonlyArray<InvoiceUsage>;
+  readonly prorations?: ReadonlyArray<ProrationLine>;
+  /** The subscription's credit before this invoice. */
+  readonly credit?: bigint;
 }
 
+export const INVOICE_LINE_KINDS = ["price", "usage", "discount", "proration", "credit"] as const;
+
 export interface InvoiceLine {
-  readonly kind: "price" | "usage" | "discount";
+  readonly kind: (typeof INVOICE_LINE_KINDS)[number];
   readonly description: string;
   readonly quantity: number | string;
-  /** Base units, as an integer string; negative for a discount. */
+  /** Base units, as an integer string; negative for a discount, a credit or unused time. */
   readonly amount: string;
 }
 
 export interface InvoiceTotals {
   readonly lines: readonly InvoiceLine[];
+  /** Price, usage and proration lines (negative when credits outweigh the rest). */
   readonly subtotal: bigint;
   readonly discount: bigint;
+  /** The subscription's credit before the invoice, what it took of it, and what is left after it. */
+  readonly startingCredit: bigint;
+  readonly creditApplied: bigint;
+  readonly endingCredit: bigint;
+  /** What is charged: never negative. */
   readonly total: bigint;
 }
 
@@ -54,7 +78,7 @@ export const discountOf = (discount: InvoiceDiscount, subtotal: bigint): bigint 
 
 export const computeInvoice = (input: InvoiceInput): InvoiceTotals => {
   const lines: InvoiceLine[] = [];
-  let subtotal = 0n;
+  let discountable = 0n;
   if (input.amount > 0n) {
     lines.push({
       kind: "price",
@@ -62,19 +86,20 @@ export const computeInvoice = (input: InvoiceInput): InvoiceTotals => {
       quantity: 1,
       amount: input.amount.toString(),
     });
-    subtotal += input.amount;
+    discountable += input.amount;
   }
-  if (input.usage && input.usage.quantity > 0n) {
-    const amount = input.usage.quantity * input.usage.unitAmount;
+  for (const usage of input.usage) {
+    if (usage.quantity <= 0n) continue;
+    const amount = usage.quantity * usage.unitAmount;
     lines.push({
       kind: "usage",
-      description: `${input.productName}: ${input.usage.quantity} ${input.usage.unit} used last period`,
-      quantity: input.usage.quantity.toString(),
+      description: `${usage.productName}: ${usage.quantity} ${usage.unit} used last period`,
+      quantity: usage.quantity.toString(),
       amount: amount.toString(),
     });
-    subtotal += amount;
+    discountable += amount;
   }
-  const discount = input.discount ? discountOf(input.discount, subtotal) : 0n;
+  const discount = input.discount ? discountOf(input.discount, discountable) : 0n;
   if (input.discount && discount > 0n)
     lines.push({
       kind: "discount",
@@ -82,7 +107,43 @@ export const computeInvoice = (input: InvoiceInput): InvoiceTotals => {
       quantity: 1,
       amount: (-discount).toString(),
     });
-  return { lines, subtotal, discount, total: subtotal - discount };
+  let prorated = 0n;
+  for (const proration of input.prorations ?? []) {
+    lines.push({
+      kind: "proration",
+      description: proration.description,
+      quantity: 1,
+      amount: proration.amount.toString(),
+    });
+    prorated += proration.amount;
+  }
+  const startingCredit = input.credit ?? 0n;
+  const due = discountable - discount + prorated;
+  const creditApplied = due > 0n ? (startingCredit < due ? startingCredit : due) : 0n;
+  if (creditApplied > 0n)
+    lines.push({
+      kind: "credit",
+      description: "Credit from earlier changes",
+      quantity: 1,
+      amount: (-creditApplied).toString(),
+    });
+  // Below zero: the rest is kept as credit, and the line that says so brings the lines to the total.
+  if (due < 0n)
+    lines.push({
+      kind: "credit",
+      description: "Credit carried to the next invoices",
+      quantity: 1,
+      amount: (-due).toString(),
+    });
+  return {
+    lines,
+    subtotal: discountable + prorated,
+    discount,
+    startingCredit,
+    creditApplied,
+    endingCredit: startingCredit - creditApplied + (due < 0n ? -due : 0n),
+    total: due > 0n ? due - creditApplied : 0n,
+  };
 };
 
 /** Whether period `period` falls in the discount's months: periods [start, end). */

@@ -1,13 +1,13 @@
 /** An invoice as stored, and as the API shows it. */
 import { Schema } from "effect";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
-
 import { formatDecimal } from "../money/decimal.ts";
+import { INVOICE_LINE_KINDS } from "./invoice-math.ts";
 
 export const INVOICE_STATUSES = ["open", "paid", "uncollectible", "void"] as const;
 
 const StoredLine = Schema.Struct({
-  kind: Schema.Literals(["price", "usage", "discount"]),
+  kind: Schema.Literals(INVOICE_LINE_KINDS),
   description: Schema.String,
   quantity: Schema.Union([Schema.Number, Schema.String]),
   amount: Schema.String,
@@ -31,6 +31,8 @@ export const InvoiceRow = Schema.Struct({
   total: Schema.String,
   amount_paid: Schema.String,
   failure_code: Schema.NullOr(Schema.String),
+  starting_credit: Schema.String,
+  ending_credit: Schema.String,
   charge_id: Schema.NullOr(Schema.String),
   attempt_count: Schema.Number,
   next_attempt_at: Schema.NullOr(Schema.Number),
@@ -43,7 +45,8 @@ export type InvoiceRow = typeof InvoiceRow.Type;
 export const INVOICE_COLUMNS = `i.id, i.merchant_id, i.livemode, i.subscription_id, s.customer, s.chain_id,
   p.token_address, i.period, i.period_start::float8 AS period_start, i.period_end::float8 AS period_end, i.status,
   i.lines, i.subtotal::text AS subtotal, i.discount::text AS discount, i.total::text AS total,
-  i.amount_paid::text AS amount_paid, i.failure_code, i.charge_id,
+  i.amount_paid::text AS amount_paid, i.failure_code, i.starting_credit::text AS starting_credit,
+  i.ending_credit::text AS ending_credit, i.charge_id,
   i.attempt_count, i.next_attempt_at::float8 AS next_attempt_at, i.first_failed_at::float8 AS first_failed_at,
   i.paid_at::float8 AS paid_at, i.created_at`;
 export const INVOICE_FROM = `billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
@@ -68,15 +71,24 @@ export const InvoiceObject = Schema.Struct({
   period_end: Schema.Int,
   lines: Schema.Array(
     Schema.Struct({
-      kind: Schema.Literals(["price", "usage", "discount"]),
+      kind: Schema.Literals(INVOICE_LINE_KINDS).annotate({
+        description:
+          "price (this period, in advance); usage (last period's, in arrears); discount; proration (a plan change: the old price's unused time credited, negative, or the new price's remaining time); credit (the subscription's credit taken off, negative, or what the lines leave below zero carried to the next invoices, positive)",
+      }),
       description: Schema.String,
       quantity: Schema.String,
-      amount_decimal: Schema.String.annotate({ description: "Negative for a discount" }),
+      amount_decimal: Schema.String.annotate({
+        description: "Negative for a discount, a credit or unused time",
+      }),
     }),
   ),
-  subtotal_decimal: Decimal,
+  subtotal_decimal: Decimal.annotate({
+    description: "Price, usage and proration lines; negative when a downgrade's credit outweighs them",
+  }),
   discount_decimal: Decimal,
-  total_decimal: Decimal,
+  total_decimal: Decimal.annotate({ description: "What is charged: never negative" }),
+  starting_credit_decimal: Decimal.annotate({ description: "The subscription's credit before this invoice" }),
+  ending_credit_decimal: Decimal.annotate({ description: "Its credit after it, for the next invoices" }),
   amount_paid_decimal: Decimal.annotate({
     description:
       "What its charge paid towards it: the total once paid; part of it when another charge of the period paid less",
@@ -98,7 +110,7 @@ export const InvoiceObject = Schema.Struct({
 }).annotate({ identifier: "Invoice" });
 export type InvoiceObject = typeof InvoiceObject.Type;
 
-const signedDecimal = (units: bigint, decimals: number) =>
+export const signedDecimal = (units: bigint, decimals: number) =>
   units < 0n ? `-${formatDecimal(-units, decimals)}` : formatDecimal(units, decimals);
 
 export const toInvoiceObject = (row: InvoiceRow, chain: ResolvedChain | undefined): InvoiceObject => {
@@ -124,9 +136,11 @@ export const toInvoiceObject = (row: InvoiceRow, chain: ResolvedChain | undefine
       quantity: String(line.quantity),
       amount_decimal: signedDecimal(BigInt(line.amount), decimals),
     })),
-    subtotal_decimal: formatDecimal(BigInt(row.subtotal), decimals),
+    subtotal_decimal: signedDecimal(BigInt(row.subtotal), decimals),
     discount_decimal: formatDecimal(BigInt(row.discount), decimals),
     total_decimal: formatDecimal(BigInt(row.total), decimals),
+    starting_credit_decimal: formatDecimal(BigInt(row.starting_credit), decimals),
+    ending_credit_decimal: formatDecimal(BigInt(row.ending_credit), decimals),
     amount_paid_decimal: formatDecimal(paid, decimals),
     amount_remaining_decimal: formatDecimal(BigInt(row.total) - paid, decimals),
     failure_code: row.status === "paid" ? null : row.failure_code,

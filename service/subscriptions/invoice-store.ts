@@ -5,6 +5,7 @@
  * |------|---------------|------------------------------------------------------------------------|
  * | —    | open          | billing writes the period's invoice (one per subscription and period)  |
  * | —    | paid          | written paid at once when its total is 0                                |
+ * | —    | void / uncollectible | written so, uncharged, while its subscription's collection is paused |
  * | open | paid          | its charge succeeded on chain (`markPaid`)                              |
  * | open | open          | an attempt failed and a retry is scheduled (`recordFailedAttempt`)      |
  * | open | open          | an attempt the token's pause undid, not counted (`recordUncountedAttempt`) |
@@ -48,6 +49,8 @@ export interface NewInvoice {
   readonly periodStart: number;
   readonly periodEnd: number;
   readonly totals: InvoiceTotals;
+  /** Written `void` or `uncollectible` without a charge while collection is paused; default open. */
+  readonly status?: "open" | "void" | "uncollectible";
   /** Its first charge attempt is made in the transaction that writes it (counted as `markAttempted` would). */
   readonly attempted: boolean;
   /** That attempt's charge, made in the same transaction; `pending` while it has no outcome. */
@@ -109,7 +112,7 @@ const make = Effect.gen(function* () {
       case "lapsed":
         return [sql`i.status = 'open'`, sql`i.period_end <= ${c.now}`];
       case "retry_due":
-        return [sql`i.status = 'open'`, sql`i.next_attempt_at <= ${c.now}`];
+        return [sql`i.status = 'open'`, sql`i.next_attempt_at <= ${c.now}`, sql`s.pause_behavior IS NULL`];
     }
   };
 
@@ -198,11 +201,11 @@ const make = Effect.gen(function* () {
         Effect.flatMap(decodeIds),
         Effect.map((rows) => rows.map((r) => r.id)),
       ),
-    /** Open invoices of the chain whose retry is due at chain time `now`. */
+    /** Open invoices of the chain whose retry is due at chain time `now` (none while collection is paused). */
     retriesDue: (chainId: number, now: number, limit: number, pausedTokens: ReadonlyArray<string> = []) =>
       sql`SELECT i.id FROM billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
         WHERE i.status = 'open' AND s.chain_id = ${chainId} AND i.next_attempt_at <= ${now}
-          ${notInPausedTokens(pausedTokens)} LIMIT ${limit}`.pipe(
+          AND s.pause_behavior IS NULL ${notInPausedTokens(pausedTokens)} LIMIT ${limit}`.pipe(
         Effect.flatMap(decodeIds),
         Effect.map((rows) => rows.map((r) => r.id)),
       ),
@@ -218,7 +221,7 @@ const make = Effect.gen(function* () {
             Effect.map((rows) => new Set(rows.map((row) => `${row.subscription_id}:${row.period}`))),
           ),
     /**
-     * New invoices, open, each with the charge of its first attempt when one was made: written once,
+     * New invoices, open (or void or uncollectible while paused), each with the charge of its first attempt when one was made: written once,
      * rather than written and then linked. The caller holds its subscriptions' locks and checked the
      * periods with `invoiced`, so a period invoiced twice is a bug that rolls the charges back with it.
      */
@@ -235,11 +238,13 @@ const make = Effect.gen(function* () {
                 period: invoice.period,
                 period_start: invoice.periodStart,
                 period_end: invoice.periodEnd,
-                status: "open",
+                status: invoice.status ?? "open",
                 lines: sql.json(invoice.totals.lines),
                 subtotal: invoice.totals.subtotal.toString(),
                 discount: invoice.totals.discount.toString(),
                 total: invoice.totals.total.toString(),
+                starting_credit: invoice.totals.startingCredit.toString(),
+                ending_credit: invoice.totals.endingCredit.toString(),
                 attempt_count: invoice.attempted ? 1 : 0,
                 charge_id: invoice.charge?.id ?? null,
                 charge_pending: invoice.charge?.pending ?? false,

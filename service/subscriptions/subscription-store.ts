@@ -14,11 +14,14 @@ import { resourceMissing } from "../errors.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
 import {
   type CANCELLATION_REASONS,
+  type PauseBehavior,
+  type PendingChange,
+  type StoredProration,
   SUBSCRIPTION_COLUMNS,
   SubscriptionRow,
   type SubscriptionStatus,
 } from "./subscription-object.ts";
-import { AT_RISK_LEAD_SECONDS } from "./warnings.ts";
+import { AT_RISK_LEAD_SECONDS, TRIAL_NOTICE_LEAD_SECONDS } from "./warnings.ts";
 
 export const SUBSCRIPTIONS = relation({
   from: "billing.subscriptions s JOIN billing.mandates m ON m.id = s.mandate_id",
@@ -38,7 +41,10 @@ export type WarningCheck = "at_risk_check_at" | "discount_warning_at";
 export type SubscriptionCondition =
   | { readonly kind: "incomplete" }
   | { readonly kind: "billing_due"; readonly now: number }
-  | { readonly kind: "check_due"; readonly check: WarningCheck; readonly now: number };
+  | { readonly kind: "check_due"; readonly check: WarningCheck; readonly now: number }
+  | { readonly kind: "pending_change" }
+  | { readonly kind: "trial_notice"; readonly now: number }
+  | { readonly kind: "resume_due"; readonly now: number };
 
 /** A billed period: where the subscription now stands. */
 export interface Advance {
@@ -51,6 +57,20 @@ export interface Advance {
   readonly discountEnd: number | null;
   readonly atRiskCheckAt: number | null;
   readonly discountWarningAt: number | null;
+  /**
+   * The subscription's credit after the invoice written now, whose proration lines it consumed; null when
+   * no invoice was written (or the invoice was written void, leaving both for the next).
+   */
+  readonly creditAfter: bigint | null;
+}
+
+/** A plan change made: the price and coupon in force from now, and the proration lines waiting. */
+export interface AppliedChange {
+  readonly priceId: string;
+  readonly couponId: string | null;
+  /** A new coupon: its discount window starts again with the next invoice. */
+  readonly resetDiscount: boolean;
+  readonly prorations: ReadonlyArray<StoredProration>;
 }
 
 const make = Effect.gen(function* () {
@@ -72,11 +92,17 @@ const make = Effect.gen(function* () {
       case "incomplete":
         return sql`s.status = 'incomplete'`;
       case "billing_due":
-        return sql`s.status IN ('active', 'past_due') AND s.next_billing_at <= ${c.now}`;
+        return sql`s.status IN ('trialing', 'active', 'past_due') AND s.next_billing_at <= ${c.now}`;
       case "check_due":
         return c.check === "at_risk_check_at"
           ? sql`s.at_risk_check_at <= ${c.now}`
           : sql`s.discount_warning_at <= ${c.now}`;
+      case "pending_change":
+        return sql`s.pending_change IS NOT NULL AND s.status <> 'canceled'`;
+      case "trial_notice":
+        return sql`s.trial_notice_at <= ${c.now}`;
+      case "resume_due":
+        return sql`s.pause_resumes_at <= ${c.now}`;
     }
   };
   const reload = (id: string) =>
@@ -122,7 +148,7 @@ const make = Effect.gen(function* () {
     /** Subscriptions of the chain due for their next invoice at chain time `now`, the longest waiting first. */
     due: (chainId: number, now: number, limit: number, pausedTokens: ReadonlyArray<string> = []) =>
       sql`SELECT id FROM billing.subscriptions
-        WHERE chain_id = ${chainId} AND status IN ('active', 'past_due') AND next_billing_at <= ${now}
+        WHERE chain_id = ${chainId} AND status IN ('trialing', 'active', 'past_due') AND next_billing_at <= ${now}
           ${notInPausedTokens(pausedTokens)}
         ORDER BY next_billing_at LIMIT ${limit}`.pipe(
         Effect.flatMap(decodeIds),
@@ -146,6 +172,15 @@ const make = Effect.gen(function* () {
         Effect.map((rows) => rows.map((r) => r.id)),
       ),
 
+    /** Subscriptions of the chain with a change waiting for the customer's higher cap. */
+    pendingChanges: (chainId: number, limit: number) =>
+      sql`SELECT id FROM billing.subscriptions
+        WHERE chain_id = ${chainId} AND pending_change IS NOT NULL AND pending_change ->> 'state' = 'pending'
+          AND status <> 'canceled' LIMIT ${limit}`.pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((rows) => rows.map((r) => r.id)),
+      ),
+
     insert: (subscription: {
       readonly id: string;
       readonly scope: MerchantScope;
@@ -154,6 +189,8 @@ const make = Effect.gen(function* () {
       readonly mandateId: string;
       readonly chainId: number;
       readonly couponId: string | null;
+      /** A trial: chain times it starts (now) and ends (the mandate's anchor). */
+      readonly trial: { readonly start: number; readonly end: number } | null;
     }) =>
       // The new row with its mandate's columns, as every read returns it, in the insert's statement.
       sql`WITH s AS (INSERT INTO billing.subscriptions ${sql.insert({
@@ -166,17 +203,51 @@ const make = Effect.gen(function* () {
         chain_id: subscription.chainId,
         coupon_id: subscription.couponId,
         status: "incomplete",
+        trial_start: subscription.trial?.start ?? null,
+        trial_end: subscription.trial?.end ?? null,
       })} RETURNING *)
         SELECT ${SUBSCRIPTIONS.columns} FROM s JOIN billing.mandates m ON m.id = s.mandate_id`.pipe(
         Effect.flatMap(SUBSCRIPTIONS.decode),
         Effect.flatMap(theRow(`new subscription ${subscription.id}`)),
       ),
-    /** Their customers authorised: active, with their current period due at once (chain time `now`). */
+    /**
+     * Their customers authorised (chain time `now`): active with their current period due at once, or, in
+     * a trial not over yet, trialing until its end, when the first period is due, with its warnings' checks.
+     */
     activate: (ids: ReadonlyArray<string>, now: number) =>
       ids.length === 0
         ? Effect.void
-        : Effect.asVoid(sql`UPDATE billing.subscriptions SET status = 'active', next_billing_at = ${now},
+        : Effect.asVoid(sql`UPDATE billing.subscriptions SET
+            status = CASE WHEN trial_end > ${now} THEN 'trialing' ELSE 'active' END,
+            next_billing_at = CASE WHEN trial_end > ${now} THEN trial_end ELSE ${now} END,
+            trial_notice_at = CASE WHEN trial_end - ${TRIAL_NOTICE_LEAD_SECONDS} > ${now}
+              THEN trial_end - ${TRIAL_NOTICE_LEAD_SECONDS} END,
+            at_risk_check_at = CASE WHEN trial_end - ${AT_RISK_LEAD_SECONDS} > ${now}
+              THEN trial_end - ${AT_RISK_LEAD_SECONDS} END,
             updated_at = now() WHERE id = ANY (${ids}::text[])`),
+    /** Subscriptions of the chain whose trial-ending notice is due at chain time `now`. */
+    trialNoticesDue: (chainId: number, now: number, limit: number) =>
+      sql`SELECT id FROM billing.subscriptions
+        WHERE chain_id = ${chainId} AND trial_notice_at <= ${now} LIMIT ${limit}`.pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((rows) => rows.map((r) => r.id)),
+      ),
+    /** Subscriptions of the chain whose paused collection resumes by chain time `now`. */
+    resumesDue: (chainId: number, now: number, limit: number) =>
+      sql`SELECT id FROM billing.subscriptions
+        WHERE chain_id = ${chainId} AND pause_resumes_at <= ${now} LIMIT ${limit}`.pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((rows) => rows.map((r) => r.id)),
+      ),
+    /** Collection paused (each period's invoice written `behavior`, nothing charged), or resumed (null). */
+    setPause: (
+      id: string,
+      pause: { readonly behavior: PauseBehavior; readonly resumesAt: number | null } | null,
+    ) =>
+      Effect.asVoid(sql`UPDATE billing.subscriptions SET pause_behavior = ${pause?.behavior ?? null},
+          pause_resumes_at = ${pause?.resumesAt ?? null}, updated_at = now() WHERE id = ${id}`),
+    clearTrialNotice: (id: string) =>
+      Effect.asVoid(sql`UPDATE billing.subscriptions SET trial_notice_at = NULL WHERE id = ${id}`),
     cancelAtPeriodEnd: (id: string) =>
       Effect.asVoid(sql`UPDATE billing.subscriptions SET cancel_at_period_end = true, updated_at = now()
         WHERE id = ${id}`),
@@ -206,15 +277,32 @@ const make = Effect.gen(function* () {
         discount_end: a.discountEnd,
         at_risk_check_at: a.atRiskCheckAt,
         discount_warning_at: a.discountWarningAt,
+        credit: a.creditAfter === null ? null : a.creditAfter.toString(),
       }));
       return Effect.asVoid(sql`UPDATE billing.subscriptions s SET current_period = v.period,
           next_billing_at = v.next_billing_at, latest_invoice = COALESCE(v.invoice, s.latest_invoice),
           discount_start_period = v.discount_start, discount_end_period = v.discount_end,
-          at_risk_check_at = v.at_risk_check_at, discount_warning_at = v.discount_warning_at, updated_at = now()
+          at_risk_check_at = v.at_risk_check_at, discount_warning_at = v.discount_warning_at,
+          credit_balance = COALESCE(v.credit, s.credit_balance),
+          prorations = CASE WHEN v.credit IS NULL THEN s.prorations ELSE '[]'::jsonb END,
+          status = CASE WHEN s.status = 'trialing' THEN 'active' ELSE s.status END, updated_at = now()
         FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id text, period int, next_billing_at bigint,
-          invoice text, discount_start int, discount_end int, at_risk_check_at bigint, discount_warning_at bigint)
+          invoice text, discount_start int, discount_end int, at_risk_check_at bigint, discount_warning_at bigint,
+          credit numeric)
         WHERE s.id = ANY (${rows.map((r) => r.id)}::text[]) AND s.id = v.id`);
     },
+    /** A plan change in force; any change waiting is dropped (it was this one, or this one replaces it). */
+    applyChange: (id: string, change: AppliedChange) =>
+      Effect.asVoid(sql`UPDATE billing.subscriptions SET price_id = ${change.priceId}, coupon_id = ${change.couponId},
+          discount_start_period = CASE WHEN ${change.resetDiscount} THEN NULL ELSE discount_start_period END,
+          discount_end_period = CASE WHEN ${change.resetDiscount} THEN NULL ELSE discount_end_period END,
+          prorations = ${JSON.stringify(change.prorations)}::jsonb, pending_change = NULL, updated_at = now()
+        WHERE id = ${id}`),
+    /** The one change waiting (pending the customer's cap, or scheduled), or none. */
+    setPendingChange: (id: string, change: PendingChange | null) =>
+      Effect.asVoid(sql`UPDATE billing.subscriptions
+        SET pending_change = ${change === null ? null : JSON.stringify(change)}::jsonb, updated_at = now()
+        WHERE id = ${id}`),
     /** A warning check done for this period. */
     clearCheck: (id: string, check: WarningCheck) =>
       Effect.asVoid(

@@ -11,9 +11,11 @@ import { Context, Effect, Layer, Result, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import { requireRecurringOpen } from "../chains/chain-choice.ts";
-import { tokenOf } from "../chains/config.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
+import { type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
+import { unavailable } from "../chains/unavailable.ts";
 import { PublicUrl } from "../config/public-url.ts";
 import { type Page, renderPage } from "../db/query.ts";
 import { InvalidRequest, invalidParam, type NotFound, type Unavailable } from "../errors.ts";
@@ -36,6 +38,9 @@ import {
 } from "./subscription-object.ts";
 import { type CancellationReason, SubscriptionStore } from "./subscription-store.ts";
 
+/** The longest trial: two years, as Stripe's. */
+export const MAX_TRIAL_DAYS = 730;
+
 export const CreateSubscription = Schema.Struct({
   customer: Schema.String.check(Schema.isBetweenLength(1, 500)).annotate({
     description: "Your reference for the customer",
@@ -53,6 +58,17 @@ export const CreateSubscription = Schema.Struct({
   approval_periods: Schema.optionalKey(
     ApprovalPeriods.annotate({
       description: "Months one signature covers (default 12); the customer re-signs on the same link after",
+    }),
+  ),
+  trial_period_days: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: MAX_TRIAL_DAYS })).annotate({
+      description: `A free trial of this many days (1-${MAX_TRIAL_DAYS}) from now (chain time); or trial_end`,
+    }),
+  ),
+  trial_end: Schema.optionalKey(
+    Schema.Int.annotate({
+      description:
+        "Chain time (unix seconds) the trial ends and the first period starts and is charged; or trial_period_days",
     }),
   ),
 }).annotate({ identifier: "CreateSubscriptionRequest" });
@@ -78,12 +94,41 @@ export const ListInvoicesQuery = Schema.Struct({
 export type ListInvoicesQuery = typeof ListInvoicesQuery.Type;
 
 /** A referenced object that does not exist is the request's mistake: 400 naming the parameter. */
-const missingReference = <A, R>(param: string, effect: Effect.Effect<A, NotFound | SqlError.SqlError, R>) =>
+const DAY = 86_400;
+
+export const missingReference = <A, R>(
+  param: string,
+  effect: Effect.Effect<A, NotFound | SqlError.SqlError, R>,
+) =>
   effect.pipe(
     Effect.catchTag("NotFound", (error) =>
       Effect.fail(new InvalidRequest({ code: "resource_missing", message: error.message, param })),
     ),
   );
+
+/** The coupon's amount off in the price's token, checked against the price. */
+export const couponAmountOff = (
+  coupon: { id: string; amount_off_decimal: string | null; token_symbol: string | null },
+  token: { symbol: string; decimals: number },
+  priceId: string,
+) =>
+  Effect.gen(function* () {
+    if (coupon.amount_off_decimal === null) return null;
+    if (coupon.token_symbol?.toLowerCase() !== token.symbol.toLowerCase())
+      return yield* invalidParam(
+        "coupon",
+        `Coupon ${coupon.id} takes ${coupon.amount_off_decimal} ${coupon.token_symbol} off; price ${priceId} is in ${token.symbol}.`,
+        "coupon_not_applicable",
+      );
+    const off = parseDecimal(coupon.amount_off_decimal, token.decimals, MAX_CAP_UNITS);
+    if (Result.isFailure(off))
+      return yield* invalidParam(
+        "coupon",
+        `Coupon ${coupon.id}'s amount ${off.failure.message}.`,
+        "coupon_not_applicable",
+      );
+    return off.success;
+  });
 
 export class Subscriptions extends Context.Service<
   Subscriptions,
@@ -123,6 +168,7 @@ export class Subscriptions extends Context.Service<
     Subscriptions,
     Effect.gen(function* () {
       const registry = yield* ChainRegistry;
+      const heads = yield* ChainHeads;
       const merchantChains = yield* MerchantChains;
       const mandates = yield* Mandates;
       const prices = yield* Prices;
@@ -135,28 +181,20 @@ export class Subscriptions extends Context.Service<
         toSubscriptionObject(row, registry.byId(row.chain_id), publicUrl);
       const renderInvoice = (row: InvoiceRow) => toInvoiceObject(row, registry.byId(row.chain_id));
 
-      /** The coupon's amount off in the price's token, checked against the price. */
-      const amountOffOf = (
-        coupon: { id: string; amount_off_decimal: string | null; token_symbol: string | null },
-        token: { symbol: string; decimals: number },
-        priceId: string,
-      ) =>
+      /** The trial asked for, from now (chain time) to its end; undefined without one. */
+      const trialOf = (chain: ResolvedChain, input: CreateSubscription) =>
         Effect.gen(function* () {
-          if (coupon.amount_off_decimal === null) return null;
-          if (coupon.token_symbol?.toLowerCase() !== token.symbol.toLowerCase())
+          if (input.trial_period_days === undefined && input.trial_end === undefined) return undefined;
+          if (input.trial_period_days !== undefined && input.trial_end !== undefined)
+            return yield* invalidParam("trial_end", "Give trial_period_days or trial_end, not both.");
+          const now = yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable));
+          const end = input.trial_end ?? now + (input.trial_period_days ?? 0) * DAY;
+          if (end <= now || end > now + MAX_TRIAL_DAYS * DAY)
             return yield* invalidParam(
-              "coupon",
-              `Coupon ${coupon.id} takes ${coupon.amount_off_decimal} ${coupon.token_symbol} off; price ${priceId} is in ${token.symbol}.`,
-              "coupon_not_applicable",
+              "trial_end",
+              `trial_end must be after the chain's time now (${now}) and within ${MAX_TRIAL_DAYS} days of it.`,
             );
-          const off = parseDecimal(coupon.amount_off_decimal, token.decimals, MAX_CAP_UNITS);
-          if (Result.isFailure(off))
-            return yield* invalidParam(
-              "coupon",
-              `Coupon ${coupon.id}'s amount ${off.failure.message}.`,
-              "coupon_not_applicable",
-            );
-          return off.success;
+          return { start: now, end };
         });
 
       const create = (scope: MerchantScope, input: CreateSubscription) =>
@@ -181,7 +219,7 @@ export class Subscriptions extends Context.Service<
             input.coupon === undefined
               ? undefined
               : yield* missingReference("coupon", coupons.load(scope, input.coupon));
-          const amountOff = coupon === undefined ? null : yield* amountOffOf(coupon, token, price.id);
+          const amountOff = coupon === undefined ? null : yield* couponAmountOff(coupon, token, price.id);
           const amount = BigInt(price.amount);
           // The first invoice's fixed part: the least a cap can be and still collect anything.
           const firstInvoice =
@@ -214,6 +252,7 @@ export class Subscriptions extends Context.Service<
               `You have not configured chain ${chain.id}, the chain of price ${price.id}: set a payout address with POST /v1/merchant/chains first.`,
               "chain_not_configured",
             );
+          const trial = yield* trialOf(chain, input);
           const id = yield* newId("subscription");
           const mandate = yield* mandates.open(scope, {
             chain,
@@ -223,6 +262,8 @@ export class Subscriptions extends Context.Service<
             approvalPeriods: input.approval_periods ?? DEFAULT_APPROVAL_PERIODS,
             customer: input.customer,
             reference: id,
+            // A trial's end starts the mandate's periods: its billing day on chain is the trial's end.
+            ...(trial ? { anchor: trial.end } : {}),
           });
           const row = yield* store.insert({
             id,
@@ -232,6 +273,7 @@ export class Subscriptions extends Context.Service<
             mandateId: mandate.id,
             chainId: chain.id,
             couponId: coupon?.id ?? null,
+            trial: trial ?? null,
           });
           return render(row);
         });

@@ -11,6 +11,8 @@ import type { MandateRow } from "../mandates/mandate-object.ts";
 import { TokenReads } from "../mandates/token-reads.ts";
 import { formatDecimal } from "../money/decimal.ts";
 import { InvoiceDrafts } from "./invoice-draft.ts";
+import type { InvoiceTotals } from "./invoice-math.ts";
+import { signedDecimal } from "./invoice-object.ts";
 import type { PriceRow } from "./prices.ts";
 import type { SubscriptionObject, SubscriptionRow } from "./subscription-object.ts";
 import type { AtRiskReason, ChargeOutlook } from "./warnings.ts";
@@ -25,8 +27,14 @@ export interface UpcomingChargeObject {
   /** The period the charge is for, and when it starts and is charged (chain time). */
   readonly period: number;
   readonly charge_at: number;
-  /** The drafted invoice's total. */
+  /** The drafted invoice's total, and its lines (prorations of plan changes included). */
   readonly amount_decimal: string;
+  readonly lines: ReadonlyArray<{
+    readonly kind: string;
+    readonly description: string;
+    readonly quantity: string;
+    readonly amount_decimal: string;
+  }>;
   readonly cap_decimal: string;
   readonly token: string;
   readonly chain: number;
@@ -39,6 +47,43 @@ export interface UpcomingChargeObject {
   readonly authorization_url: string;
 }
 
+/** The warnings' object for a charge of `amount` at `period`'s start (reasons and balances filled later). */
+export const upcomingChargeObject = (input: {
+  readonly chain: ResolvedChain | undefined;
+  readonly subscription: SubscriptionRow;
+  readonly rendered: SubscriptionObject;
+  readonly period: number;
+  readonly totals: InvoiceTotals;
+}): UpcomingChargeObject => {
+  const { subscription } = input;
+  const decimals = tokenOf(input.chain, subscription.token_address)?.decimals ?? 0;
+  return {
+    object: "upcoming_charge",
+    livemode: subscription.livemode,
+    subscription: subscription.id,
+    customer: subscription.customer,
+    mandate: subscription.mandate_id,
+    period: input.period,
+    charge_at: periodStart(subscription.anchor, input.period),
+    amount_decimal: formatDecimal(input.totals.total, decimals),
+    lines: input.totals.lines.map((line) => ({
+      kind: line.kind,
+      description: line.description,
+      quantity: String(line.quantity),
+      amount_decimal: signedDecimal(BigInt(line.amount), decimals),
+    })),
+    cap_decimal: input.rendered.cap_decimal,
+    token: input.rendered.token,
+    chain: subscription.chain_id,
+    reason: null,
+    approval_left_decimal: null,
+    balance_decimal: null,
+    allowance_decimal: null,
+    discount_ends_at: null,
+    authorization_url: input.rendered.authorization_url,
+  };
+};
+
 /** The drafted charge for `period`, rendered without chain reads (reasons and balances filled later). */
 export const draftUpcomingCharge = (input: {
   readonly chain: ResolvedChain;
@@ -48,30 +93,14 @@ export const draftUpcomingCharge = (input: {
   readonly period: number;
 }) =>
   Effect.gen(function* () {
-    const { subscription, period } = input;
     const drafts = yield* InvoiceDrafts;
     const { totals } = yield* drafts.draft({ ...input });
-    const decimals = tokenOf(input.chain, subscription.token_address)?.decimals ?? 0;
-    const object: UpcomingChargeObject = {
-      object: "upcoming_charge",
-      livemode: subscription.livemode,
-      subscription: subscription.id,
-      customer: subscription.customer,
-      mandate: subscription.mandate_id,
-      period,
-      charge_at: periodStart(subscription.anchor, period),
-      amount_decimal: formatDecimal(totals.total, decimals),
-      cap_decimal: input.rendered.cap_decimal,
-      token: input.rendered.token,
-      chain: subscription.chain_id,
-      reason: null,
-      approval_left_decimal: null,
-      balance_decimal: null,
-      allowance_decimal: null,
-      discount_ends_at: null,
-      authorization_url: input.rendered.authorization_url,
+    const decimals = tokenOf(input.chain, input.subscription.token_address)?.decimals ?? 0;
+    return {
+      amount: totals.total,
+      decimals,
+      object: upcomingChargeObject({ ...input, totals }),
     };
-    return { amount: totals.total, decimals, object };
   });
 
 /** The customer's side of the coming charge: approval left (indexed), balance and allowance (chain). */

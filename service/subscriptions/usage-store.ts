@@ -26,7 +26,9 @@ const USAGE = relation({
     "u.id, u.livemode, u.subscription_id, u.period, u.quantity::text AS quantity, u.status, u.created_at",
   row: UsageRow,
 });
-const decodeQuantity = decodeRows(Schema.Struct({ quantity: Schema.BigIntFromString }));
+const decodeQuantities = decodeRows(
+  Schema.Struct({ price_id: Schema.String, quantity: Schema.BigIntFromString }),
+);
 
 const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
@@ -34,6 +36,8 @@ const make = Effect.gen(function* () {
     insert: (usage: {
       readonly scope: MerchantScope;
       readonly subscriptionId: string;
+      /** The price in force when the usage is recorded: it is billed at that price's unit amount. */
+      readonly priceId: string;
       readonly period: number;
       readonly quantity: number;
       readonly status: (typeof USAGE_STATUSES)[number];
@@ -45,6 +49,7 @@ const make = Effect.gen(function* () {
           merchant_id: usage.scope.merchantId,
           livemode: usage.scope.livemode,
           subscription_id: usage.subscriptionId,
+          price_id: usage.priceId,
           period: usage.period,
           quantity: usage.quantity,
           status: usage.status,
@@ -55,13 +60,11 @@ const make = Effect.gen(function* () {
       }),
     pageForSubscription: (subscriptionId: string, page: PageRequest) =>
       pageRows(sql, USAGE, [sql`u.subscription_id = ${subscriptionId}`], page),
-    /** The billable units recorded for a subscription's period. */
-    billableQuantity: (subscriptionId: string, period: number) =>
-      sql`SELECT COALESCE(sum(quantity), 0)::text AS quantity FROM billing.usage_records
-        WHERE subscription_id = ${subscriptionId} AND period = ${period} AND status = 'billable'`.pipe(
-        Effect.flatMap(decodeQuantity),
-        Effect.map((rows) => rows[0]?.quantity ?? 0n),
-      ),
+    /** The billable units recorded for a subscription's period, per price they were recorded under. */
+    billableQuantities: (subscriptionId: string, period: number) =>
+      sql`SELECT price_id, sum(quantity)::text AS quantity FROM billing.usage_records
+        WHERE subscription_id = ${subscriptionId} AND period = ${period} AND status = 'billable'
+        GROUP BY price_id ORDER BY min(created_at), price_id`.pipe(Effect.flatMap(decodeQuantities)),
     /** Deletes the usage of a chain's subscriptions (the local stack's crash recovery). */
     forgetChain: (chainId: number) =>
       Effect.asVoid(sql`DELETE FROM billing.usage_records u USING billing.subscriptions s

@@ -99,10 +99,10 @@ export class Usage extends Context.Service<
               "subscription_not_metered",
               `Price ${price.id} has no metered part, so subscription ${row.id} takes no usage.`,
             );
-          if (row.status === "canceled" || row.status === "incomplete")
+          if (row.status === "canceled" || row.status === "incomplete" || row.status === "trialing")
             return yield* refuse(
               "subscription_not_billing",
-              `Subscription ${row.id} is ${row.status}: usage is recorded for active or past_due subscriptions only.`,
+              `Subscription ${row.id} is ${row.status}: usage is recorded for active or past_due subscriptions only (nothing is billed during a trial).`,
             );
           const chain = registry.byId(row.chain_id);
           if (!chain) return yield* Effect.die(new Error(`subscription ${row.id} is on an unknown chain`));
@@ -118,7 +118,14 @@ export class Usage extends Context.Service<
           const cap = BigInt(row.cap);
           const status = totals.total > cap ? "over_limit" : "billable";
           const usage = render(
-            yield* store.insert({ scope, subscriptionId: row.id, period, quantity: input.quantity, status }),
+            yield* store.insert({
+              scope,
+              subscriptionId: row.id,
+              priceId: price.id,
+              period,
+              quantity: input.quantity,
+              status,
+            }),
           );
           if (status === "over_limit") {
             const decimals = tokenOf(chain, price.token_address)?.decimals ?? 0;

@@ -8,6 +8,8 @@ const DAY = 86_400;
 
 /** `schedule.upcoming_charge_at_risk` is checked this long before each period's charge. */
 export const AT_RISK_LEAD_SECONDS = 3 * DAY;
+/** `subscription.trial_will_end` comes this long before a trial ends (Stripe's three days). */
+export const TRIAL_NOTICE_LEAD_SECONDS = 3 * DAY;
 /** `discount.ending_above_cap` comes this long before the first undiscounted period starts. */
 export const DISCOUNT_ENDING_LEAD_SECONDS = 7 * DAY;
 

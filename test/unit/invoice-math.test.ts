@@ -14,6 +14,7 @@ const discount = fc.oneof(
   fc.record({ coupon: fc.constant("cpn_x"), percentOffBps: fc.constant(null), amountOff: units }),
 );
 const usage = fc.record({
+  productName: fc.constant("P"),
   quantity: fc.bigInt({ min: 0n, max: 10n ** 6n }),
   unitAmount: fc.bigInt({ min: 1n, max: 10n ** 6n }),
   unit: fc.constant("call"),
@@ -27,13 +28,48 @@ describe("invoice math", () => {
         fc.option(discount, { nil: null }),
         fc.option(usage, { nil: null }),
         (amount, d, u) => {
-          const invoice = computeInvoice({ productName: "P", amount, discount: d, usage: u });
+          const invoice = computeInvoice({ productName: "P", amount, discount: d, usage: u ? [u] : [] });
           const sum = invoice.lines.reduce((total, line) => total + BigInt(line.amount), 0n);
           expect(sum).toBe(invoice.total);
           expect(invoice.discount).toBeGreaterThanOrEqual(0n);
           expect(invoice.discount).toBeLessThanOrEqual(invoice.subtotal);
           expect(invoice.total).toBe(invoice.subtotal - invoice.discount);
           expect(invoice.subtotal).toBe(amount + (u ? u.quantity * u.unitAmount : 0n));
+        },
+      ),
+    );
+  });
+
+  it("with prorations and credit: lines sum to the total, never negative, and credit is conserved", () => {
+    const proration = fc.record({
+      description: fc.constant("p"),
+      amount: fc.bigInt({ min: -(10n ** 15n), max: 10n ** 15n }),
+    });
+    fc.assert(
+      fc.property(
+        units,
+        fc.option(discount, { nil: null }),
+        fc.array(proration, { maxLength: 6 }),
+        units,
+        (amount, d, prorations, credit) => {
+          const invoice = computeInvoice({
+            productName: "P",
+            amount,
+            discount: d,
+            usage: [],
+            prorations,
+            credit,
+          });
+          const sum = invoice.lines.reduce((total, line) => total + BigInt(line.amount), 0n);
+          expect(sum).toBe(invoice.total);
+          expect(invoice.total).toBeGreaterThanOrEqual(0n);
+          expect(invoice.endingCredit).toBeGreaterThanOrEqual(0n);
+          // What the lines owe is either charged, or taken from the credit, or added to it: nothing is lost.
+          const owed = invoice.subtotal - invoice.discount;
+          expect(invoice.total - owed).toBe(invoice.endingCredit - credit);
+          expect(invoice.creditApplied).toBeLessThanOrEqual(credit);
+          // Credit is only taken when something is owed, and the total is only above zero once it is used up.
+          if (invoice.total > 0n) expect(invoice.endingCredit).toBe(0n);
         },
       ),
     );

@@ -1,6 +1,7 @@
 /** Examples of the price, coupon, subscription, usage and invoice routes. */
 import type { CouponObject, CreateCoupon } from "../../subscriptions/coupons.ts";
 import type { InvoiceObject } from "../../subscriptions/invoice-object.ts";
+import type { UpdateSubscription } from "../../subscriptions/plan-changes.ts";
 import type { CreatePrice, PriceObject, UpdatePrice } from "../../subscriptions/prices.ts";
 import type { SubscriptionObject } from "../../subscriptions/subscription-object.ts";
 import type { CancelSubscription, CreateSubscription } from "../../subscriptions/subscriptions.ts";
@@ -76,6 +77,12 @@ export const newSubscription: SubscriptionObject = {
   canceled_at: null,
   cancellation_reason: null,
   latest_invoice: null,
+  trial_start: null,
+  trial_end: null,
+  pause_collection: null,
+  pending_update: null,
+  scheduled_change: null,
+  credit_balance_decimal: "0",
   created: at(180),
 };
 
@@ -91,6 +98,13 @@ export const subscription: SubscriptionObject = {
 
 export const cancelSubscription: typeof CancelSubscription.Type = { at_period_end: true };
 export const cancelingSubscription: SubscriptionObject = { ...subscription, cancel_at_period_end: true };
+
+/** An upgrade half-way through the period, within the cap: made at once, prorated on the next invoice. */
+export const updateSubscription: UpdateSubscription = {
+  price: IDS.upgradePrice,
+  proration_behavior: "create_prorations",
+};
+export const updatedSubscription: SubscriptionObject = { ...subscription, price: IDS.upgradePrice };
 
 export const createUsageRecord: typeof CreateUsageRecord.Type = { quantity: 1200 };
 
@@ -124,6 +138,8 @@ export const invoice: InvoiceObject = {
   subtotal_decimal: "19.99",
   discount_decimal: "3.998",
   total_decimal: "15.992",
+  starting_credit_decimal: "0",
+  ending_credit_decimal: "0",
   amount_paid_decimal: "15.992",
   amount_remaining_decimal: "0",
   failure_code: null,

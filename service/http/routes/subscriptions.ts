@@ -3,6 +3,7 @@ import { listOf } from "../../chains/objects.ts";
 import { InvalidRequest, invalidParam } from "../../errors.ts";
 import { CouponObject, Coupons, CreateCoupon, ListCouponsQuery } from "../../subscriptions/coupons.ts";
 import { InvoiceObject } from "../../subscriptions/invoice-object.ts";
+import { PlanChanges, UpdateSubscription } from "../../subscriptions/plan-changes.ts";
 import {
   CreatePrice,
   ListPricesQuery,
@@ -38,7 +39,9 @@ import {
   newSubscription,
   price,
   subscription,
+  updatedSubscription,
   updatePrice,
+  updateSubscription,
   usageRecord,
 } from "../examples/subscriptions.ts";
 import { couponIdParam, invoiceIdParam, priceIdParam, subscriptionIdParam } from "../path-params.ts";
@@ -48,6 +51,7 @@ const withPrices = Effect.service(Prices);
 const withCoupons = Effect.service(Coupons);
 const withSubscriptions = Effect.service(Subscriptions);
 const withUsage = Effect.service(Usage);
+const withPlanChanges = Effect.service(PlanChanges);
 
 export const subscriptionRoutes = [
   defineRoute({
@@ -187,6 +191,56 @@ export const subscriptionRoutes = [
     examples: { params: { id: IDS.subscription }, response: subscription },
     handler: ({ caller, params }) =>
       Effect.flatMap(withSubscriptions, (subscriptions) => subscriptions.retrieve(caller, params.id ?? "")),
+  }),
+  defineRoute({
+    method: "POST",
+    path: "/v1/subscriptions/{id}",
+    params: { id: subscriptionIdParam },
+    operationId: "updateSubscription",
+    tag: "Subscriptions",
+    summary: "Change the price or coupon (prorated on the next invoice), or pause and resume collection.",
+    description:
+      "A change never charges: with `proration_behavior` `create_prorations` (default) the old price's unused time is credited and the new price's remaining time charged as `proration` lines on the next invoice; a downgrade's credit that outweighs an invoice carries to the next ones (`credit_balance_decimal`). `effective: period_end` makes the change at the next boundary, without prorations. When the next invoice with the change (or the new price alone) would exceed the mandate's cap, the change becomes `pending_update` (`payment_behavior` `pending_if_incomplete`, the default), `schedule.upcoming_charge_at_risk` is raised at once, and it applies once the customer has signed a higher cap at `authorization_url`; it expires at `expires_at`. A price in another chain or token than the mandate's: 400 `price_not_applicable`.",
+    body: UpdateSubscription,
+    response: SubscriptionObject,
+    examples: {
+      params: { id: IDS.subscription },
+      request: updateSubscription,
+      response: updatedSubscription,
+      errors: [
+        invalidParam(
+          "price",
+          `Price ${IDS.upgradePrice} is in DAI on chain 31337; subscription ${IDS.subscription}'s mandate collects USDC on chain 31337.`,
+          "price_not_applicable",
+        ),
+      ],
+    },
+    // Reads the chain head and writes the subscription and its events, nothing else.
+    transactional: true,
+    handler: ({ caller, params, body }) =>
+      Effect.flatMap(withPlanChanges, (changes) => changes.update(caller, params.id ?? "", body)),
+  }),
+  defineRoute({
+    method: "DELETE",
+    path: "/v1/subscriptions/{id}/pending_update",
+    params: { id: subscriptionIdParam },
+    operationId: "cancelSubscriptionPendingUpdate",
+    tag: "Subscriptions",
+    summary: "Drop the subscription's pending update or scheduled change; its price stays as it is.",
+    response: SubscriptionObject,
+    examples: {
+      params: { id: IDS.subscription },
+      response: subscription,
+      errors: [
+        new InvalidRequest({
+          code: "pending_update_missing",
+          message: `Subscription ${IDS.subscription} has no pending or scheduled change.`,
+          param: null,
+        }),
+      ],
+    },
+    handler: ({ caller, params }) =>
+      Effect.flatMap(withPlanChanges, (changes) => changes.cancelPending(caller, params.id ?? "")),
   }),
   defineRoute({
     method: "POST",

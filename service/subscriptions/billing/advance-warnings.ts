@@ -1,5 +1,5 @@
 /**
- * Step 6 of a billing round: advance warnings, each checked once per period (the check's chain time is
+ * Step 7 of a billing round: advance warnings, each checked once per period (the check's chain time is
  * cleared in the same transaction, and the event key (subscription, period, reason) makes a second event
  * impossible). None for a charge already due: billing it sets the next period's checks.
  * - `discount.ending_above_cap`: a week before a discount ends into a charge above the cap;
@@ -22,8 +22,8 @@ const dueForCheck = (round: BillingRound, id: string, check: WarningCheck) =>
     const [row] = yield* store.lock([id], { kind: "check_due", check, now: round.now });
     if (!row) return undefined;
     yield* store.clearCheck(id, check);
-    const billing = row.status === "active" || row.status === "past_due";
-    return billing && !row.cancel_at_period_end ? row : undefined;
+    const billing = row.status === "trialing" || row.status === "active" || row.status === "past_due";
+    return billing && !row.cancel_at_period_end && row.pause_behavior === null ? row : undefined;
   });
 
 const warnDiscountEnding = (round: BillingRound, id: string) =>
@@ -59,8 +59,9 @@ const warnChargeAtRisk = (round: BillingRound, id: string) =>
     const mandates = yield* MandateStore;
     const outbox = yield* Outbox;
     const row = yield* dueForCheck(round, id, "at_risk_check_at");
-    if (!row || row.current_period === null) return;
-    const period = row.current_period + 1;
+    if (!row) return;
+    // A trial's first charge is for period 0, at the trial's end (the mandate's anchor).
+    const period = row.current_period === null ? 0 : row.current_period + 1;
     const upcoming = yield* draftUpcomingCharge({
       chain: round.chain,
       subscription: row,

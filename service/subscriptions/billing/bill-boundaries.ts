@@ -1,10 +1,11 @@
 /**
- * Step 4 of a billing round: period boundaries. A batch of due subscriptions is locked, each invoiced
+ * Step 5 of a billing round: period boundaries. A batch of due subscriptions is locked, each invoiced
  * for the period the chain is in (a period already invoiced keeps its invoice) and advanced with the
  * chain times of its next advance warnings. The invoices are charged together, then written in one
  * multi-row insert, each with its first attempt counted and its charge, as both are made in the same
  * transaction. A subscription whose mandate was revoked, or that was to end at this period's start,
- * ends instead.
+ * ends instead; a change scheduled for the boundary is made first (plan-changes.ts). The invoice takes
+ * the proration lines waiting and the subscription's credit, and leaves the credit that remains.
  */
 import { Array as Arr, Effect } from "effect";
 import { periodIndexAt, periodStart } from "../../../src/ledger/period.ts";
@@ -12,7 +13,8 @@ import { newId } from "../../ids.ts";
 import { type DiscountWindow, InvoiceDrafts } from "../invoice-draft.ts";
 import type { InvoiceTotals } from "../invoice-math.ts";
 import { InvoiceStore, type InvoiceToCharge } from "../invoice-store.ts";
-import type { SubscriptionRow } from "../subscription-object.ts";
+import { PlanChanges } from "../plan-changes.ts";
+import type { PauseBehavior, SubscriptionRow } from "../subscription-object.ts";
 import { SubscriptionStore } from "../subscription-store.ts";
 import { Subscriptions } from "../subscriptions.ts";
 import { atRiskCheckAt, discountWarningAt } from "../warnings.ts";
@@ -25,6 +27,7 @@ interface Draft {
   readonly period: number;
   readonly totals: InvoiceTotals;
   readonly window: DiscountWindow;
+  readonly paused: PauseBehavior | null;
 }
 
 /** Invoices each (locked) subscription for the period the chain is in, and charges the invoices together. */
@@ -34,35 +37,45 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
     const store = yield* SubscriptionStore;
     const invoices = yield* InvoiceStore;
     const drafts = yield* InvoiceDrafts;
+    const planChanges = yield* PlanChanges;
     const written: Draft[] = [];
-    for (const row of rows) {
-      if (row.mandate_status === "revoked") {
-        yield* subscriptions.end(row.id, "mandate_revoked");
+    for (const locked of rows) {
+      if (locked.mandate_status === "revoked") {
+        yield* subscriptions.end(locked.id, "mandate_revoked");
         continue;
       }
-      const period = periodIndexAt(row.anchor, round.now) ?? 0;
-      if (row.cancel_at_period_end && row.current_period !== null && period > row.current_period) {
-        yield* subscriptions.end(row.id, "requested");
+      const period = periodIndexAt(locked.anchor, round.now) ?? 0;
+      // A trial canceled at its end ends there, with nothing charged.
+      const ending =
+        locked.current_period === null ? locked.status === "trialing" : period > locked.current_period;
+      if (locked.cancel_at_period_end && ending) {
+        yield* subscriptions.end(locked.id, "requested");
         continue;
       }
+      // A change scheduled for this boundary is made before the period is invoiced.
+      const row = yield* planChanges.atBoundary(round.chain, locked, round.now);
       const price = yield* round.price(row.price_id);
+      // Paused: the period's invoice is written void or uncollectible, uncharged; the prorations and
+      // the credit wait for the first invoice collected after the pause.
+      const paused = row.pause_behavior;
       const { totals, window } = yield* drafts.draft({
         chain: round.chain,
-        subscription: row,
+        subscription: paused === null ? row : { ...row, prorations: [], credit_balance: "0" },
         price,
         period,
       });
-      written.push({ row, id: yield* newId("invoice"), period, totals, window });
+      written.push({ row, id: yield* newId("invoice"), period, totals, window, paused });
     }
     if (!Arr.isReadonlyArrayNonEmpty(written)) return;
     const invoiced = yield* invoices.invoiced(
       written.map(({ row, period }) => ({ subscriptionId: row.id, period })),
     );
     const billed = written.filter(({ row, period }) => !invoiced.has(`${row.id}:${period}`));
+    const collected = billed.filter((d) => d.paused === null);
     // Charged first, so that each invoice is written once, with its charge (the charges are only
     // broadcast once this transaction commits).
     const { charged, taken, failed } = yield* collect(
-      billed
+      collected
         .filter((d) => d.totals.total > 0n)
         .map(
           ({ row, id, period, totals }): InvoiceToCharge => ({
@@ -77,20 +90,23 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
     );
     const chargeOf = new Map(charged.map((c) => [c.invoice, { id: c.charge, pending: c.pending }] as const));
     yield* invoices.insertOpen(
-      billed.map(({ row, id, period, totals }) => ({
+      billed.map(({ row, id, period, totals, paused }) => ({
         id,
+        ...(paused === null
+          ? {}
+          : { status: paused === "void" ? ("void" as const) : ("uncollectible" as const) }),
         scope: { merchantId: row.merchant_id, livemode: row.livemode },
         subscriptionId: row.id,
         period,
         periodStart: periodStart(row.anchor, period),
         periodEnd: periodStart(row.anchor, period + 1),
         totals,
-        attempted: totals.total > 0n,
+        attempted: paused === null && totals.total > 0n,
         charge: chargeOf.get(id),
       })),
     );
     yield* store.advance(
-      written.map(({ row, id, period, window }) => {
+      written.map(({ row, id, period, window, totals, paused }) => {
         const nextStart = periodStart(row.anchor, period + 1);
         return {
           id: row.id,
@@ -102,11 +118,12 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
           atRiskCheckAt: atRiskCheckAt(nextStart),
           discountWarningAt:
             window.end === period + 1 ? discountWarningAt(nextStart) : row.discount_warning_at,
+          creditAfter: invoiced.has(`${row.id}:${period}`) || paused !== null ? null : totals.endingCredit,
         };
       }),
     );
     yield* markPaid(
-      billed
+      collected
         .filter((d) => d.totals.total === 0n)
         .map((d) => ({ invoice: d.id, subscription: d.row.id, paidAt: round.now })),
     );

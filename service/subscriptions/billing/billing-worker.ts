@@ -1,7 +1,7 @@
 /**
  * The billing worker: invoices each subscription at each period boundary of its mandate (chain time, so
  * the test clock moves it), charges the invoice, and follows the charge to `invoice.paid` or into
- * dunning. A round runs six steps per chain, each in its own module; every step handles its rows in
+ * dunning. A round runs seven steps per chain, each in its own module; every step handles its rows in
  * batches under row locks (round.ts), and an invoice is unique per subscription and period, so several
  * processes billing at once, or a restart mid-pass, never invoice a period twice.
  */
@@ -16,6 +16,7 @@ import { activateAuthorized } from "./activate-authorized.ts";
 import { advanceWarnings } from "./advance-warnings.ts";
 import { billBoundaries } from "./bill-boundaries.ts";
 import { lapseUnpaid } from "./lapse-unpaid.ts";
+import { lifecycle } from "./lifecycle.ts";
 import { retryDunning } from "./retry-dunning.ts";
 import { makeRound } from "./round.ts";
 import { settleCharged } from "./settle-charged.ts";
@@ -31,6 +32,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
       yield* settleCharged(round),
       yield* activateAuthorized(round),
       yield* lapseUnpaid(round),
+      yield* lifecycle(round),
       yield* billBoundaries(round),
       yield* retryDunning(round),
       yield* advanceWarnings(round),

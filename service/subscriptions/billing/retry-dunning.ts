@@ -1,4 +1,4 @@
-/** Step 5 of a billing round: invoices whose dunning retry is due are charged again, together. */
+/** Step 6 of a billing round: invoices whose dunning retry is due are charged again, together. */
 import { Effect } from "effect";
 import { InvoiceStore } from "../invoice-store.ts";
 import { chargeInvoices } from "./collection.ts";

@@ -1,5 +1,6 @@
 /**
- * Subscriptions: the list with a status filter; one subscription with its invoices and Cancel (now, or at
+ * Subscriptions: the list with a status filter; one subscription with its trial, pending update or
+ * scheduled change (and Drop), paused collection (and Resume), credit, invoices and Cancel (now, or at
  * the end of the period last invoiced).
  */
 import { html } from "htm/preact";
@@ -14,7 +15,13 @@ import { hrefOf } from "./router.ts";
 type Subscription = Schemas["Subscription"];
 type SubscriptionStatus = StatusFilter<"listSubscriptions">;
 
-const STATUSES = everyValue<SubscriptionStatus>()(["incomplete", "active", "past_due", "canceled"]);
+const STATUSES = everyValue<SubscriptionStatus>()([
+  "incomplete",
+  "trialing",
+  "active",
+  "past_due",
+  "canceled",
+]);
 
 const SubscriptionList = ({ client, fail }: PageProps) => {
   const [status, setStatus] = useState("");
@@ -103,6 +110,34 @@ const SubscriptionDetail = ({
       .catch(fail);
   }, [client, fail, subscriptionId]);
 
+  const dropChange = async () => {
+    if (!window.confirm(`Drop the change waiting on ${subscriptionId}? Its price stays as it is.`)) return;
+    await run(async () => {
+      setSubscription(
+        await unwrap(
+          client.DELETE("/v1/subscriptions/{id}/pending_update", {
+            params: { path: { id: subscriptionId } },
+          }),
+        ),
+      );
+      announce(`The change waiting on ${subscriptionId} was dropped.`);
+    });
+  };
+
+  const resume = async () => {
+    await run(async () => {
+      setSubscription(
+        await unwrap(
+          client.POST("/v1/subscriptions/{id}", {
+            params: { path: { id: subscriptionId } },
+            body: { pause_collection: null },
+          }),
+        ),
+      );
+      announce(`Collection of ${subscriptionId} resumed.`);
+    });
+  };
+
   const cancel = async (atPeriodEnd: boolean) => {
     const question = atPeriodEnd
       ? `Cancel ${subscriptionId} at the end of the period last invoiced?`
@@ -146,7 +181,56 @@ const SubscriptionDetail = ({
                 ? null
                 : html`<dt>Next invoice</dt><dd>${dateTime(subscription.next_billing_at)}</dd>`
             }
+            ${
+              subscription.trial_end === null
+                ? null
+                : html`<dt>Trial</dt><dd>${subscription.trial_start === null ? "" : dateTime(subscription.trial_start)} – ${dateTime(subscription.trial_end)}</dd>`
+            }
+            ${
+              subscription.credit_balance_decimal === "0"
+                ? null
+                : html`<dt>Credit</dt><dd>${subscription.credit_balance_decimal} ${subscription.token}</dd>`
+            }
           </dl>
+          ${
+            subscription.pending_update === null
+              ? null
+              : html`<section class="card" aria-label="Pending update">
+                <h2>Pending update</h2>
+                <p>To <strong>${subscription.pending_update.price}</strong>${
+                  subscription.pending_update.coupon === null
+                    ? ""
+                    : ` with ${subscription.pending_update.coupon}`
+                }: the next invoice would be ${subscription.pending_update.amount_due_decimal} ${subscription.token}, above the cap of ${subscription.cap_decimal}. It applies once the customer signs a higher cap at the mandate's link, and expires ${dateTime(subscription.pending_update.expires_at)}.</p>
+                <div class="actions"><button type="button" class="secondary" disabled=${busy} onClick=${dropChange}>Drop the pending update</button></div>
+              </section>`
+          }
+          ${
+            subscription.scheduled_change === null
+              ? null
+              : html`<section class="card" aria-label="Scheduled change">
+                <h2>Scheduled change</h2>
+                <p>To <strong>${subscription.scheduled_change.price}</strong> at ${
+                  subscription.scheduled_change.effective_at === null
+                    ? "the next period"
+                    : dateTime(subscription.scheduled_change.effective_at)
+                }.</p>
+                <div class="actions"><button type="button" class="secondary" disabled=${busy} onClick=${dropChange}>Drop the scheduled change</button></div>
+              </section>`
+          }
+          ${
+            subscription.pause_collection === null
+              ? null
+              : html`<section class="card" aria-label="Collection paused">
+                <h2>Collection paused</h2>
+                <p>Each period's invoice is written ${subscription.pause_collection.behavior === "void" ? "void" : "uncollectible"}, and nothing is charged${
+                  subscription.pause_collection.resumes_at === null
+                    ? "."
+                    : `, until ${dateTime(subscription.pause_collection.resumes_at)}.`
+                }</p>
+                <div class="actions"><button type="button" class="secondary" disabled=${busy} onClick=${resume}>Resume collection</button></div>
+              </section>`
+          }
           ${
             subscription.status === "canceled"
               ? null
