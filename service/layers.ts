@@ -58,6 +58,8 @@ import { paymentReorgs } from "./payments/payment-reorgs.ts";
 import { PaymentStore } from "./payments/payment-store.ts";
 import { PaymentTransitions } from "./payments/payment-transitions.ts";
 import { Payments } from "./payments/payments.ts";
+import { PortalSessionStore } from "./portal/portal-session-store.ts";
+import { PortalSessions } from "./portal/portal-sessions.ts";
 import { Reconciliation } from "./reconciliation/reconciliation.ts";
 import { subscriptionBilling } from "./subscriptions/billing/billing-worker.ts";
 import { Coupons } from "./subscriptions/coupons.ts";
@@ -109,6 +111,7 @@ export const storesLayer = Layer.mergeAll(
   RelayerStore.layer,
   RelayStore.layer,
   SubscriptionStore.layer,
+  PortalSessionStore.layer,
   InvoiceStore.layer,
   UsageStore.layer,
   DeliveryStore.layer,
@@ -160,6 +163,7 @@ export const servicesLayer = (
     Authorizations.layer.pipe(Layer.provide(limits)),
     Subscriptions.layer,
     Deliveries.layer,
+    PortalSessions.layer,
   ).pipe(Layer.provideMerge(catalogue));
   const charging = ChargeBatches.layer.pipe(Layer.provideMerge(operations));
   const charges = Layer.mergeAll(Charges.layer, Usage.layer).pipe(Layer.provideMerge(charging));

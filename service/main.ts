@@ -31,6 +31,7 @@ import { eventRoutes } from "./http/routes/events.ts";
 import { mandateRoutes } from "./http/routes/mandates.ts";
 import { payPageRoutes } from "./http/routes/pay-page.ts";
 import { paymentRoutes } from "./http/routes/payments.ts";
+import { portalSessionRoutes } from "./http/routes/portal.ts";
 import { reconciliationRoutes } from "./http/routes/reconciliation.ts";
 import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
 import { testHelperRoutes } from "./http/routes/test-helpers.ts";
@@ -45,6 +46,7 @@ import { Metrics, observeRequest } from "./metrics/metrics.ts";
 import type { GaslessPayments } from "./payments/gasless-payments.ts";
 import { PaySessions } from "./payments/pay-session.ts";
 import type { Payments } from "./payments/payments.ts";
+import type { PortalSessions } from "./portal/portal-sessions.ts";
 import type { Reconciliation } from "./reconciliation/reconciliation.ts";
 import type { Coupons } from "./subscriptions/coupons.ts";
 import type { Prices } from "./subscriptions/prices.ts";
@@ -83,7 +85,8 @@ export type AppServices =
   | Prices
   | Coupons
   | Subscriptions
-  | Usage;
+  | Usage
+  | PortalSessions;
 
 export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...chainRoutes,
@@ -94,6 +97,7 @@ export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...reconciliationRoutes,
   ...subscriptionRoutes,
   ...webhookRoutes,
+  ...portalSessionRoutes,
 ];
 
 const ponderAnswersReady = async (ponderUrl: string): Promise<boolean> => {

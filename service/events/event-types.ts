@@ -42,6 +42,11 @@ export const EVENT_CATALOGUE = [
       "A subscription invoice's charge failed; next_payment_attempt says when it is retried (null: no retry left).",
   },
   {
+    type: "subscription.updated",
+    description:
+      "A subscription was set to end at its period's end (cancel_at_period_end true; cancellation_source says whether you or the customer, on the portal, asked).",
+  },
+  {
     type: "subscription.canceled",
     description:
       "A subscription ended for good (cancellation_reason: requested, payment_failed, mandate_revoked).",

@@ -75,6 +75,7 @@ export const newSubscription: SubscriptionObject = {
   cancel_at_period_end: false,
   canceled_at: null,
   cancellation_reason: null,
+  cancellation_source: null,
   latest_invoice: null,
   created: at(180),
 };
@@ -90,7 +91,11 @@ export const subscription: SubscriptionObject = {
 };
 
 export const cancelSubscription: typeof CancelSubscription.Type = { at_period_end: true };
-export const cancelingSubscription: SubscriptionObject = { ...subscription, cancel_at_period_end: true };
+export const cancelingSubscription: SubscriptionObject = {
+  ...subscription,
+  cancel_at_period_end: true,
+  cancellation_source: "api",
+};
 
 export const createUsageRecord: typeof CreateUsageRecord.Type = { quantity: 1200 };
 
