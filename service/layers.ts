@@ -58,8 +58,11 @@ import { paymentReorgs } from "./payments/payment-reorgs.ts";
 import { PaymentStore } from "./payments/payment-store.ts";
 import { PaymentTransitions } from "./payments/payment-transitions.ts";
 import { Payments } from "./payments/payments.ts";
+import { PortalActions } from "./portal/portal-actions.ts";
+import { PortalRevocations } from "./portal/portal-revocations.ts";
 import { PortalSessionStore } from "./portal/portal-session-store.ts";
 import { PortalSessions } from "./portal/portal-sessions.ts";
+import { PortalViews } from "./portal/portal-view.ts";
 import { Reconciliation } from "./reconciliation/reconciliation.ts";
 import { subscriptionBilling } from "./subscriptions/billing/billing-worker.ts";
 import { Coupons } from "./subscriptions/coupons.ts";
@@ -153,6 +156,8 @@ export const servicesLayer = (
     Prices.layer,
     InvoiceDrafts.layer,
     WebhookEndpoints.layer({ allowPrivateInTest: config.webhooks.allowPrivateInTest }),
+    // SEAM (issue 44): PortalRevocations.layer over the cap-changes branch's Revocations at its merge.
+    PortalRevocations.notYetWired,
   ).pipe(Layer.provideMerge(chains));
   const limits = Layer.succeed(AuthorizationLimits, {
     transactionsPerMandatePerDay: config.page?.authorizationsPerMandatePerDay ?? 5,
@@ -166,7 +171,11 @@ export const servicesLayer = (
     PortalSessions.layer,
   ).pipe(Layer.provideMerge(catalogue));
   const charging = ChargeBatches.layer.pipe(Layer.provideMerge(operations));
-  const charges = Layer.mergeAll(Charges.layer, Usage.layer).pipe(Layer.provideMerge(charging));
+  const charges = Layer.mergeAll(Charges.layer, Usage.layer).pipe(
+    Layer.provideMerge(PortalActions.layer),
+    Layer.provideMerge(PortalViews.layer),
+    Layer.provideMerge(charging),
+  );
   const payments = Layer.mergeAll(Payments.layer, PaymentFacts.layer, GaslessPayments.layer).pipe(
     Layer.provideMerge(PaySessions.layer),
     Layer.provideMerge(PaymentTransitions.layer),

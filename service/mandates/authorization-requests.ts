@@ -47,7 +47,7 @@ export const SignaturesRequest = Schema.Struct({
 export type SignaturesRequest = typeof SignaturesRequest.Type;
 
 /** EIP-712 typed data as `eth_signTypedData_v4` takes it (JSON: integers as decimal strings). */
-const TypedDataJson = Schema.Struct({
+export const TypedDataJson = Schema.Struct({
   domain: Schema.Record(Schema.String, Schema.Union([Schema.String, Schema.Number])),
   types: Schema.Record(
     Schema.String,

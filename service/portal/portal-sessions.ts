@@ -15,6 +15,7 @@ import { type InvalidRequest, invalidParam, NotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { MandateStore } from "../mandates/mandate-store.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
+import { PortalRevocations } from "./portal-revocations.ts";
 import { type PortalSessionRow, PortalSessionStore } from "./portal-session-store.ts";
 import { checkReturnUrl } from "./return-url.ts";
 
@@ -63,7 +64,8 @@ export type CreatePortalSession = typeof CreatePortalSession.Type;
 export const PortalFeaturesObject = Schema.Struct({
   subscription_cancel: Schema.Struct({ enabled: Schema.Boolean }),
   mandate_revoke: Schema.Struct({ enabled: Schema.Boolean }).annotate({
-    description: "Always on: revoking is the customer's right on chain; the portal spares it the gas",
+    description:
+      "Revoking a mandate without gas: on wherever the deployment relays signed revocations (revoking is the customer's right on chain; the portal spares it the gas)",
   }),
 }).annotate({ identifier: "PortalFeaturesObject" });
 
@@ -99,13 +101,20 @@ const hashToken = (token: string) => createHash("sha256").update(token).digest("
 
 const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
 
-const featuresOf = (row: PortalSessionRow) => ({
+const featuresOf = (row: PortalSessionRow, revocation: boolean) => ({
   subscription_cancel: { enabled: row.subscription_cancel },
-  mandate_revoke: { enabled: true },
+  mandate_revoke: { enabled: revocation },
 });
 
-/** The access a session row grants at `nowMillis` (Effect's Clock): the expired one is refused. */
-export const accessOf = (row: PortalSessionRow, nowMillis: number): PortalAccess | NotFound =>
+/**
+ * The access a session row grants at `nowMillis` (Effect's Clock): the expired one is refused.
+ * `revocation`: whether the deployment revokes on the customer's signature.
+ */
+export const accessOf = (
+  row: PortalSessionRow,
+  nowMillis: number,
+  revocation: boolean,
+): PortalAccess | NotFound =>
   row.expires_at.getTime() <= nowMillis
     ? expiredPortal
     : {
@@ -113,7 +122,7 @@ export const accessOf = (row: PortalSessionRow, nowMillis: number): PortalAccess
         scope: { merchantId: row.merchant_id, livemode: row.livemode },
         customer: row.customer,
         returnUrl: row.return_url,
-        features: featuresOf(row),
+        features: featuresOf(row, revocation),
         expiresAt: seconds(row.expires_at),
       };
 
@@ -133,6 +142,7 @@ export class PortalSessions extends Context.Service<
     Effect.gen(function* () {
       const store = yield* PortalSessionStore;
       const mandates = yield* MandateStore;
+      const { available: revocation } = yield* PortalRevocations;
       const { url: publicUrl } = yield* PublicUrl;
 
       const create = (scope: MerchantScope, input: CreatePortalSession) =>
@@ -169,7 +179,7 @@ export class PortalSessions extends Context.Service<
             customer: row.customer,
             url: portalUrl(publicUrl, token),
             return_url: row.return_url,
-            features: featuresOf(row),
+            features: featuresOf(row, revocation),
             expires_at: seconds(row.expires_at),
             created: seconds(row.created_at),
           };
@@ -180,7 +190,7 @@ export class PortalSessions extends Context.Service<
           if (!PORTAL_TOKEN_PATTERN.test(token)) return yield* notFoundPortal;
           const row = yield* store.byTokenHash(hashToken(token));
           if (row === undefined) return yield* notFoundPortal;
-          const granted = accessOf(row, yield* Clock.currentTimeMillis);
+          const granted = accessOf(row, yield* Clock.currentTimeMillis, revocation);
           return granted instanceof NotFound ? yield* granted : granted;
         });
 

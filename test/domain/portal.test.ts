@@ -1,7 +1,8 @@
 /**
  * The customer portal's sessions and scoping on a real Postgres with the fake chain (harness.ts): a
- * link grants one customer of one merchant in one mode, nothing else; it expires an hour after it was
- * made (Effect's TestClock); the token is stored only hashed; and bad input creates nothing.
+ * link grants one customer of one merchant in one mode, nothing else (its view lists only that
+ * customer's objects, its actions refuse any other's); it expires an hour after it was made (Effect's
+ * TestClock); the token is stored only hashed; and bad input creates nothing.
  */
 import { expect, layer } from "@effect/vitest";
 import { Duration, Effect, Layer } from "effect";
@@ -10,7 +11,10 @@ import { TestClock } from "effect/testing";
 import { MerchantChains } from "../../service/chains/merchant-chains.ts";
 import { Merchants } from "../../service/merchants/merchants.ts";
 import type { MerchantScope } from "../../service/merchants/scope.ts";
+import { PortalActions } from "../../service/portal/portal-actions.ts";
+import { PORTAL_REVOCATION_WIRED } from "../../service/portal/portal-revocations.ts";
 import { PORTAL_SESSION_SECONDS, PortalSessions } from "../../service/portal/portal-sessions.ts";
+import { PortalViews } from "../../service/portal/portal-view.ts";
 import { Prices } from "../../service/subscriptions/prices.ts";
 import { Subscriptions } from "../../service/subscriptions/subscriptions.ts";
 import { CHAIN, domainTestLayer, fakeChain, freshDatabase } from "./harness.ts";
@@ -56,7 +60,10 @@ layer(testLayer, { timeout: "60 seconds" })("customer portal sessions", (it) => 
         livemode: false,
         customer: "cus_a",
         return_url: "https://shop.example/account",
-        features: { subscription_cancel: { enabled: true }, mandate_revoke: { enabled: true } },
+        features: {
+          subscription_cancel: { enabled: true },
+          mandate_revoke: { enabled: PORTAL_REVOCATION_WIRED },
+        },
       });
       expect(created.id).toMatch(/^bps_/);
       expect(created.expires_at - created.created).toBe(PORTAL_SESSION_SECONDS);
@@ -127,6 +134,44 @@ layer(testLayer, { timeout: "60 seconds" })("customer portal sessions", (it) => 
       });
       expect(local.features.subscription_cancel.enabled).toBe(false);
       expect(local.return_url).toBe("http://127.0.0.1:3000/account");
+    }),
+  );
+
+  it.effect("shows and acts on one customer's objects of one merchant and mode, nothing else", () =>
+    Effect.gen(function* () {
+      const sessions = yield* PortalSessions;
+      const views = yield* PortalViews;
+      const actions = yield* PortalActions;
+      const subscriptions = yield* Subscriptions;
+      const shop = yield* merchant();
+      const other = yield* merchant();
+      const mine = yield* subscriptions.create(shop.scope, { customer: "cus_c", price: shop.price });
+      const neighbour = yield* subscriptions.create(shop.scope, { customer: "cus_d", price: shop.price });
+      const elsewhere = yield* subscriptions.create(other.scope, { customer: "cus_c", price: other.price });
+      const created = yield* sessions.create(shop.scope, { customer: "cus_c" });
+      const access = yield* sessions.access(tokenOf(created.url));
+
+      const view = yield* views.view(access);
+      expect(view.mandates.map((m) => m.id)).toEqual([mine.mandate]);
+      expect(view.subscriptions.map((s) => s.id)).toEqual([mine.id]);
+      expect(view.mandates[0]).toMatchObject({ signature_wanted: true, subscription: mine.id });
+
+      for (const id of [neighbour.id, elsewhere.id, "sub_01JD3ZZZZZZZZZZZZZZZZZZZZZ"])
+        expect(yield* failureCode(actions.cancelSubscription(access, id))).toBe("resource_missing");
+      for (const [scope, id] of [
+        [shop.scope, neighbour.id],
+        [other.scope, elsewhere.id],
+      ] as const)
+        expect((yield* subscriptions.retrieve(scope, id)).status).toBe("incomplete");
+      expect(yield* views.mandateOf(access, neighbour.mandate)).toBeUndefined();
+      expect(yield* views.mandateOf(access, elsewhere.mandate)).toBeUndefined();
+      expect((yield* views.mandateOf(access, mine.mandate))?.id).toBe(mine.mandate);
+
+      // Its own: canceled, as the customer's (an incomplete subscription has no period to finish).
+      yield* actions.cancelSubscription(access, mine.id);
+      const ended = yield* subscriptions.retrieve(shop.scope, mine.id);
+      expect(ended).toMatchObject({ status: "canceled", cancellation_source: "portal" });
+      expect((yield* views.view(access)).subscriptions).toEqual([]);
     }),
   );
 });

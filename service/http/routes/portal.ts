@@ -1,9 +1,17 @@
-/** The customer portal: the merchant's `POST /v1/portal_sessions` (docs/portal.md). */
+/** The customer portal: the merchant's `POST /v1/portal_sessions` and the hosted page's API (docs/portal.md). */
 import { Effect } from "effect";
 import { invalidParam } from "../../errors.ts";
+import { PortalActions } from "../../portal/portal-actions.ts";
+import {
+  RevocationObject,
+  RevocationRequestObject,
+  RevocationSubmission,
+} from "../../portal/portal-revocations.ts";
 import { CreatePortalSession, PortalSessionObject, PortalSessions } from "../../portal/portal-sessions.ts";
+import { PortalViewObject, PortalViews } from "../../portal/portal-view.ts";
 import { createPortalSession, portalSession } from "../examples/portal.ts";
-import { defineRoute } from "../route.ts";
+import { mandateIdParam, portalTokenParam, subscriptionIdParam } from "../path-params.ts";
+import { definePublicRoute, defineRoute } from "../route.ts";
 
 export const portalSessionRoutes = [
   defineRoute({
@@ -30,5 +38,57 @@ export const portalSessionRoutes = [
     },
     handler: ({ caller, body }) =>
       Effect.flatMap(Effect.service(PortalSessions), (sessions) => sessions.create(caller, body)),
+  }),
+];
+
+const accessOf = (token: string) => Effect.flatMap(Effect.service(PortalSessions), (s) => s.access(token));
+
+/** The hosted portal page's own API (docs/portal.md): no API key, the link is the credential. */
+export const portalPageRoutes = [
+  definePublicRoute({
+    method: "GET",
+    path: "/portal/{token}/session",
+    params: { token: portalTokenParam },
+    response: PortalViewObject,
+    handler: ({ params }) =>
+      Effect.gen(function* () {
+        const access = yield* accessOf(params.token ?? "");
+        return yield* (yield* PortalViews).view(access);
+      }),
+  }),
+  definePublicRoute({
+    method: "POST",
+    path: "/portal/{token}/subscriptions/{id}/cancel",
+    params: { token: portalTokenParam, id: subscriptionIdParam },
+    response: PortalViewObject,
+    handler: ({ params }) =>
+      Effect.gen(function* () {
+        const access = yield* accessOf(params.token ?? "");
+        yield* (yield* PortalActions).cancelSubscription(access, params.id ?? "");
+        return yield* (yield* PortalViews).view(access);
+      }),
+  }),
+  definePublicRoute({
+    method: "GET",
+    path: "/portal/{token}/mandates/{id}/revocation",
+    params: { token: portalTokenParam, id: mandateIdParam },
+    response: RevocationRequestObject,
+    handler: ({ params }) =>
+      Effect.gen(function* () {
+        const access = yield* accessOf(params.token ?? "");
+        return yield* (yield* PortalActions).revocationRequest(access, params.id ?? "");
+      }),
+  }),
+  definePublicRoute({
+    method: "POST",
+    path: "/portal/{token}/mandates/{id}/revocation",
+    params: { token: portalTokenParam, id: mandateIdParam },
+    body: RevocationSubmission,
+    response: RevocationObject,
+    handler: ({ body, params }) =>
+      Effect.gen(function* () {
+        const access = yield* accessOf(params.token ?? "");
+        return yield* (yield* PortalActions).revoke(access, params.id ?? "", body);
+      }),
   }),
 ];
