@@ -8,5 +8,6 @@ import { viewModel } from "./view-model.ts";
 startHostedPage({
   mount: mountView,
   viewModel,
-  createFlow: (token, env, onChange) => createFlow({ ...env, api: httpApi(token) }, onChange),
+  createFlow: (token, env, onChange) =>
+    createFlow({ ...env, api: httpApi(token), pollIntervalMs: 1000, confirmPolls: 60 }, onChange),
 });

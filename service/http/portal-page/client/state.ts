@@ -12,12 +12,18 @@ export type PageError = SharedPageError<Retry>;
 
 /** What the customer asked to do, waiting for its confirmation (a second click). */
 export interface Pending {
-  readonly kind: "cancel";
-  /** The subscription's id. */
+  readonly kind: "cancel" | "revoke";
+  /** The subscription's id (cancel) or the mandate's (revoke). */
   readonly id: string;
 }
 
-export type Step = "connect" | "switch_chain" | "cancel";
+export type Step =
+  | "connect"
+  | "switch_chain"
+  | "cancel"
+  | "sign_revocation"
+  | "submit_revocation"
+  | "confirm_revocation";
 
 export type Phase =
   | { readonly tag: "loading" }
@@ -34,6 +40,8 @@ export interface State {
   /** What the last action did, said until the next one. */
   readonly notice: string | null;
   readonly account: Address | null;
+  /** The subscription or mandate the current (or last) action is about. */
+  readonly target: string | null;
 }
 
 export type Event =
@@ -49,6 +57,7 @@ export const initialState = (): State => ({
   session: null,
   notice: null,
   account: null,
+  target: null,
 });
 
 export const reduce = (state: State, event: Event): State => {
@@ -69,7 +78,12 @@ export const reduce = (state: State, event: Event): State => {
     case "ask":
       return state.session === null
         ? state
-        : { ...state, notice: null, phase: { tag: "confirm", pending: event.pending } };
+        : {
+            ...state,
+            notice: null,
+            target: event.pending.id,
+            phase: { tag: "confirm", pending: event.pending },
+          };
     case "dismiss":
       return state.phase.tag === "confirm" || state.phase.tag === "error"
         ? { ...state, phase: { tag: "open" } }

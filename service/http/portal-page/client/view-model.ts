@@ -9,10 +9,17 @@ import {
   SUBSCRIPTION_STATUS_WORDS,
   shortAddress,
 } from "./format.ts";
-import type { State } from "./state.ts";
+import type { State, Step } from "./state.ts";
 import type { Mandate, Session, Subscription } from "./types.ts";
 
-export type Action = "retry" | "keep_open" | "dismiss" | `cancel:${string}` | `confirm_cancel:${string}`;
+export type Action =
+  | "retry"
+  | "keep_open"
+  | "dismiss"
+  | `cancel:${string}`
+  | `confirm_cancel:${string}`
+  | `revoke:${string}`
+  | `confirm_revoke:${string}`;
 
 export interface ItemButton {
   readonly action: Action;
@@ -86,16 +93,32 @@ const itemOf = (state: State, session: Session, mandate: Mandate): ItemModel => 
   const held = mandate.holds.map((hold) => amountText(hold.amount_decimal, mandate.token.symbol));
   if (held.length > 0) rows.push({ label: "Held in escrow", value: held.join(", ") });
 
-  const confirming =
-    state.phase.tag === "confirm" && subscription !== null && state.phase.pending.id === subscription.id;
+  const pending = state.phase.tag === "confirm" ? state.phase.pending : null;
+  const cancelAsked = pending?.kind === "cancel" && pending.id === subscription?.id ? subscription : null;
+  const revokeAsked = pending?.kind === "revoke" && pending.id === mandate.id;
   const buttons: ItemButton[] = [];
-  if (subscription !== null && confirming)
+  if (cancelAsked !== null)
     buttons.push(
-      { action: `confirm_cancel:${subscription.id}`, label: "Yes, cancel", style: "danger" },
+      { action: `confirm_cancel:${cancelAsked.id}`, label: "Yes, cancel", style: "danger" },
       { action: "dismiss", label: "Keep it", style: "secondary" },
     );
-  else if (subscription?.cancelable && subscription.status !== "incomplete")
-    buttons.push({ action: `cancel:${subscription.id}`, label: "Cancel subscription", style: "secondary" });
+  else if (revokeAsked)
+    buttons.push(
+      { action: `confirm_revoke:${mandate.id}`, label: "Sign to revoke", style: "danger" },
+      { action: "dismiss", label: "Keep it", style: "secondary" },
+    );
+  else {
+    if (subscription?.cancelable && subscription.status !== "incomplete")
+      buttons.push({ action: `cancel:${subscription.id}`, label: "Cancel subscription", style: "secondary" });
+    if (mandate.revocable)
+      buttons.push({ action: `revoke:${mandate.id}`, label: "Revoke", style: "secondary" });
+  }
+  const question =
+    cancelAsked !== null
+      ? `Cancel ${cancelAsked.product_name}? It stays active until ${dateText(cancelAsked.current_period?.end ?? cancelAsked.next_charge?.at ?? 0)} and is not charged again.`
+      : revokeAsked
+        ? `Revoke this authorization? ${session.merchant.name} can then no longer collect from your wallet with it${subscription === null ? "" : `, and your ${subscription.product_name} subscription ends`}. Your wallet signs a message: no transaction, no gas.`
+        : null;
 
   return {
     id: mandate.id,
@@ -110,13 +133,29 @@ const itemOf = (state: State, session: Session, mandate: Mandate): ItemModel => 
       value: chargeText(mandate, charge),
     })),
     signLink: mandate.signature_wanted ? { href: mandate.authorization_url, label: "Review and sign" } : null,
-    question:
-      confirming && subscription !== null
-        ? `Cancel ${subscription.product_name}? It stays active until ${dateText(subscription.current_period?.end ?? subscription.next_charge?.at ?? 0)} and is not charged again.`
-        : null,
+    question,
     buttons,
   };
 };
+
+const progressText = (session: Session, target: string | null, step: Step): string => {
+  const chain = session.mandates.find((m) => m.id === target)?.chain;
+  switch (step) {
+    case "cancel":
+      return "Canceling…";
+    case "sign_revocation":
+      return "Sign the revocation in your wallet. It costs no gas.";
+    case "submit_revocation":
+      return "Submitting your revocation…";
+    case "confirm_revocation":
+      return `Waiting for confirmation on ${chain?.name ?? "the network"}…`;
+    default:
+      return (chain === undefined ? null : cards.walletProgress(step, chain)) ?? "Working…";
+  }
+};
+
+/** The action under way (or asked, or failed) is a revocation: it uses the wallet. */
+const revoking = (state: State) => state.target?.startsWith("mdt_") ?? false;
 
 export const viewModel = (state: State): ViewModel => {
   const { phase, session } = state;
@@ -140,7 +179,7 @@ export const viewModel = (state: State): ViewModel => {
         ? null
         : { href: session.return_url, label: `Return to ${session.merchant.name}` },
     footer:
-      "Canceling a subscription ends it at the end of the period you paid for; nothing is refunded or charged.",
+      "Canceling a subscription ends it at the end of the period you paid for; nothing is refunded or charged. Revoking an authorization ends it on chain for good.",
   };
   switch (phase.tag) {
     case "loading":
@@ -159,6 +198,7 @@ export const viewModel = (state: State): ViewModel => {
         stage: `confirm:${phase.pending.kind}:${phase.pending.id}`,
         focus: "title",
         status: "Confirm below, or keep it.",
+        usesWallet: phase.pending.kind === "revoke",
         statusVisible: false,
       };
     case "busy":
@@ -166,10 +206,11 @@ export const viewModel = (state: State): ViewModel => {
         ...common,
         stage: `busy:${phase.step}`,
         focus: "title",
-        status: phase.step === "cancel" ? "Canceling…" : "Working…",
+        status: progressText(session, state.target, phase.step),
         busy: true,
+        usesWallet: revoking(state),
       };
     case "error":
-      return { ...common, ...cards.errorCard(phase.error) };
+      return { ...common, ...cards.errorCard(phase.error), usesWallet: revoking(state) };
   }
 };
