@@ -156,8 +156,6 @@ export const servicesLayer = (
     Prices.layer,
     InvoiceDrafts.layer,
     WebhookEndpoints.layer({ allowPrivateInTest: config.webhooks.allowPrivateInTest }),
-    // SEAM (issue 44): PortalRevocations.layer over the cap-changes branch's Revocations at its merge.
-    PortalRevocations.notYetWired,
   ).pipe(Layer.provideMerge(chains));
   const limits = Layer.succeed(AuthorizationLimits, {
     transactionsPerMandatePerDay: config.page?.authorizationsPerMandatePerDay ?? 5,
@@ -168,12 +166,14 @@ export const servicesLayer = (
     Authorizations.layer.pipe(Layer.provide(limits)),
     Subscriptions.layer,
     Deliveries.layer,
-    PortalSessions.layer,
   ).pipe(Layer.provideMerge(catalogue));
   const charging = ChargeBatches.layer.pipe(Layer.provideMerge(operations));
   const charges = Layer.mergeAll(Charges.layer, Usage.layer).pipe(
     Layer.provideMerge(PortalActions.layer),
     Layer.provideMerge(PortalViews.layer),
+    Layer.provideMerge(PortalSessions.layer),
+    // SEAM (issue 44): PortalRevocations.layer, over the cap-changes branch's Revocations, at its merge.
+    Layer.provideMerge(PortalRevocations.notYetWired),
     Layer.provideMerge(charging),
   );
   const payments = Layer.mergeAll(Payments.layer, PaymentFacts.layer, GaslessPayments.layer).pipe(

@@ -13,9 +13,10 @@
  *     return { available: true, request: revocations.request, submit: revocations.submit };
  *   }));
  *
- * in place of `PortalRevocations.notYetWired` in layers.ts; the three schemas below then become
- * re-exports of that module's `RevocationRequestObject`, `RevocationSubmission` and `RevocationObject`
- * (same shapes), and `PORTAL_REVOCATION_WIRED` becomes true (it runs the e2e revocation test).
+ * in place of `PortalRevocations.notYetWired` in layers.ts (it takes `Revocations` from the layers
+ * below it); the three schemas below then become re-exports of that module's `RevocationRequestObject`,
+ * `RevocationSubmission` and `RevocationObject` (same shapes), and `PORTAL_REVOCATION_WIRED` becomes
+ * true (it runs the e2e revocation test).
  *
  * Until then a deployment does not offer revocation on the portal (`mandate_revoke.enabled` false, no
  * button) and the two endpoints answer 503 `revocation_unavailable`: nothing is pretended.

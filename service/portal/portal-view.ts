@@ -13,7 +13,8 @@ import { ChainRegistry } from "../chains/registry.ts";
 import { CHARGE_STATUSES, type ChargeRow, FAILURE_CODES } from "../charges/charge-object.ts";
 import { ChargeStore } from "../charges/charge-store.ts";
 import { PublicUrl } from "../config/public-url.ts";
-import type { Unavailable } from "../errors.ts";
+import type { Page } from "../db/query.ts";
+import type { InvalidRequest, Unavailable } from "../errors.ts";
 import {
   chainOfMandate,
   needsSignature,
@@ -156,16 +157,12 @@ export class PortalViews extends Context.Service<
       const drafts = yield* InvoiceDrafts;
       const { url: publicUrl } = yield* PublicUrl;
       const page = { limit: PORTAL_LIST_LIMIT };
-      // The page's own cursors are never given: a conflict of cursors cannot happen.
-      const listed = <A, R>(effect: Effect.Effect<{ readonly data: A[] }, unknown, R>) =>
+      // The page gives no cursors, so the listings cannot refuse conflicting ones.
+      const listed = <A, R>(effect: Effect.Effect<Page<A>, InvalidRequest | SqlError.SqlError, R>) =>
         effect.pipe(
           Effect.map((result) => result.data),
-          Effect.catchIf(
-            (error): error is { readonly _tag: "InvalidRequest" } =>
-              (error as { _tag?: unknown })._tag === "InvalidRequest",
-            Effect.die,
-          ),
-        ) as Effect.Effect<A[], SqlError.SqlError, R>;
+          Effect.catchTag("InvalidRequest", Effect.die),
+        );
 
       const mandateView = (access: PortalAccess, row: MandateRow, subscription: string | null) =>
         Effect.gen(function* () {
