@@ -283,7 +283,7 @@ describe("the hosted portal page", () => {
     const browser = await openPage(session.url, null);
     const solo = browser.getByRole("region", { name: "Solo" });
     await solo.waitFor();
-    expect(await solo.getByRole("button").count()).toBe(0);
+    expect(await solo.getByRole("button", { name: "Cancel subscription" }).count()).toBe(0);
     const refused = await page(session.url, `/subscriptions/${subB.id}/cancel`, {});
     expect(refused.status).toBe(400);
     expect(expectErrorShape(refused.json).code).toBe("portal_feature_disabled");
