@@ -677,6 +677,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/portal_sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A link to the customer portal for one of your customers, valid for an hour.
+         * @description The customer (your reference, as on its mandates and subscriptions) sees there its mandates and subscriptions with you, in this key's mode: amounts, caps, the next charge, holds and recent charges. It can cancel a subscription at the end of its period (unless `features.subscription_cancel.enabled` is false), open a mandate's authorization page to sign what waits for its signature, and revoke a mandate without gas. The `url` is shown once; send the customer to it right away. A customer no mandate names: 400 `resource_missing` (param `customer`).
+         */
+        post: operations["createPortalSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1376,6 +1396,8 @@ export interface components {
             cancel_at_period_end: boolean;
             canceled_at: number | null;
             cancellation_reason: ("requested" | "payment_failed" | "mandate_revoked") | null;
+            /** @description Who asked to cancel: api (you, through the API or the console) or portal (the customer, on the customer portal); null when nobody asked */
+            cancellation_source: ("api" | "portal") | null;
             latest_invoice: string | null;
             trial_start: number | null;
             /** @description Chain time the trial ends: the first period starts and is charged then */
@@ -1778,6 +1800,51 @@ export interface components {
         ReplayEventRequest: {
             /** @description Send only to this endpoint (we_…); default: every enabled endpoint that subscribes to the event's type or already had it */
             endpoint?: string;
+        };
+        PortalFeaturesObject: {
+            subscription_cancel: {
+                enabled: boolean;
+            } & {
+                [key: string]: unknown;
+            };
+            /** @description Revoking a mandate without gas: on wherever the deployment relays signed revocations (revoking is the customer's right on chain; the portal spares it the gas) */
+            mandate_revoke: {
+                enabled: boolean;
+            } & {
+                [key: string]: unknown;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        PortalSession: {
+            /** @description bps_… */
+            id: string;
+            /** @enum {string} */
+            object: "portal_session";
+            livemode: boolean;
+            customer: string;
+            /** @description The customer's link to the portal; shown only in this response. Works until expires_at */
+            url: string;
+            return_url: string | null;
+            features: components["schemas"]["PortalFeaturesObject"];
+            /** @description Unix seconds: the link is refused from then on */
+            expires_at: number;
+            created: number;
+        } & {
+            [key: string]: unknown;
+        };
+        PortalFeatures: {
+            subscription_cancel?: {
+                /** @description The customer may cancel subscriptions at the end of their period (default true) */
+                enabled: boolean;
+            };
+        };
+        CreatePortalSessionRequest: {
+            /** @description Your reference for the customer, as given on its mandates and subscriptions */
+            customer: string;
+            /** @description Where the page's Return link leads (your site): https, or http to a loopback address in test mode */
+            return_url?: string;
+            features?: components["schemas"]["PortalFeatures"];
         };
     };
     responses: never;
@@ -5184,6 +5251,7 @@ export interface operations {
                      *           "cancel_at_period_end": false,
                      *           "canceled_at": null,
                      *           "cancellation_reason": null,
+                     *           "cancellation_source": null,
                      *           "latest_invoice": "inv_01KJQ0WMF0ABBE7QJFM3EC56A6",
                      *           "trial_start": null,
                      *           "trial_end": null,
@@ -5310,6 +5378,7 @@ export interface operations {
                      *       "cancel_at_period_end": false,
                      *       "canceled_at": null,
                      *       "cancellation_reason": null,
+                     *       "cancellation_source": null,
                      *       "latest_invoice": null,
                      *       "trial_start": null,
                      *       "trial_end": null,
@@ -5424,6 +5493,7 @@ export interface operations {
                      *       "cancel_at_period_end": false,
                      *       "canceled_at": null,
                      *       "cancellation_reason": null,
+                     *       "cancellation_source": null,
                      *       "latest_invoice": "inv_01KJQ0WMF0ABBE7QJFM3EC56A6",
                      *       "trial_start": null,
                      *       "trial_end": null,
@@ -5551,6 +5621,7 @@ export interface operations {
                      *       "cancel_at_period_end": false,
                      *       "canceled_at": null,
                      *       "cancellation_reason": null,
+                     *       "cancellation_source": null,
                      *       "latest_invoice": "inv_01KJQ0WMF0ABBE7QJFM3EC56A6",
                      *       "trial_start": null,
                      *       "trial_end": null,
@@ -5665,6 +5736,7 @@ export interface operations {
                      *       "cancel_at_period_end": false,
                      *       "canceled_at": null,
                      *       "cancellation_reason": null,
+                     *       "cancellation_source": null,
                      *       "latest_invoice": "inv_01KJQ0WMF0ABBE7QJFM3EC56A6",
                      *       "trial_start": null,
                      *       "trial_end": null,
@@ -5791,6 +5863,7 @@ export interface operations {
                      *       "cancel_at_period_end": true,
                      *       "canceled_at": null,
                      *       "cancellation_reason": null,
+                     *       "cancellation_source": "api",
                      *       "latest_invoice": "inv_01KJQ0WMF0ABBE7QJFM3EC56A6",
                      *       "trial_start": null,
                      *       "trial_end": null,
@@ -6398,7 +6471,7 @@ export interface operations {
                      *         {
                      *           "object": "event_type",
                      *           "type": "subscription.updated",
-                     *           "description": "A subscription's price or coupon changed, a change was scheduled for the period's end or became a pending_update, or such a change was canceled."
+                     *           "description": "A subscription's price or coupon changed, a change was scheduled for the period's end or became a pending_update, or such a change was canceled; or it was set to end at its period's end (cancel_at_period_end true; cancellation_source says whether you or the customer, on the portal, asked)."
                      *         },
                      *         {
                      *           "object": "event_type",
@@ -7423,6 +7496,113 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["ReplayedDeliveries"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createPortalSession: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @example 5f0c6a8e-2b1d-4e7a-9c3f-8d2e1b7a4c60 */
+                "Idempotency-Key": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "customer": "cus_4821",
+                 *       "return_url": "https://shop.example/account"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreatePortalSessionRequest"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "bps_01KJQAB3Q0W4Y8XGS2RJ5N7D1M",
+                     *       "object": "portal_session",
+                     *       "livemode": false,
+                     *       "customer": "cus_4821",
+                     *       "url": "http://127.0.0.1:4242/portal/Jx3kq8V0bP2mN7sW4tY6zA1cE5gH9iLo",
+                     *       "return_url": "https://shop.example/account",
+                     *       "features": {
+                     *         "subscription_cancel": {
+                     *           "enabled": true
+                     *         },
+                     *         "mandate_revoke": {
+                     *           "enabled": true
+                     *         }
+                     *       },
+                     *       "expires_at": 1772536500,
+                     *       "created": 1772532900
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PortalSession"];
                 };
             };
             /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */

@@ -32,6 +32,7 @@ export const LEVELS: Readonly<Record<string, number>> = {
   subscriptions: 7,
   reconciliation: 7,
   testing: 7,
+  portal: 7,
   maintenance: 8,
   operations: 8,
   http: 9,

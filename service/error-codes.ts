@@ -153,6 +153,20 @@ export const ERROR_CODES = {
   },
   // The hosted pay page.
   payment_page_not_found: { status: 404, when: "The payment link is not valid." },
+  // The customer portal.
+  revocation_unavailable: {
+    status: 503,
+    when: "Revoking without gas (the portal) is not available on this deployment yet.",
+  },
+  portal_session_not_found: { status: 404, when: "The portal link is not valid." },
+  portal_feature_disabled: {
+    status: 400,
+    when: "The portal link does not allow this action (the session's `features`).",
+  },
+  portal_session_expired: {
+    status: 404,
+    when: "The portal link has expired (an hour after its session was created): create a new session.",
+  },
   payment_not_payable: {
     status: 400,
     when: "The payment is paid, canceled or reversed, no longer watched, or everything due has arrived.",
@@ -218,7 +232,10 @@ export const ERROR_CODES = {
     status: 400,
     when: "Not an absolute http(s) URL, with credentials or a fragment, or over 2,048 characters.",
   },
-  url_insecure: { status: 400, when: "`http` in live mode." },
+  url_insecure: {
+    status: 400,
+    when: "`http` in live mode (a portal's `return_url`: also `http` to anything but a loopback address).",
+  },
   url_private: {
     status: 400,
     when: "A refused address, or a name resolving to one (test mode allows loopback and private ones, never metadata or link-local).",

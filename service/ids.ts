@@ -23,6 +23,7 @@ export const ID_PREFIXES = {
   webhookDelivery: "whd",
   relayerTransaction: "rtx",
   consoleSession: "cs",
+  portalSession: "bps",
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 
@@ -45,6 +46,7 @@ export const ID_NOUNS: Record<IdKind, string> = {
   webhookDelivery: "webhook delivery",
   relayerTransaction: "relayer transaction",
   consoleSession: "console session",
+  portalSession: "portal session",
 };
 
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";

@@ -59,6 +59,11 @@ import { paymentReorgs } from "./payments/payment-reorgs.ts";
 import { PaymentStore } from "./payments/payment-store.ts";
 import { PaymentTransitions } from "./payments/payment-transitions.ts";
 import { Payments } from "./payments/payments.ts";
+import { PortalActions } from "./portal/portal-actions.ts";
+import { PortalRevocations } from "./portal/portal-revocations.ts";
+import { PortalSessionStore } from "./portal/portal-session-store.ts";
+import { PortalSessions } from "./portal/portal-sessions.ts";
+import { PortalViews } from "./portal/portal-view.ts";
 import { Reconciliation } from "./reconciliation/reconciliation.ts";
 import { subscriptionBilling } from "./subscriptions/billing/billing-worker.ts";
 import { Coupons } from "./subscriptions/coupons.ts";
@@ -111,6 +116,7 @@ export const storesLayer = Layer.mergeAll(
   RelayerStore.layer,
   RelayStore.layer,
   SubscriptionStore.layer,
+  PortalSessionStore.layer,
   InvoiceStore.layer,
   UsageStore.layer,
   DeliveryStore.layer,
@@ -167,6 +173,10 @@ export const servicesLayer = (
   ).pipe(Layer.provideMerge(drafting));
   const charging = ChargeBatches.layer.pipe(Layer.provideMerge(operations));
   const charges = Layer.mergeAll(Charges.layer, Usage.layer, PlanChanges.layer).pipe(
+    Layer.provideMerge(PortalActions.layer),
+    Layer.provideMerge(PortalViews.layer),
+    Layer.provideMerge(PortalSessions.layer),
+    Layer.provideMerge(PortalRevocations.layer),
     Layer.provideMerge(charging),
   );
   const payments = Layer.mergeAll(Payments.layer, PaymentFacts.layer, GaslessPayments.layer).pipe(

@@ -24,6 +24,7 @@ import { registerConsole } from "./http/console/routes.ts";
 import { buildOpenApi } from "./http/openapi.ts";
 import { pageLimiter } from "./http/page-rate-limit.ts";
 import { registerPayPage } from "./http/pay-page/routes.ts";
+import { registerPortalPage } from "./http/portal-page/routes.ts";
 import type { AnyRoute } from "./http/route.ts";
 import { authorizationRoutes } from "./http/routes/authorization.ts";
 import { chainRoutes } from "./http/routes/chains.ts";
@@ -31,6 +32,7 @@ import { eventRoutes } from "./http/routes/events.ts";
 import { mandateRoutes } from "./http/routes/mandates.ts";
 import { payPageRoutes } from "./http/routes/pay-page.ts";
 import { paymentRoutes } from "./http/routes/payments.ts";
+import { portalPageRoutes, portalSessionRoutes } from "./http/routes/portal.ts";
 import { reconciliationRoutes } from "./http/routes/reconciliation.ts";
 import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
 import { testHelperRoutes } from "./http/routes/test-helpers.ts";
@@ -46,6 +48,9 @@ import { Metrics, observeRequest } from "./metrics/metrics.ts";
 import type { GaslessPayments } from "./payments/gasless-payments.ts";
 import { PaySessions } from "./payments/pay-session.ts";
 import type { Payments } from "./payments/payments.ts";
+import type { PortalActions } from "./portal/portal-actions.ts";
+import { PortalSessions } from "./portal/portal-sessions.ts";
+import type { PortalViews } from "./portal/portal-view.ts";
 import type { Reconciliation } from "./reconciliation/reconciliation.ts";
 import type { Coupons } from "./subscriptions/coupons.ts";
 import type { PlanChanges } from "./subscriptions/plan-changes.ts";
@@ -87,7 +92,10 @@ export type AppServices =
   | Coupons
   | Subscriptions
   | PlanChanges
-  | Usage;
+  | Usage
+  | PortalSessions
+  | PortalViews
+  | PortalActions;
 
 export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...chainRoutes,
@@ -98,6 +106,7 @@ export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...reconciliationRoutes,
   ...subscriptionRoutes,
   ...webhookRoutes,
+  ...portalSessionRoutes,
 ];
 
 const ponderAnswersReady = async (ponderUrl: string): Promise<boolean> => {
@@ -208,7 +217,7 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
   const openapi = buildOpenApi(routes, { version: VERSION });
   const app = makeApp({
     routes,
-    publicRoutes: [...authorizationRoutes, ...payPageRoutes],
+    publicRoutes: [...authorizationRoutes, ...payPageRoutes, ...portalPageRoutes],
     extend: (hono) => {
       registerAuthorizationPage(hono, {
         tokenExists: (token) =>
@@ -225,6 +234,15 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
         tokenExists: (token) =>
           runtime.runPromise(
             Effect.flatMap(Effect.service(PaySessions), (sessions) => sessions.paymentFor(token)).pipe(
+              Effect.as(true),
+              Effect.catchTag("NotFound", () => Effect.succeed(false)),
+            ),
+          ),
+      });
+      registerPortalPage(hono, {
+        tokenExists: (token) =>
+          runtime.runPromise(
+            Effect.flatMap(Effect.service(PortalSessions), (sessions) => sessions.access(token)).pipe(
               Effect.as(true),
               Effect.catchTag("NotFound", () => Effect.succeed(false)),
             ),

@@ -768,6 +768,26 @@ export const migrations = {
     `ALTER TABLE billing.invoices ADD COLUMN starting_credit numeric(78, 0) NOT NULL DEFAULT 0,
       ADD COLUMN ending_credit numeric(78, 0) NOT NULL DEFAULT 0`,
   ),
+  "0035_portal_sessions": statements(
+    // The customer portal's links (service/portal/): a session scopes a page to (merchant, mode,
+    // customer) until it expires. The link's token is kept only as its SHA-256: the URL is shown once.
+    `CREATE TABLE billing.portal_sessions (
+      id text PRIMARY KEY,
+      merchant_id text NOT NULL REFERENCES billing.merchants (id),
+      livemode boolean NOT NULL,
+      customer text NOT NULL,
+      token_hash text NOT NULL UNIQUE,
+      return_url text,
+      subscription_cancel boolean NOT NULL,
+      expires_at timestamptz NOT NULL,
+      created_at timestamptz NOT NULL
+    )`,
+    // Who asked for a subscription's cancellation: the merchant (api) or the customer (portal).
+    `ALTER TABLE billing.subscriptions ADD COLUMN cancellation_source text
+      CHECK (cancellation_source IN ('api', 'portal'))`,
+    // The portal reads a customer's subscriptions (mandates have mandates_customer).
+    "CREATE INDEX subscriptions_customer ON billing.subscriptions (merchant_id, customer)",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -59,7 +59,7 @@ export const EVENT_CATALOGUE = [
   {
     type: "subscription.updated",
     description:
-      "A subscription's price or coupon changed, a change was scheduled for the period's end or became a pending_update, or such a change was canceled.",
+      "A subscription's price or coupon changed, a change was scheduled for the period's end or became a pending_update, or such a change was canceled; or it was set to end at its period's end (cancel_at_period_end true; cancellation_source says whether you or the customer, on the portal, asked).",
   },
   {
     type: "subscription.pending_update_applied",

@@ -1,6 +1,6 @@
 /**
- * Request limits of the hosted pages (`/authorize/…`, `/pay/…`), whose routes need no API key: per
- * client address and per page token (an authorization's or a payment's), counted in fixed one-minute
+ * Request limits of the hosted pages (`/authorize/…`, `/pay/…`, `/portal/…`), whose routes need no API
+ * key: per client address and per page token (an authorization's, a payment's or a portal session's), counted in fixed one-minute
  * windows shared by every service process (limits/request-counts.ts). Beyond a limit: 429
  * `rate_limited` with `Retry-After`.
  */
@@ -11,6 +11,7 @@ import type { RateLimited } from "../errors.ts";
 import { countRequest } from "../limits/request-counts.ts";
 import { AUTHORIZATION_TOKEN_PATTERN } from "../mandates/authorization-session.ts";
 import { PAY_PAGE_TOKEN_PATTERN } from "../payments/pay-session.ts";
+import { PORTAL_TOKEN_PATTERN } from "../portal/portal-sessions.ts";
 
 export interface PageRateLimits {
   /** Requests per minute from one client address to the page and its API; 0: unlimited. */
@@ -42,12 +43,18 @@ export const clientAddress = (
   return socketAddress ?? "unknown";
 };
 
-/** The token a page path names, if any (`/authorize/{token}`, `/pay/{token}` and their APIs). */
+const TOKEN_PATTERNS: Readonly<Record<string, RegExp>> = {
+  authorize: AUTHORIZATION_TOKEN_PATTERN,
+  pay: PAY_PAGE_TOKEN_PATTERN,
+  portal: PORTAL_TOKEN_PATTERN,
+};
+
+/** The token a page path names, if any (`/authorize/{token}`, `/pay/{token}`, `/portal/{token}` and their APIs). */
 export const tokenOfPath = (path: string): string | undefined => {
-  const match = /^\/(authorize|pay)\/([^/]+)(?:\/|$)/.exec(path);
+  const match = /^\/(authorize|pay|portal)\/([^/]+)(?:\/|$)/.exec(path);
   const token = match?.[2];
-  if (token === undefined) return undefined;
-  const pattern = match?.[1] === "pay" ? PAY_PAGE_TOKEN_PATTERN : AUTHORIZATION_TOKEN_PATTERN;
+  const pattern = TOKEN_PATTERNS[match?.[1] ?? ""];
+  if (token === undefined || pattern === undefined) return undefined;
   return pattern.test(token) ? token : undefined;
 };
 
@@ -77,7 +84,7 @@ const socketAddressOf = (c: HonoContext): string | undefined => {
 };
 
 /**
- * The check the HTTP layer runs before every `/authorize/*`, `/pay/*` and `/assets/*` request: the refusal to
+ * The check the HTTP layer runs before every `/authorize/*`, `/pay/*`, `/portal/*` and `/assets/*` request: the refusal to
  * render, if any. A database that does not answer lets the request through (the limits protect the
  * relayer, which has its own budget, and must not take the page down with them).
  */

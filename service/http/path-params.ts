@@ -1,6 +1,7 @@
 /** What each route's path params must look like; anything else gets the route's own 404. */
 import { AUTHORIZATION_TOKEN_PATTERN, notFoundAuthorization } from "../mandates/authorization-session.ts";
 import { notFoundPayPage, PAY_PAGE_TOKEN_PATTERN } from "../payments/pay-session.ts";
+import { notFoundPortal, PORTAL_TOKEN_PATTERN } from "../portal/portal-sessions.ts";
 import { idParam } from "./input-guard.ts";
 
 export const mandateIdParam = idParam("mandate");
@@ -19,4 +20,8 @@ export const authorizationTokenParam = {
 export const payPageTokenParam = {
   pattern: PAY_PAGE_TOKEN_PATTERN,
   notFound: () => notFoundPayPage,
+};
+export const portalTokenParam = {
+  pattern: PORTAL_TOKEN_PATTERN,
+  notFound: () => notFoundPortal,
 };

@@ -7,6 +7,9 @@ import { formatDecimal } from "../money/decimal.ts";
 
 export const SUBSCRIPTION_STATUSES = ["incomplete", "trialing", "active", "past_due", "canceled"] as const;
 export const CANCELLATION_REASONS = ["requested", "payment_failed", "mandate_revoked"] as const;
+/** Who asked for the cancellation: you (the API, the console) or the customer (the portal). */
+export const CANCELLATION_SOURCES = ["api", "portal"] as const;
+export type CancellationSource = (typeof CANCELLATION_SOURCES)[number];
 export type SubscriptionStatus = (typeof SUBSCRIPTION_STATUSES)[number];
 /** While collection is paused, each period's invoice is written void (not owed) or uncollectible (owed, not collected). */
 export const PAUSE_BEHAVIORS = ["void", "mark_uncollectible"] as const;
@@ -67,6 +70,7 @@ export const SubscriptionRow = Schema.Struct({
   cancel_at_period_end: Schema.Boolean,
   canceled_at: Schema.NullOr(Schema.Date),
   cancellation_reason: Schema.NullOr(Schema.Literals(CANCELLATION_REASONS)),
+  cancellation_source: Schema.NullOr(Schema.Literals(CANCELLATION_SOURCES)),
   latest_invoice: Schema.NullOr(Schema.String),
   at_risk_check_at: Schema.NullOr(Schema.Number),
   discount_warning_at: Schema.NullOr(Schema.Number),
@@ -91,7 +95,7 @@ export type SubscriptionRow = typeof SubscriptionRow.Type;
 export const SUBSCRIPTION_COLUMNS = `s.id, s.merchant_id, s.livemode, s.customer, s.price_id, s.mandate_id, s.chain_id,
   s.coupon_id, s.discount_start_period, s.discount_end_period, s.status, s.current_period,
   s.next_billing_at::float8 AS next_billing_at, s.cancel_at_period_end, s.canceled_at, s.cancellation_reason,
-  s.latest_invoice, s.at_risk_check_at::float8 AS at_risk_check_at,
+  s.cancellation_source, s.latest_invoice, s.at_risk_check_at::float8 AS at_risk_check_at,
   s.discount_warning_at::float8 AS discount_warning_at, s.trial_start::float8 AS trial_start,
   s.trial_end::float8 AS trial_end, s.trial_notice_at::float8 AS trial_notice_at, s.pause_behavior,
   s.pause_resumes_at::float8 AS pause_resumes_at, s.credit_balance::text AS credit_balance, s.prorations,
@@ -132,6 +136,10 @@ export const SubscriptionObject = Schema.Struct({
   cancel_at_period_end: Schema.Boolean,
   canceled_at: Schema.NullOr(Schema.Int),
   cancellation_reason: Schema.NullOr(Schema.Literals(CANCELLATION_REASONS)),
+  cancellation_source: Schema.NullOr(Schema.Literals(CANCELLATION_SOURCES)).annotate({
+    description:
+      "Who asked to cancel: api (you, through the API or the console) or portal (the customer, on the customer portal); null when nobody asked",
+  }),
   latest_invoice: Schema.NullOr(Schema.String),
   trial_start: Schema.NullOr(Schema.Int),
   trial_end: Schema.NullOr(Schema.Int).annotate({
@@ -215,6 +223,7 @@ export const toSubscriptionObject = (
     cancel_at_period_end: row.cancel_at_period_end,
     canceled_at: row.canceled_at === null ? null : Math.floor(row.canceled_at.getTime() / 1000),
     cancellation_reason: row.cancellation_reason,
+    cancellation_source: row.cancellation_source,
     latest_invoice: row.latest_invoice,
     trial_start: row.trial_start,
     trial_end: row.trial_end,

@@ -14,6 +14,7 @@ import { resourceMissing } from "../errors.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
 import {
   type CANCELLATION_REASONS,
+  type CancellationSource,
   type PauseBehavior,
   type PendingChange,
   type StoredProration,
@@ -248,13 +249,14 @@ const make = Effect.gen(function* () {
           pause_resumes_at = ${pause?.resumesAt ?? null}, updated_at = now() WHERE id = ${id}`),
     clearTrialNotice: (id: string) =>
       Effect.asVoid(sql`UPDATE billing.subscriptions SET trial_notice_at = NULL WHERE id = ${id}`),
-    cancelAtPeriodEnd: (id: string) =>
-      Effect.asVoid(sql`UPDATE billing.subscriptions SET cancel_at_period_end = true, updated_at = now()
-        WHERE id = ${id}`),
-    /** Ended for good. */
-    end: (id: string, reason: CancellationReason) =>
+    cancelAtPeriodEnd: (id: string, source: CancellationSource) =>
+      Effect.asVoid(sql`UPDATE billing.subscriptions SET cancel_at_period_end = true,
+        cancellation_source = ${source}, updated_at = now() WHERE id = ${id}`),
+    /** Ended for good; `source`: who asked, when someone did now (a cancellation asked earlier keeps its own). */
+    end: (id: string, reason: CancellationReason, source: CancellationSource | null = null) =>
       Effect.asVoid(sql`UPDATE billing.subscriptions SET status = 'canceled', canceled_at = now(),
-          cancellation_reason = ${reason}, next_billing_at = NULL, updated_at = now() WHERE id = ${id}`),
+          cancellation_reason = ${reason}, cancellation_source = COALESCE(cancellation_source, ${source}),
+          next_billing_at = NULL, updated_at = now() WHERE id = ${id}`),
     /** An invoice failed and is retried. */
     markPastDue: (id: string) =>
       Effect.asVoid(sql`UPDATE billing.subscriptions SET status = 'past_due', updated_at = now()

@@ -31,6 +31,7 @@ import { type InvoiceObject, type InvoiceRow, toInvoiceObject } from "./invoice-
 import { InvoiceStore } from "./invoice-store.ts";
 import { Prices } from "./prices.ts";
 import {
+  type CancellationSource,
   SUBSCRIPTION_STATUSES,
   type SubscriptionObject,
   type SubscriptionRow,
@@ -145,10 +146,15 @@ export class Subscriptions extends Context.Service<
       scope: MerchantScope,
       query: ListSubscriptionsQuery,
     ) => Effect.Effect<Page<SubscriptionObject>, InvalidRequest | SqlError.SqlError>;
+    /**
+     * `source`: who asks (you through the API, or the customer on the portal). Ending at the period's end
+     * raises `subscription.updated` (cancel_at_period_end true); ending now, `subscription.canceled`.
+     */
     readonly cancel: (
       scope: MerchantScope,
       id: string,
       input: typeof CancelSubscription.Type,
+      source?: CancellationSource,
     ) => Effect.Effect<SubscriptionObject, NotFound | InvalidRequest | SqlError.SqlError>;
     readonly retrieveInvoice: (
       scope: MerchantScope,
@@ -159,7 +165,11 @@ export class Subscriptions extends Context.Service<
       query: ListInvoicesQuery,
     ) => Effect.Effect<Page<InvoiceObject>, InvalidRequest | SqlError.SqlError>;
     /** Ends a subscription for good: open invoices are voided and `subscription.canceled` is raised. */
-    readonly end: (id: string, reason: CancellationReason) => Effect.Effect<void, SqlError.SqlError>;
+    readonly end: (
+      id: string,
+      reason: CancellationReason,
+      source?: CancellationSource,
+    ) => Effect.Effect<void, SqlError.SqlError>;
     readonly render: (row: SubscriptionRow) => SubscriptionObject;
     readonly renderInvoice: (row: InvoiceRow) => InvoiceObject;
   }
@@ -278,9 +288,9 @@ export class Subscriptions extends Context.Service<
           return render(row);
         });
 
-      const end = (id: string, reason: CancellationReason) =>
+      const end = (id: string, reason: CancellationReason, source?: CancellationSource) =>
         Effect.gen(function* () {
-          yield* store.end(id, reason);
+          yield* store.end(id, reason, source ?? null);
           yield* invoices.voidOpenOf(id);
           const row = yield* store.reload(id);
           yield* outbox.raise({
@@ -292,7 +302,12 @@ export class Subscriptions extends Context.Service<
           });
         });
 
-      const cancel = (scope: MerchantScope, id: string, input: typeof CancelSubscription.Type) =>
+      const cancel = (
+        scope: MerchantScope,
+        id: string,
+        input: typeof CancelSubscription.Type,
+        source: CancellationSource = "api",
+      ) =>
         Effect.gen(function* () {
           const row = yield* store.load(scope, id, { lock: true });
           if (row.status === "canceled")
@@ -301,9 +316,22 @@ export class Subscriptions extends Context.Service<
               message: `Subscription ${id} is already canceled.`,
               param: null,
             });
-          if (input.at_period_end === true && row.status !== "incomplete") yield* store.cancelAtPeriodEnd(id);
-          else yield* end(id, "requested");
-          return render(yield* store.reload(id));
+          if (input.at_period_end !== true || row.status === "incomplete") {
+            yield* end(id, "requested", source);
+            return render(yield* store.reload(id));
+          }
+          // Asked again: nothing changes and nothing more is raised.
+          if (row.cancel_at_period_end) return render(row);
+          yield* store.cancelAtPeriodEnd(id, source);
+          const updated = render(yield* store.reload(id));
+          yield* outbox.raise({
+            merchantId: row.merchant_id,
+            livemode: row.livemode,
+            type: "subscription.updated",
+            object: updated,
+            key: `${id}:cancel_at_period_end`,
+          });
+          return updated;
         });
 
       return {

@@ -9,18 +9,21 @@ import { makeApp } from "../../service/http/app.ts";
 import { registerAuthorizationPage } from "../../service/http/authorization-page/routes.ts";
 import { registerConsole } from "../../service/http/console/routes.ts";
 import { registerPayPage } from "../../service/http/pay-page/routes.ts";
+import { registerPortalPage } from "../../service/http/portal-page/routes.ts";
 import { authorizationRoutes } from "../../service/http/routes/authorization.ts";
 import { payPageRoutes } from "../../service/http/routes/pay-page.ts";
+import { portalPageRoutes } from "../../service/http/routes/portal.ts";
 import { routes } from "../../service/main.ts";
 
 describe("the service's router", () => {
   it("is Hono's RegExpRouter for every registered path", async () => {
     const app = makeApp({
       routes,
-      publicRoutes: [...authorizationRoutes, ...payPageRoutes],
+      publicRoutes: [...authorizationRoutes, ...payPageRoutes, ...portalPageRoutes],
       extend: (hono) => {
         registerAuthorizationPage(hono, { tokenExists: async () => false });
         registerPayPage(hono, { tokenExists: async () => false });
+        registerPortalPage(hono, { tokenExists: async () => false });
         registerConsole(hono);
       },
       run: async () => Exit.die("no runtime in this test"),

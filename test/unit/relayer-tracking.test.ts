@@ -116,6 +116,10 @@ describe("page rate limit keys", () => {
     expect(tokenOfPath(`/authorize/${token}/signatures`)).toBe(token);
     expect(tokenOfPath(`/authorize/${token}`)).toBe(token);
     expect(tokenOfPath("/assets/authorize.js")).toBeUndefined();
+    expect(tokenOfPath(`/portal/${token}/subscriptions/sub_x/cancel`)).toBe(token);
+    expect(tokenOfPath(`/portal/${token}`)).toBe(token);
+    expect(tokenOfPath("/portal/short")).toBeUndefined();
+    expect(tokenOfPath(`/other/${token}`)).toBeUndefined();
     const limits = { perAddressPerMinute: 10, perTokenPerMinute: 5, trustProxy: false };
     expect(pageRequestKeys(limits, { path: `/authorize/${token}/session`, socketAddress: "::1" })).toEqual([
       { key: "page:address:::1", limit: 10 },

@@ -76,6 +76,7 @@ export const newSubscription: SubscriptionObject = {
   cancel_at_period_end: false,
   canceled_at: null,
   cancellation_reason: null,
+  cancellation_source: null,
   latest_invoice: null,
   trial_start: null,
   trial_end: null,
@@ -97,7 +98,11 @@ export const subscription: SubscriptionObject = {
 };
 
 export const cancelSubscription: typeof CancelSubscription.Type = { at_period_end: true };
-export const cancelingSubscription: SubscriptionObject = { ...subscription, cancel_at_period_end: true };
+export const cancelingSubscription: SubscriptionObject = {
+  ...subscription,
+  cancel_at_period_end: true,
+  cancellation_source: "api",
+};
 
 /** An upgrade half-way through the period, within the cap: made at once, prorated on the next invoice. */
 export const updateSubscription: UpdateSubscription = {
