@@ -25,7 +25,7 @@ import { chargeOutcomes } from "./charges/charge-outcomes.ts";
 import { ChargeStore } from "./charges/charge-store.ts";
 import { Charges } from "./charges/charges.ts";
 import { holdReleaser } from "./charges/hold-releaser.ts";
-import type { ServiceConfig } from "./config/env.ts";
+import { PAGE_LIMIT_DEFAULTS, type ServiceConfig } from "./config/env.ts";
 import { PublicUrl } from "./config/public-url.ts";
 import { ClearedCaches } from "./db/cleared-caches.ts";
 import { databaseLayer } from "./db/client.ts";
@@ -161,7 +161,7 @@ export const servicesLayer = (
   // Drafts read prices (usage recorded under an earlier price).
   const drafting = InvoiceDrafts.layer.pipe(Layer.provideMerge(catalogue));
   const limits = Layer.succeed(AuthorizationLimits, {
-    transactionsPerMandatePerDay: config.page?.authorizationsPerMandatePerDay ?? 5,
+    transactionsPerMandatePerDay: (config.page ?? PAGE_LIMIT_DEFAULTS).authorizationsPerMandatePerDay,
   });
   const operations = Layer.mergeAll(
     ChargeFailureEvents.layer,

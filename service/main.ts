@@ -15,7 +15,7 @@ import { chainHeads } from "./chains/onchain.ts";
 import { ChainRegistry } from "./chains/registry.ts";
 import { describePaused, TokenStates } from "./chains/token-states.ts";
 import type { Charges } from "./charges/charges.ts";
-import { type ServiceConfig, serviceConfigFromEnv } from "./config/env.ts";
+import { PAGE_LIMIT_DEFAULTS, type ServiceConfig, serviceConfigFromEnv } from "./config/env.ts";
 import type { Events } from "./events/events.ts";
 import { makeApp, type Readiness } from "./http/app.ts";
 import { registerAuthorizationPage } from "./http/authorization-page/routes.ts";
@@ -251,14 +251,7 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
       registerConsole(hono);
     },
     run: (effect) => runtime.runPromiseExit(effect),
-    limitPage: pageLimiter(
-      {
-        perAddressPerMinute: config.page?.perAddressPerMinute ?? 600,
-        perTokenPerMinute: config.page?.perTokenPerMinute ?? 240,
-        trustProxy: config.page?.trustProxy ?? false,
-      },
-      (effect) => runtime.runPromise(effect),
-    ),
+    limitPage: pageLimiter(config.page ?? PAGE_LIMIT_DEFAULTS, (effect) => runtime.runPromise(effect)),
     readiness,
     indexerLiveness: async () => ({ stalled: await stalledChains() }),
     metrics: {

@@ -28,7 +28,7 @@ export interface ServiceConfig {
   /** Public base URL of this service (the hosted pages' links); default: where it listens. */
   readonly publicUrl?: string | undefined;
   readonly webhooks: WebhookConfig;
-  /** Limits of the public authorization page (default: see service/http/page-rate-limit.ts). */
+  /** Limits of the hosted pages (default: PAGE_LIMIT_DEFAULTS). */
   readonly page?: PageLimitsConfig;
   /** Bearer token of `GET /metrics`; none: the endpoint does not exist (404). */
   readonly metricsToken?: Redacted.Redacted<string> | undefined;
@@ -45,6 +45,14 @@ export interface PageLimitsConfig {
   /** Authorize transactions the relayer sends per mandate in a day. */
   readonly authorizationsPerMandatePerDay: number;
 }
+
+/** The page limits when neither the environment nor the caller sets them. */
+export const PAGE_LIMIT_DEFAULTS: PageLimitsConfig = {
+  perAddressPerMinute: 600,
+  perTokenPerMinute: 240,
+  trustProxy: false,
+  authorizationsPerMandatePerDay: 5,
+};
 
 export interface WebhookConfig {
   /** 32 bytes, base64: the AES-256-GCM key that encrypts endpoints' signing secrets at rest. */
@@ -105,10 +113,12 @@ const shared = {
   webhookTimeoutSeconds: env.WEBHOOK_TIMEOUT_SECONDS.pipe(withDefault(10)),
   webhookMaxInFlight: env.WEBHOOK_MAX_IN_FLIGHT.pipe(withDefault(256)),
   webhookMaxInFlightPerEndpoint: env.WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT.pipe(withDefault(16)),
-  pagePerAddress: env.PAGE_RATE_LIMIT_PER_ADDRESS.pipe(withDefault(600)),
-  pagePerToken: env.PAGE_RATE_LIMIT_PER_TOKEN.pipe(withDefault(240)),
-  trustProxy: env.TRUST_PROXY.pipe(withDefault(false)),
-  authorizationsPerMandatePerDay: env.AUTHORIZATIONS_PER_MANDATE_PER_DAY.pipe(withDefault(5)),
+  pagePerAddress: env.PAGE_RATE_LIMIT_PER_ADDRESS.pipe(withDefault(PAGE_LIMIT_DEFAULTS.perAddressPerMinute)),
+  pagePerToken: env.PAGE_RATE_LIMIT_PER_TOKEN.pipe(withDefault(PAGE_LIMIT_DEFAULTS.perTokenPerMinute)),
+  trustProxy: env.TRUST_PROXY.pipe(withDefault(PAGE_LIMIT_DEFAULTS.trustProxy)),
+  authorizationsPerMandatePerDay: env.AUTHORIZATIONS_PER_MANDATE_PER_DAY.pipe(
+    withDefault(PAGE_LIMIT_DEFAULTS.authorizationsPerMandatePerDay),
+  ),
   metricsToken: env.METRICS_TOKEN,
   indexerStallSeconds: env.INDEXER_STALL_SECONDS,
 };
