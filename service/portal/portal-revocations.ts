@@ -4,7 +4,7 @@
  * portal reaches it through this port, so a deployment without it offers no revocation (no button, 503
  * `revocation_unavailable`) rather than a pretended one.
  */
-import { Context, Effect, Layer, Schema } from "effect";
+import { Context, Effect, Layer } from "effect";
 import type { SqlError } from "effect/sql";
 import { type InvalidRequest, type NotFound, type RateLimited, Unavailable } from "../errors.ts";
 import type { MandateRow } from "../mandates/mandate-object.ts";
