@@ -1807,7 +1807,7 @@ export interface components {
             } & {
                 [key: string]: unknown;
             };
-            /** @description Revoking a mandate without gas: on wherever the deployment relays signed revocations (revoking is the customer's right on chain; the portal spares it the gas) */
+            /** @description Revoking a mandate without gas: always on (revoking is the customer's right on chain; the portal spares it the gas) */
             mandate_revoke: {
                 enabled: boolean;
             } & {

@@ -154,10 +154,6 @@ export const ERROR_CODES = {
   // The hosted pay page.
   payment_page_not_found: { status: 404, when: "The payment link is not valid." },
   // The customer portal.
-  revocation_unavailable: {
-    status: 503,
-    when: "Revoking without gas (the portal) is not available on this deployment yet.",
-  },
   portal_session_not_found: { status: 404, when: "The portal link is not valid." },
   portal_feature_disabled: {
     status: 400,

@@ -60,7 +60,6 @@ import { PaymentStore } from "./payments/payment-store.ts";
 import { PaymentTransitions } from "./payments/payment-transitions.ts";
 import { Payments } from "./payments/payments.ts";
 import { PortalActions } from "./portal/portal-actions.ts";
-import { PortalRevocations } from "./portal/portal-revocations.ts";
 import { PortalSessionStore } from "./portal/portal-session-store.ts";
 import { PortalSessions } from "./portal/portal-sessions.ts";
 import { PortalViews } from "./portal/portal-view.ts";
@@ -176,7 +175,6 @@ export const servicesLayer = (
     Layer.provideMerge(PortalActions.layer),
     Layer.provideMerge(PortalViews.layer),
     Layer.provideMerge(PortalSessions.layer),
-    Layer.provideMerge(PortalRevocations.layer),
     Layer.provideMerge(charging),
   );
   const payments = Layer.mergeAll(Payments.layer, PaymentFacts.layer, GaslessPayments.layer).pipe(

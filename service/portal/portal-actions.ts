@@ -4,20 +4,19 @@
  * (`Subscriptions.cancel`, so the same rules and events), recorded as the customer's
  * (`cancellation_source: "portal"`). The link is the customer's credential, as in Stripe's portal: no
  * wallet is needed to stop future charges. And revoke a mandate without gas: the customer's wallet
- * signs the escrow's `Revoke` and the relayer submits it (portal-revocations.ts, the seam to the
- * cap-changes branch's `Revocations`).
+ * signs the escrow's `Revoke` and the relayer submits it (`Revocations`, mandates/revocations.ts).
  */
 import { Context, Effect, Layer } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { type InvalidRequest, invalidParam, type NotFound, resourceMissing } from "../errors.ts";
-import { Subscriptions } from "../subscriptions/subscriptions.ts";
 import {
-  PortalRevocations,
   type RevocationFailure,
   type RevocationObject,
   type RevocationRequestObject,
   type RevocationSubmission,
-} from "./portal-revocations.ts";
+  Revocations,
+} from "../mandates/revocations.ts";
+import { Subscriptions } from "../subscriptions/subscriptions.ts";
 import type { PortalAccess } from "./portal-sessions.ts";
 import { PortalViews } from "./portal-view.ts";
 
@@ -48,7 +47,7 @@ export class PortalActions extends Context.Service<
       const sql = yield* SqlClient.SqlClient;
       const views = yield* PortalViews;
       const subscriptions = yield* Subscriptions;
-      const revocations = yield* PortalRevocations;
+      const revocations = yield* Revocations;
 
       const cancelSubscription = (access: PortalAccess, id: string) =>
         Effect.gen(function* () {

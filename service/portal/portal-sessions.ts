@@ -15,7 +15,6 @@ import { type InvalidRequest, invalidParam, NotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { MandateStore } from "../mandates/mandate-store.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
-import { PortalRevocations } from "./portal-revocations.ts";
 import { type PortalSessionRow, PortalSessionStore } from "./portal-session-store.ts";
 import { checkReturnUrl } from "./return-url.ts";
 
@@ -65,7 +64,7 @@ export const PortalFeaturesObject = Schema.Struct({
   subscription_cancel: Schema.Struct({ enabled: Schema.Boolean }),
   mandate_revoke: Schema.Struct({ enabled: Schema.Boolean }).annotate({
     description:
-      "Revoking a mandate without gas: on wherever the deployment relays signed revocations (revoking is the customer's right on chain; the portal spares it the gas)",
+      "Revoking a mandate without gas: always on (revoking is the customer's right on chain; the portal spares it the gas)",
   }),
 }).annotate({ identifier: "PortalFeaturesObject" });
 
@@ -101,20 +100,13 @@ const hashToken = (token: string) => createHash("sha256").update(token).digest("
 
 const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
 
-const featuresOf = (row: PortalSessionRow, revocation: boolean) => ({
+const featuresOf = (row: PortalSessionRow) => ({
   subscription_cancel: { enabled: row.subscription_cancel },
-  mandate_revoke: { enabled: revocation },
+  mandate_revoke: { enabled: true },
 });
 
-/**
- * The access a session row grants at `nowMillis` (Effect's Clock): the expired one is refused.
- * `revocation`: whether the deployment revokes on the customer's signature.
- */
-export const accessOf = (
-  row: PortalSessionRow,
-  nowMillis: number,
-  revocation: boolean,
-): PortalAccess | NotFound =>
+/** The access a session row grants at `nowMillis` (Effect's Clock): the expired one is refused. */
+export const accessOf = (row: PortalSessionRow, nowMillis: number): PortalAccess | NotFound =>
   row.expires_at.getTime() <= nowMillis
     ? expiredPortal
     : {
@@ -122,7 +114,7 @@ export const accessOf = (
         scope: { merchantId: row.merchant_id, livemode: row.livemode },
         customer: row.customer,
         returnUrl: row.return_url,
-        features: featuresOf(row, revocation),
+        features: featuresOf(row),
         expiresAt: seconds(row.expires_at),
       };
 
@@ -142,7 +134,6 @@ export class PortalSessions extends Context.Service<
     Effect.gen(function* () {
       const store = yield* PortalSessionStore;
       const mandates = yield* MandateStore;
-      const { available: revocation } = yield* PortalRevocations;
       const { url: publicUrl } = yield* PublicUrl;
 
       const create = (scope: MerchantScope, input: CreatePortalSession) =>
@@ -179,7 +170,7 @@ export class PortalSessions extends Context.Service<
             customer: row.customer,
             url: portalUrl(publicUrl, token),
             return_url: row.return_url,
-            features: featuresOf(row, revocation),
+            features: featuresOf(row),
             expires_at: seconds(row.expires_at),
             created: seconds(row.created_at),
           };
@@ -190,7 +181,7 @@ export class PortalSessions extends Context.Service<
           if (!PORTAL_TOKEN_PATTERN.test(token)) return yield* notFoundPortal;
           const row = yield* store.byTokenHash(hashToken(token));
           if (row === undefined) return yield* notFoundPortal;
-          const granted = accessOf(row, yield* Clock.currentTimeMillis, revocation);
+          const granted = accessOf(row, yield* Clock.currentTimeMillis);
           return granted instanceof NotFound ? yield* granted : granted;
         });
 

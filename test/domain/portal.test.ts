@@ -12,7 +12,6 @@ import { MerchantChains } from "../../service/chains/merchant-chains.ts";
 import { Merchants } from "../../service/merchants/merchants.ts";
 import type { MerchantScope } from "../../service/merchants/scope.ts";
 import { PortalActions } from "../../service/portal/portal-actions.ts";
-import { PORTAL_REVOCATION_WIRED } from "../../service/portal/portal-revocations.ts";
 import { PORTAL_SESSION_SECONDS, PortalSessions } from "../../service/portal/portal-sessions.ts";
 import { PortalViews } from "../../service/portal/portal-view.ts";
 import { Prices } from "../../service/subscriptions/prices.ts";
@@ -62,7 +61,7 @@ layer(testLayer, { timeout: "60 seconds" })("customer portal sessions", (it) => 
         return_url: "https://shop.example/account",
         features: {
           subscription_cancel: { enabled: true },
-          mandate_revoke: { enabled: PORTAL_REVOCATION_WIRED },
+          mandate_revoke: { enabled: true },
         },
       });
       expect(created.id).toMatch(/^bps_/);

@@ -4,16 +4,14 @@
  * merchant's ids are 404, an expired link is refused), and the hosted page in headless Chromium: it
  * lists the customer's subscriptions and mandates with their next charge, holds and latest charges,
  * and cancels a subscription at the end of its period through the same operation and events as the API.
- * Revoking without gas goes through the seam to the cap-changes branch (service/portal/
- * portal-revocations.ts): until it is wired the portal does not offer it and says so (503); once
- * `PORTAL_REVOCATION_WIRED`, the last test revokes from the page with the mandate's own wallet.
+ * Revoking without gas: the page's revocation endpoints take only the customer's own mandates and
+ * well-formed signatures, and the last test revokes from the page with the mandate's own wallet.
  * Screenshots go to test-results/portal/ (a test artifact, gitignored).
  */
 import { randomUUID } from "node:crypto";
 import type { Page } from "playwright-core";
 import { beforeAll, describe, expect, it } from "vitest";
 import { testWalletKey } from "../../service/mandates/terms.ts";
-import { PORTAL_REVOCATION_WIRED } from "../../service/portal/portal-revocations.ts";
 import { hostedPageBrowser, TestWallet } from "./browser-wallet.ts";
 import { api, expectErrorShape, merchantOnTestChain, query } from "./helpers.ts";
 
@@ -99,7 +97,7 @@ describe("POST /v1/portal_sessions", () => {
       return_url: "https://shop.example/account",
       features: {
         subscription_cancel: { enabled: true },
-        mandate_revoke: { enabled: PORTAL_REVOCATION_WIRED },
+        mandate_revoke: { enabled: true },
       },
     });
     expect(first.json.id).toMatch(/^bps_/);
@@ -292,12 +290,12 @@ describe("the hosted portal page", () => {
     expectNoProblems();
   });
 
-  it("does not offer revocation until it is wired, and its endpoints say so (one error shape)", async () => {
+  it("offers revocation of the customer's own mandates only, and refuses a malformed signature (one error shape)", async () => {
     const session = await portalSession(shop, { customer: "cus_a" });
     const view = await page(session.url, "/session");
-    expect(view.json.features.mandate_revoke.enabled).toBe(PORTAL_REVOCATION_WIRED);
+    expect(view.json.features.mandate_revoke.enabled).toBe(true);
     const plain = view.json.mandates.find((m: { id: string }) => m.id === plainMandate);
-    expect(plain.revocable).toBe(PORTAL_REVOCATION_WIRED);
+    expect(plain.revocable).toBe(true);
     // Another customer's or merchant's mandate is 404 before anything else is asked.
     for (const id of [subB.mandate, foreign.mandate]) {
       const refused = await page(session.url, `/mandates/${id}/revocation`);
@@ -306,58 +304,52 @@ describe("the hosted portal page", () => {
     }
     const body = { deadline: "1", signature: `0x${"11".repeat(65)}` };
     expect((await page(session.url, `/mandates/${subB.mandate}/revocation`, body)).status).toBe(404);
-    // A malformed signature is refused before the seam.
+    // A malformed signature is refused before anything is read from the chain.
     const malformed = await page(session.url, `/mandates/${plainMandate}/revocation`, {
       deadline: "1",
       signature: "0x12",
     });
     expect(malformed.status).toBe(400);
     expect(expectErrorShape(malformed.json).param).toBe("signature");
-    if (PORTAL_REVOCATION_WIRED) return;
-    for (const answer of [
-      await page(session.url, `/mandates/${plainMandate}/revocation`),
-      await page(session.url, `/mandates/${plainMandate}/revocation`, body),
-    ]) {
-      expect(answer.status).toBe(503);
-      expect(expectErrorShape(answer.json).code).toBe("revocation_unavailable");
-    }
-    const browser = await openPage(session.url, null);
-    await browser.locator(".portal-item").first().waitFor();
-    expect(await browser.getByRole("button", { name: "Revoke" }).count()).toBe(0);
+    // Nothing was sent for any of them.
+    const onchainIds = [
+      (await shop.call(`/v1/mandates/${plainMandate}`)).json.onchain_id,
+      (await shop.call(`/v1/mandates/${subB.mandate}`)).json.onchain_id,
+      (await other.call(`/v1/mandates/${foreign.mandate}`)).json.onchain_id,
+    ].map((id) => `%${String(id).toLowerCase()}:revoke`);
+    const sent = await query("SELECT 1 FROM billing.relayer_transactions WHERE action LIKE ANY ($1)", [
+      onchainIds,
+    ]);
+    expect(sent).toHaveLength(0);
+  });
+
+  it("revokes a mandate from the page with the mandate's wallet, without gas, and the subscription ends", async () => {
+    const sub = await signedSubscription(shop, "cus_r", "Revocable", "3");
+    const session = await portalSession(shop, { customer: "cus_r" });
+    // The test helper signed as the mandate's test wallet: the same key signs the revocation.
+    const wallet = new TestWallet({ key: testWalletKey(sub.mandate) });
+    const browser = await openPage(session.url, wallet);
+    const item = browser.getByRole("region", { name: "Revocable" });
+    await item.getByRole("button", { name: "Revoke" }).click();
+    await item.getByText(/Revoke this authorization\?/).waitFor();
+    await shot(browser, "confirm-revoke");
+    await item.getByRole("button", { name: "Sign to revoke" }).click();
+    await browser
+      .getByRole("status")
+      .filter({ hasText: /Revoked: .* can no longer collect payments/ })
+      .waitFor({ timeout: 60_000 });
+    await shot(browser, "revoked");
+    const signed = wallet.calls
+      .filter((c) => c.method === "eth_signTypedData_v4")
+      .map((c) => JSON.parse(String(c.params[1])) as { primaryType: string });
+    expect(signed.map((t) => t.primaryType)).toEqual(["Revoke"]);
+    expect(wallet.methods()).not.toContain("eth_sendTransaction");
+    expect((await shop.call(`/v1/mandates/${sub.mandate}`)).json.status).toBe("revoked");
+    await shop.waitForEvents("mandate.revoked", 1, (o) => o.id === sub.mandate);
+    await shop.advance(MONTH);
+    const [ended] = await shop.waitForEvents("subscription.canceled", 1, (o) => o.id === sub.id);
+    expect(ended?.data.object).toMatchObject({ cancellation_reason: "mandate_revoked" });
     await browser.close();
     expectNoProblems();
   });
-
-  it.runIf(PORTAL_REVOCATION_WIRED)(
-    "revokes a mandate from the page with the mandate's wallet, without gas, and the subscription ends",
-    async () => {
-      const sub = await signedSubscription(shop, "cus_r", "Revocable", "3");
-      const session = await portalSession(shop, { customer: "cus_r" });
-      // The test helper signed as the mandate's test wallet: the same key signs the revocation.
-      const wallet = new TestWallet({ key: testWalletKey(sub.mandate) });
-      const browser = await openPage(session.url, wallet);
-      const item = browser.getByRole("region", { name: "Revocable" });
-      await item.getByRole("button", { name: "Revoke" }).click();
-      await item.getByText(/Revoke this authorization\?/).waitFor();
-      await shot(browser, "confirm-revoke");
-      await item.getByRole("button", { name: "Sign to revoke" }).click();
-      await browser
-        .getByRole("status")
-        .filter({ hasText: /Revoked: .* can no longer collect payments/ })
-        .waitFor({ timeout: 60_000 });
-      await shot(browser, "revoked");
-      const signed = wallet.calls
-        .filter((c) => c.method === "eth_signTypedData_v4")
-        .map((c) => JSON.parse(String(c.params[1])) as { primaryType: string });
-      expect(signed.map((t) => t.primaryType)).toEqual(["Revoke"]);
-      expect(wallet.methods()).not.toContain("eth_sendTransaction");
-      expect((await shop.call(`/v1/mandates/${sub.mandate}`)).json.status).toBe("revoked");
-      await shop.waitForEvents("mandate.revoked", 1, (o) => o.id === sub.mandate);
-      await shop.advance(MONTH);
-      const [ended] = await shop.waitForEvents("subscription.canceled", 1, (o) => o.id === sub.id);
-      expect(ended?.data.object).toMatchObject({ cancellation_reason: "mandate_revoked" });
-      await browser.close();
-      expectNoProblems();
-    },
-  );
 });

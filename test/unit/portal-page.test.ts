@@ -360,12 +360,12 @@ describe("the portal page's view", () => {
     expect(submitted).toEqual([]);
   });
 
-  it("shows the service's refusal of a revocation (e.g. not available on this deployment)", async () => {
+  it("shows the service's refusal of a revocation (e.g. the chain not answering)", async () => {
     const flow = flowWith(
       {
         session: async () => revocable,
         revocation: async () => {
-          throw new ApiError(503, "revocation_unavailable", "Revoking without gas is not available.");
+          throw new ApiError(503, "chain_unavailable", "The network is not answering. Try again shortly.");
         },
       },
       fakeWallet(CUSTOMER).provider,
@@ -374,7 +374,7 @@ describe("the portal page's view", () => {
     await flow.act("confirm_revoke:mdt_1");
     expect(viewModel(flow.state()).error).toMatchObject({
       title: "Not revoked",
-      message: "Revoking without gas is not available.",
+      message: "The network is not answering. Try again shortly.",
     });
   });
 });

@@ -1,12 +1,12 @@
 /** The customer portal: the merchant's `POST /v1/portal_sessions` and the hosted page's API (docs/portal.md). */
 import { Effect } from "effect";
 import { invalidParam } from "../../errors.ts";
-import { PortalActions } from "../../portal/portal-actions.ts";
 import {
   RevocationObject,
   RevocationRequestObject,
   RevocationSubmission,
-} from "../../portal/portal-revocations.ts";
+} from "../../mandates/revocations.ts";
+import { PortalActions } from "../../portal/portal-actions.ts";
 import { CreatePortalSession, PortalSessionObject, PortalSessions } from "../../portal/portal-sessions.ts";
 import { PortalViewObject, PortalViews } from "../../portal/portal-view.ts";
 import { createPortalSession, portalSession } from "../examples/portal.ts";

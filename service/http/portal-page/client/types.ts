@@ -3,7 +3,7 @@ import type {
   RevocationObject,
   RevocationRequestObject,
   RevocationSubmission,
-} from "../../../portal/portal-revocations.ts";
+} from "../../../mandates/revocations.ts";
 import type { PortalMandate, PortalSubscription, PortalView } from "../../../portal/portal-view.ts";
 
 export type { Address, TypedData } from "../../hosted-page/client/wallet.ts";
