@@ -34,6 +34,10 @@ export default defineConfig({
           globalSetup: ["test/e2e/global-setup.ts"],
           testTimeout: 120_000,
           hookTimeout: 180_000,
+          // `expect.poll` waits for something to happen (a page's answer, a row): a budget for a positive
+          // event, generous so a loaded machine is slow, not failing. A claim that something did not
+          // happen never rests on it (test/e2e/settle.ts).
+          expect: { poll: { timeout: 30_000 } },
           // One real stack per run, shared by the files; they create their own merchants and keys.
           fileParallelism: false,
         },

@@ -326,14 +326,16 @@ export const hostedPageBrowser = (shots: string) => {
    * announced ones; or none), on `url`. `popup`: opened by a script
    * of another page, as a merchant's checkout does with window.open (browsers let scripts close only
    * such tabs, or tabs with a single history entry, which a page driven by Playwright's goto is not).
-   * `clipboard`: the page may read and write the clipboard.
+   * `clipboard`: the page may read and write the clipboard. `fakeClock`: the page's timers and time run
+   * only when the test moves them (`page.clock.runFor`), from the real time at the start.
    */
   const openPage = async (
     url: string,
     wallets: TestWallet | BrowserWallets | null,
-    { popup = false, clipboard = false } = {},
+    { popup = false, clipboard = false, fakeClock = false } = {},
   ): Promise<Page> => {
     const context = await browser.newContext({ viewport: { width: 760, height: 1000 } });
+    if (fakeClock) await context.clock.install();
     if (clipboard)
       await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(url).origin });
     if (wallets) {
@@ -368,6 +370,17 @@ export const hostedPageBrowser = (shots: string) => {
     shot: (page: Page, name: string) => page.screenshot({ path: `${shots}/${name}.png`, fullPage: true }),
     button: (page: Page, name: string) => page.getByRole("button", { name, exact: true }),
     focusedText: (page: Page) => page.evaluate(() => document.activeElement?.textContent?.trim() ?? ""),
+    /** From now on, the page's calls to `window.close` are counted (`closeCalls`) instead of closing it. */
+    countCloseCalls: (page: Page) =>
+      page.evaluate(() => {
+        const counted = window as Window & { closeCalls?: number };
+        counted.closeCalls = 0;
+        counted.close = () => {
+          counted.closeCalls = (counted.closeCalls ?? 0) + 1;
+        };
+      }),
+    closeCalls: (page: Page) =>
+      page.evaluate(() => (window as Window & { closeCalls?: number }).closeCalls ?? 0),
     expectNoProblems: () => {
       expect(problems.splice(0)).toEqual([]);
     },

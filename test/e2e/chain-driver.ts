@@ -208,6 +208,16 @@ export const chainDriver = (chainId: number) => {
     },
     mine: (blocks = 1) => rpc("anvil_mine", [`0x${blocks.toString(16)}`]),
     increaseTime: (seconds: number) => rpc("evm_increaseTime", [`0x${seconds.toString(16)}`]),
+    /**
+     * A signed, unsent transfer of nothing from Circle's account to itself. Re-included with a reorged
+     * transaction, it makes the new block differ from the one it replaces: the same transactions in a block
+     * mined within the same second would give the same block, and no reorg at all.
+     */
+    distinctTransaction: async () => {
+      const wallet = createWalletClient({ chain, transport, account: circle });
+      const request = await wallet.prepareTransactionRequest({ to: circle.address, value: 0n, gas: 21_000n });
+      return wallet.signTransaction(request);
+    },
     /** Replaces the last `depth` blocks; `raws` are re-included in the first new block. */
     reorg: (depth: number, raws: Hex[] = []) => rpc("anvil_reorg", [depth, raws.map((raw) => [raw, 0])]),
   };

@@ -8,7 +8,7 @@
  * Screenshots go to test-results/console/.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { consoleBrowser, heading, nav, signIn, status } from "./console-driver.ts";
+import { consoleBrowser, heading, nav, readsDone, readsDoneCount, signIn, status } from "./console-driver.ts";
 import { api, merchantOnTestChain, stack } from "./helpers.ts";
 
 const { openConsole, shot, button, expectNoProblems } = consoleBrowser();
@@ -115,12 +115,13 @@ describe("merchant console billing pages (Chromium)", () => {
       },
       { times: 1 },
     );
-    const staleAnswer = page.waitForResponse((response) => unfiltered(new URL(response.url())));
+    const allStatuses = { pathname: "/v1/subscriptions", lacks: "status" };
+    const staleBefore = await readsDoneCount(page, allStatuses);
     await nav(page, "Subscriptions").click();
     await heading(page, "Subscriptions").waitFor();
     await page.getByLabel("Status").selectOption("active");
-    await staleAnswer;
-    await page.waitForTimeout(500);
+    // The held-back answer for all statuses has reached the page and the page has acted on it.
+    await readsDone(page, allStatuses, staleBefore + 1);
     expect(await page.getByText("No subscriptions.").count()).toBe(1);
     expect(await page.getByRole("link", { name: subscriptionId }).count()).toBe(0);
     await page.getByLabel("Status").selectOption("incomplete");
@@ -142,11 +143,13 @@ describe("merchant console billing pages (Chromium)", () => {
     await heading(page, "Reconciliation").waitFor();
     await page.getByLabel("Type").selectOption("payment");
     const sweep = page.locator('tr[data-type="payment"]', { hasText: new RegExp(created.address, "i") });
+    const entries = { pathname: "/v1/reconciliation" };
     await expect
       .poll(
         async () => {
+          const shown = await readsDoneCount(page, entries);
           await button(page, "Show entries").click();
-          await page.waitForTimeout(500);
+          await readsDone(page, entries, shown + 1);
           return sweep.count();
         },
         { timeout: 30_000, interval: 1000 },

@@ -134,7 +134,7 @@ const chargeSeenNotReported = async () => {
 describe("reorgs", () => {
   it("a charge reorged out and mined again yields exactly one charge.succeeded", async () => {
     const { chain, mandateId, charged } = await chargeSeenNotReported();
-    await chain.reorg(1, [charged.raw]);
+    await chain.reorg(1, [await chain.distinctTransaction(), charged.raw]);
     await chain.mine(3);
     const events = await waitForEvents(mandateId, 2);
     await relaySettled(31339);
@@ -165,12 +165,14 @@ describe("reorgs", () => {
     const { mandateId } = await chain.authorize(customer);
     const charged = await chain.charge(mandateId, usd("2"));
     const [, first] = await waitForEvents(mandateId, 2);
-    await chain.reorg(1, [charged.raw]);
+    await chain.reorg(1, [await chain.distinctTransaction(), charged.raw]);
     await chain.mine(1);
     await relaySettled(31337);
     const events = await eventsFor(mandateId);
     expect(events.map((e) => e.type)).toEqual(["mandate.authorized", "charge.succeeded"]);
     expect(events[1]?.id).toBe(first?.id);
+    const receipt = await chain.client.getTransactionReceipt({ hash: charged.hash });
+    expect(receipt.blockHash).not.toBe(charged.receipt.blockHash);
   });
 });
 

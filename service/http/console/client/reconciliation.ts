@@ -66,9 +66,10 @@ export const Reconciliation = ({ client, fail }: PageProps) => {
   const hasMore = page?.has_more ?? false;
 
   const field = (key: keyof Range) => (event: Event) => setDraft({ ...draft, [key]: inputValue(event) });
+  // A new range object each time: "Show entries" reads again even when the range is unchanged.
   const submit = (event: Event) => {
     event.preventDefault();
-    setRange(draft);
+    setRange({ ...draft });
   };
 
   return html`<h1>Reconciliation</h1>
