@@ -15,6 +15,7 @@ import { Effect } from "effect";
 import { SqlClient } from "effect/sql";
 import { type Hex, parseAbiItem } from "viem";
 import { ChainClients } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import type { Worker } from "../workers/worker.ts";
@@ -44,7 +45,7 @@ const watchChain = (chain: ResolvedChain) =>
     const transitions = yield* PaymentTransitions;
     const client = clients.client(chain);
     if (!(yield* store.mayWatch(chain.id))) return 0;
-    const head = yield* clients.latestBlock(chain);
+    const head = yield* (yield* ChainHeads).latestBlock(chain);
     const watched = yield* store.watched(chain.id, Number(head.timestamp));
     if (watched.length === 0) return 0;
     // From the cursor, but never before the oldest watched payment was created (after an idle time).
@@ -158,7 +159,7 @@ export const watchDeposits = Effect.gen(function* () {
 });
 
 export const depositWatcher: Worker<
-  SqlClient.SqlClient | ChainRegistry | ChainClients | PaymentStore | PaymentTransitions
+  SqlClient.SqlClient | ChainRegistry | ChainClients | ChainHeads | PaymentStore | PaymentTransitions
 > = {
   name: "deposit-watcher",
   pass: watchDeposits,
