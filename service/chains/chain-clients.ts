@@ -23,7 +23,7 @@ import {
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import type { ResolvedChain } from "./config.ts";
 import { fetchOver } from "./rpc-fetch.ts";
-import { type ChainTransport, chainTransport, type LagChange } from "./rpc-transport.ts";
+import { type ChainTransport, chainTransport, type LagChange, type RpcNodeStatus } from "./rpc-transport.ts";
 
 /** The chain could not be reached or answered nonsense: our problem, not the caller's. */
 export class ChainUnavailable extends Schema.TaggedError<ChainUnavailable>()("ChainUnavailable", {
@@ -114,6 +114,8 @@ export class ChainClients extends Context.Service<
       what: string,
       f: () => Promise<A>,
     ) => Effect.Effect<A, ChainUnavailable>;
+    /** The chain's RPC URLs as its transport sees them (rpc-transport.ts): head, lag, failures. */
+    readonly rpcUrls: (chain: ResolvedChain) => ReadonlyArray<RpcNodeStatus>;
   }
 >()("ChainClients") {
   static readonly layer = Layer.effect(
@@ -236,7 +238,16 @@ const makeChainClients = (transportOf: (chain: ResolvedChain) => ChainTransport)
       Effect.as(undefined),
       Effect.catchTag("EscrowRevert", (revert: EscrowRevert) => Effect.succeed(revert)),
     );
-  return { client, latestTime, latestBlock, simulateEscrow, measureEscrow, simulateOutcome, rpc };
+  return {
+    client,
+    latestTime,
+    latestBlock,
+    simulateEscrow,
+    measureEscrow,
+    simulateOutcome,
+    rpc,
+    rpcUrls: (chain: ResolvedChain) => transportOf(chain).nodes(),
+  };
 };
 
 /**
