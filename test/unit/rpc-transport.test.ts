@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createPublicClient } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
+import { waitFor } from "../../scripts/stack/wait.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { type ChainTransport, chainTransport } from "../../service/chains/rpc-transport.ts";
 
@@ -97,14 +98,6 @@ const clientOf = (chain: ResolvedChain, probeEveryMs = 50) => {
 const calls = (node: FakeNode, method = "eth_chainId") =>
   node.calls.filter((c) => c.method === method).length;
 
-const until = async (condition: () => boolean, what: string) => {
-  const deadline = performance.now() + 5_000;
-  while (!condition()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-};
-
 describe("a chain's RPC transport", () => {
   it("keeps to the chain's calls per second (a token bucket of one second)", async () => {
     const [node] = await nodes(1);
@@ -127,7 +120,11 @@ describe("a chain's RPC transport", () => {
     expect(calls(healthy)).toBe(5);
     expect(transport.nodes().map((n) => n.lagging)).toEqual([true, false]);
     lagging.head = 128;
-    await until(() => transport.nodes()[0]?.lagging === false, "the lagging URL to catch up");
+    await waitFor(async () => transport.nodes()[0]?.lagging === false, {
+      timeoutMs: 5_000,
+      intervalMs: 10,
+      what: "the lagging URL to catch up",
+    });
     await client.request({ method: "eth_chainId" });
     expect(calls(lagging)).toBe(1);
   });
