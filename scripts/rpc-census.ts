@@ -4,7 +4,7 @@
  * second service process on the same database (a replica). Each JSON-RPC call counts once, a batch as
  * its calls; the WebSocket's subscription calls are counted apart, its notifications not at all.
  *
- *   npm run rpc-census [-- --seconds 60]
+ *   npm run rpc-census [-- --seconds 60] [--no-ws] [--urls 2]
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
@@ -14,8 +14,17 @@ import { type RpcProxy, startRpcProxy } from "./stack/rpc-proxy.ts";
 import { localChain, startScratchStack, stopOnSignal } from "./stack/scratch-stack.ts";
 import { freePort, waitFor } from "./stack/wait.ts";
 
-const { values } = parseArgs({ options: { seconds: { type: "string", default: "60" } } });
+const { values } = parseArgs({
+  options: {
+    seconds: { type: "string", default: "60" },
+    // The chain without its WebSocket URL: the service and the indexer poll for heads.
+    "no-ws": { type: "boolean", default: false },
+    // The chain's URL listed this many times (each its own proxy): the lag check reads every URL's head.
+    urls: { type: "string", default: "1" },
+  },
+});
 const seconds = Number(values.seconds);
+const urlCount = Math.max(1, Number(values.urls));
 
 /** Socket inodes of a process (Linux /proc). */
 const socketInodes = (pid: number): Set<string> => {
@@ -57,13 +66,15 @@ const labelOf = (port: number): string => {
   return "other";
 };
 
-let proxy: RpcProxy | undefined;
+const proxies: RpcProxy[] = [];
 const scratch = await startScratchStack("rpc-census", {
   chains: [localChain({ name: "Census chain" })],
   logLevel: "Error",
   rpcInFront: async (_chainId, anvil) => {
-    proxy = await startRpcProxy(anvil, {}, labelOf);
-    return { http: [proxy.http], ws: proxy.ws };
+    for (let i = 0; i < urlCount; i++) proxies.push(await startRpcProxy(anvil, {}, labelOf));
+    const [first, ...others] = proxies.map((p) => p.http);
+    if (first === undefined) throw new Error("no proxy");
+    return { http: [first, ...others], ...(values["no-ws"] ? {} : { ws: proxies[0]?.ws }) };
   },
 });
 stopOnSignal(scratch);
@@ -71,16 +82,34 @@ const { stack } = scratch;
 processes.set("service 1", () => process.pid);
 processes.set("indexer", () => stack.ponderPid());
 
+/** The proxies' counts summed. */
+const total = () => {
+  const sum = {
+    httpRequests: 0,
+    calls: 0,
+    wsCalls: 0,
+    byClient: {} as Record<string, number>,
+    byMethod: {} as Record<string, number>,
+  };
+  for (const counts of proxies.map((p) => p.counts())) {
+    sum.httpRequests += counts.httpRequests;
+    sum.calls += counts.calls;
+    sum.wsCalls += counts.wsCalls;
+    for (const [k, n] of Object.entries(counts.byClient)) sum.byClient[k] = (sum.byClient[k] ?? 0) + n;
+    for (const [k, n] of Object.entries(counts.byMethod)) sum.byMethod[k] = (sum.byMethod[k] ?? 0) + n;
+  }
+  return sum;
+};
+
 const window = async (what: string) => {
-  if (proxy === undefined) throw new Error("no proxy");
   // Start-up settles first: the indexer's catch-up blocks, the first passes of every worker.
   await new Promise((resolve) => setTimeout(resolve, 5_000));
-  proxy.resetCounts();
+  for (const proxy of proxies) proxy.resetCounts();
   await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
-  const counts = proxy.counts();
+  const counts = total();
   const perMinute = (n: number) => Math.round((n * 60) / seconds);
   console.log(
-    `\n${what}: ${perMinute(counts.calls)} calls/min (${perMinute(counts.httpRequests)} HTTP requests/min), ${counts.wsCalls} WebSocket calls in ${seconds} s`,
+    `\n${what} (${urlCount} URL${urlCount > 1 ? "s" : ""}, ${values["no-ws"] ? "no WebSocket" : "WebSocket"}): ${perMinute(counts.calls)} calls/min (${perMinute(counts.httpRequests)} HTTP requests/min), ${counts.wsCalls} WebSocket calls in ${seconds} s`,
   );
   for (const [client, n] of Object.entries(counts.byClient).sort(([a], [b]) => a.localeCompare(b)))
     console.log(`  ${client}: ${perMinute(n)}/min`);
@@ -115,5 +144,5 @@ try {
 } finally {
   for (const child of children) child.kill("SIGTERM");
   await scratch.stop();
-  await proxy?.stop();
+  for (const proxy of proxies) await proxy.stop();
 }
