@@ -6,9 +6,10 @@
  *   `rpc.requests_per_second`): a JSON-RPC batch takes as many tokens as it has calls, as providers count
  *   them. A 429 is retried by viem after the answer's `Retry-After`, then the next URL is tried.
  * - **Several URLs.** Calls go to the first usable URL in the config's order and move to the next one when
- *   a URL fails (a refusal the node gave for the call itself, such as a revert, is the answer: viem's
- *   `shouldThrow`, as its `fallback` transport decides). A URL that failed in the last FAILED_FOR_MS, or
- *   whose calls took more than twice the fastest URL's (and SLOW_MARGIN_MS more), goes after the others.
+ *   a URL fails (a revert is the answer: viem's `shouldThrow`, as its `fallback` transport decides). A URL
+ *   that could not answer (no connection, a timeout, an HTTP error, a rate limit) in the last
+ *   FAILED_FOR_MS, or whose calls took more than twice the fastest URL's (and SLOW_MARGIN_MS more), goes
+ *   after the others.
  *   Staying on one URL while it is healthy matters: the indexer takes a lower "latest" block from another
  *   URL for a reorg.
  * - **Lag.** With several URLs, each URL's head (`eth_blockNumber`) is read every `probeEveryMs`; a URL
@@ -21,7 +22,15 @@
  */
 import { Duration, Effect } from "effect";
 import { RateLimiter } from "effect/persistence";
-import { createTransport, type EIP1193RequestFn, http, shouldThrow, type Transport } from "viem";
+import {
+  BaseError,
+  createTransport,
+  type EIP1193RequestFn,
+  http,
+  RpcRequestError,
+  shouldThrow,
+  type Transport,
+} from "viem";
 import {
   DEFAULT_RPC_BATCH_SIZE,
   DEFAULT_RPC_MAX_LAG_BLOCKS,
@@ -113,6 +122,24 @@ const rateLimited = (fetchFn: FetchFn, chainId: number, perSecond: number | unde
   };
 };
 
+/** JSON-RPC error codes by which providers say "slow down". */
+const RATE_LIMITED_CODES = new Set([429, -32005]);
+
+/**
+ * Whether the node itself answered the call with an error (a revert, a refused range, an unknown
+ * method): it is up, though the call may still be tried on the next URL. A failure to answer (no
+ * connection, a timeout, an HTTP error status, a rate limit) marks the URL as failing.
+ */
+const answeredByNode = (error: unknown): boolean => {
+  if (!(error instanceof BaseError)) return false;
+  const rpcError = error.walk((e) => e instanceof RpcRequestError) as RpcRequestError | null;
+  return (
+    rpcError !== null &&
+    (rpcError.status === undefined || rpcError.status < 400) &&
+    !RATE_LIMITED_CODES.has(rpcError.code)
+  );
+};
+
 interface Node {
   readonly index: number;
   readonly host: string;
@@ -165,7 +192,7 @@ export const chainTransport = (chain: ResolvedChain, options: RpcTransportOption
         node.latencyMs === undefined ? took : node.latencyMs + LATENCY_WEIGHT * (took - node.latencyMs);
       return answer;
     } catch (error) {
-      if (!(error instanceof Error) || !shouldThrow(error)) node.failedAt = Date.now();
+      if (!answeredByNode(error)) node.failedAt = Date.now();
       throw error;
     }
   };

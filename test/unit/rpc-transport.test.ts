@@ -15,7 +15,9 @@ interface FakeNode {
   readonly url: string;
   head: number;
   /** Answers to give before the normal ones: an HTTP status with headers, or a JSON-RPC error. */
-  readonly queued: Array<{ status: number; headers?: Record<string, string> } | { rpcError: string }>;
+  readonly queued: Array<
+    { status: number; headers?: Record<string, string> } | { rpcError: string; code?: number }
+  >;
   /** Calls answered, by method, with their arrival times. */
   readonly calls: Array<{ method: string; at: number }>;
   readonly close: () => Promise<void>;
@@ -45,7 +47,11 @@ const fakeNode = async (head: number): Promise<FakeNode> => {
     const answers = calls.map((call) => {
       node.calls.push({ method: call.method, at: performance.now() });
       if (next !== undefined && "rpcError" in next)
-        return { jsonrpc: "2.0", id: call.id, error: { code: 3, message: next.rpcError, data: "0x" } };
+        return {
+          jsonrpc: "2.0",
+          id: call.id,
+          error: { code: next.code ?? 3, message: next.rpcError, data: "0x" },
+        };
       const result = call.method === "eth_blockNumber" ? `0x${node.head.toString(16)}` : "0x1";
       return { jsonrpc: "2.0", id: call.id, result };
     });
@@ -142,6 +148,19 @@ describe("a chain's RPC transport", () => {
       /reverted/,
     );
     expect(calls(failing, "eth_call")).toBe(0);
+  });
+
+  it("tries the next URL for a call one node refuses, and keeps the node first", async () => {
+    const [refusing, other] = await nodes(10, 10);
+    if (!refusing || !other) throw new Error("no nodes");
+    const { client, transport } = clientOf(chainOn([refusing.url, other.url]), 60_000);
+    await client.request({ method: "eth_chainId" }); // after the first heads
+    refusing.queued.push({ rpcError: "the method eth_chainId does not exist", code: -32601 });
+    expect(await client.request({ method: "eth_chainId" })).toBe("0x1");
+    expect(calls(other)).toBe(1);
+    expect(transport.nodes()[0]?.failing).toBe(false);
+    await client.request({ method: "eth_chainId" });
+    expect(calls(refusing)).toBe(3);
   });
 
   it("waits out a 429's Retry-After on the same URL", async () => {
