@@ -1,6 +1,7 @@
 import { createConfig } from "ponder";
 import { MandateEscrowAbi } from "./abis/MandateEscrow.ts";
 import { loadIndexerChains, ponderChainName } from "./service/chains/indexer-chains.ts";
+import { chainTransport } from "./service/chains/rpc-transport.ts";
 
 const chains = loadIndexerChains(process.env.CHAINS_CONFIG ?? "config/chains.json");
 const perChain = <T>(value: (chain: (typeof chains)[number]) => T) =>
@@ -10,7 +11,18 @@ export default createConfig({
   database: { kind: "postgres", connectionString: process.env.DATABASE_URL },
   chains: perChain((chain) => ({
     id: chain.id,
-    rpc: [...chain.rpc.http],
+    // Several URLs: our transport, which keeps to one healthy URL and sets aside one whose head lags
+    // (Ponder's own balancing spreads calls over all of them, and a lower "latest" from a lagging one
+    // is a reorg to it). One URL: Ponder's own client, with its adaptive rate limit.
+    rpc:
+      chain.rpc.http.length > 1
+        ? chainTransport(chain, {
+            onLag: (change) =>
+              console.warn(
+                `chain ${change.chainId}: RPC URL #${change.index} (${change.host}) ${change.lagging ? "set aside, its head trails the others" : "in use again"} (head ${change.head}, best ${change.best})`,
+              ),
+          }).transport
+        : [...chain.rpc.http],
     ws: chain.rpc.ws,
     pollingInterval: 1_000,
   })),

@@ -56,6 +56,16 @@ export interface StackOptions {
    * is stopped, and `startStack` rejects with the signal's reason.
    */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * RPC endpoints put in front of a local chain's anvil once its contracts are deployed: the indexer and
+   * the service use them instead (a counting or misbehaving proxy, scripts/stack/rpc-proxy.ts).
+   */
+  readonly rpcInFront?: (chainId: number, anvil: RunningAnvil) => Promise<RpcEndpoints>;
+}
+
+export interface RpcEndpoints {
+  readonly http: readonly [string, ...string[]];
+  readonly ws?: string;
 }
 
 export interface RunningStack {
@@ -79,6 +89,15 @@ export interface RunningStack {
   restartPonder(): Promise<void>;
   stop(): Promise<void>;
 }
+
+/** The chain on other RPC endpoints, with its other RPC settings kept. */
+const withRpc = (chain: ChainConfig, endpoints: RpcEndpoints): ChainConfig => {
+  const { http: _http, ws: _ws, ...settings } = chain.rpc ?? {};
+  return {
+    ...chain,
+    rpc: { ...settings, http: endpoints.http, ...(endpoints.ws === undefined ? {} : { ws: endpoints.ws }) },
+  };
+};
 
 /** WEBHOOK_SECRETS_KEY from the environment, or one generated once per data directory. */
 const webhookSecretsKey = (dataDir: string): string => {
@@ -221,9 +240,14 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       stops.push(anvil.stop);
       anvils.push(anvil);
       localChains.push({ id: chain.id, http: anvil.http });
-      chains.push(
-        await resolveLocalChain(chain, anvil, join(options.dataDir, "deployments.json"), relayer.address),
+      const resolved = await resolveLocalChain(
+        chain,
+        anvil,
+        join(options.dataDir, "deployments.json"),
+        relayer.address,
       );
+      const front = await options.rpcInFront?.(chain.id, anvil);
+      chains.push(front === undefined ? resolved : withRpc(resolved, front));
     }
     mark("chains");
     const chainsFile = join(options.dataDir, "chains.resolved.json");

@@ -1,6 +1,9 @@
 /**
  * One viem client per configured chain, shared by everything that reads a chain or simulates a call:
- * the relayer, charges, the authorization page and the test helpers.
+ * the relayer, charges, the authorization page and the test helpers. Its transport (rpc-transport.ts)
+ * spreads the calls over the chain's URLs, within the chain's request rate. Calls made within one timer
+ * tick share a JSON-RPC batch (viem's `batch`): the authorization page's reads, the relayer's and the
+ * workers' calls; each call keeps its own answer or error.
  */
 import { Context, Effect, Layer, Schema } from "effect";
 import { Agent } from "undici";
@@ -14,13 +17,13 @@ import {
   defineChain,
   encodeFunctionData,
   type Hex,
-  http,
   type PublicClient,
   type Transport,
 } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import { DEFAULT_RPC_BATCH_SIZE, type ResolvedChain } from "./config.ts";
+import type { ResolvedChain } from "./config.ts";
 import { fetchOver } from "./rpc-fetch.ts";
+import { type ChainTransport, chainTransport, type LagChange, type RpcNodeStatus } from "./rpc-transport.ts";
 
 /** The chain could not be reached or answered nonsense: our problem, not the caller's. */
 export class ChainUnavailable extends Schema.TaggedError<ChainUnavailable>()("ChainUnavailable", {
@@ -58,15 +61,6 @@ export const escrowCallData = (functionName: EscrowFunction, args: readonly unkn
   encodeFunctionData({ abi: MandateEscrowAbi, functionName, args } as Parameters<
     typeof encodeFunctionData
   >[0]);
-
-/**
- * Calls made within one timer tick share a JSON-RPC batch (viem's `batch`): the authorization page's
- * reads, the relayer's and the workers' calls. Each call keeps its own answer or error.
- */
-const batchOf = (chain: ResolvedChain) => {
-  const batchSize = chain.rpc.batch_size ?? DEFAULT_RPC_BATCH_SIZE;
-  return batchSize > 1 ? { batchSize } : false;
-};
 
 /** A contract call the contract answered with a revert or no data (it lacks the function), not a chain that failed. */
 export const lacksFunction = (error: unknown) =>
@@ -120,22 +114,53 @@ export class ChainClients extends Context.Service<
       what: string,
       f: () => Promise<A>,
     ) => Effect.Effect<A, ChainUnavailable>;
+    /** The chain's RPC URLs as its transport sees them (rpc-transport.ts): head, lag, failures. */
+    readonly rpcUrls: (chain: ResolvedChain) => ReadonlyArray<RpcNodeStatus>;
   }
 >()("ChainClients") {
   static readonly layer = Layer.effect(
     ChainClients,
-    Effect.map(
-      Effect.acquireRelease(
+    Effect.gen(function* () {
+      const agent = yield* Effect.acquireRelease(
         Effect.sync(() => new Agent({ keepAliveTimeout: 4_000 })),
         // Whatever is still in flight was asked by a fiber already interrupted: nothing waits for it.
         (agent) => Effect.promise(() => agent.destroy()),
-      ),
-      (agent) => makeChainClients(fetchOver(agent)),
-    ),
+      );
+      const transports = new Map<number, ChainTransport>();
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          for (const transport of transports.values()) transport.stop();
+        }),
+      );
+      const context = yield* Effect.context<never>();
+      const onLag = (change: LagChange) => {
+        const details = {
+          chain: change.chainId,
+          rpc_url: `#${change.index} ${change.host}`,
+          head: String(change.head),
+          best_head: String(change.best),
+        };
+        Effect.runForkWith(context)(
+          change.lagging
+            ? Effect.logWarning("RPC URL set aside: its head trails the chain's other URLs").pipe(
+                Effect.annotateLogs(details),
+              )
+            : Effect.logInfo("RPC URL caught up: in use again").pipe(Effect.annotateLogs(details)),
+        );
+      };
+      const fetchFn = fetchOver(agent);
+      return makeChainClients((chain) => {
+        const existing = transports.get(chain.id);
+        if (existing) return existing;
+        const created = chainTransport(chain, { fetchFn, onLag });
+        transports.set(chain.id, created);
+        return created;
+      });
+    }),
   );
 }
 
-const makeChainClients = (fetchFn: ReturnType<typeof fetchOver>): ChainClients["Service"] => {
+const makeChainClients = (transportOf: (chain: ResolvedChain) => ChainTransport): ChainClients["Service"] => {
   const clients = new Map<number, PublicClient<Transport, Chain>>();
   const client = (chain: ResolvedChain) => {
     const existing = clients.get(chain.id);
@@ -147,14 +172,7 @@ const makeChainClients = (fetchFn: ReturnType<typeof fetchOver>): ChainClients["
         nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
         rpcUrls: { default: { http: [...chain.rpc.http] } },
       }),
-      transport: http(chain.rpc.http[0], {
-        retryCount: 2,
-        timeout: 10_000,
-        batch: batchOf(chain),
-        fetchFn,
-        // fetchFn reads the answer up to its own cap.
-        maxResponseBodySize: false,
-      }),
+      transport: transportOf(chain).transport,
     });
     clients.set(chain.id, created);
     return created;
@@ -220,7 +238,16 @@ const makeChainClients = (fetchFn: ReturnType<typeof fetchOver>): ChainClients["
       Effect.as(undefined),
       Effect.catchTag("EscrowRevert", (revert: EscrowRevert) => Effect.succeed(revert)),
     );
-  return { client, latestTime, latestBlock, simulateEscrow, measureEscrow, simulateOutcome, rpc };
+  return {
+    client,
+    latestTime,
+    latestBlock,
+    simulateEscrow,
+    measureEscrow,
+    simulateOutcome,
+    rpc,
+    rpcUrls: (chain: ResolvedChain) => transportOf(chain).nodes(),
+  };
 };
 
 /**

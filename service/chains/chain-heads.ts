@@ -3,17 +3,22 @@
  * on a chain (a mandate's anchor, a signature's deadline, whether a hold has ended) does not wait on a
  * JSON-RPC. The head comes from the node itself: its `newHeads` subscription when the chain has a
  * WebSocket URL (a new block is seen within milliseconds), and a poll of the latest block every
- * `pollEveryMillis` when no head arrived for that long. The poll bounds the staleness on every chain,
- * subscription or not: a head is used only while it was confirmed as the newest within `maxAgeMillis`;
- * otherwise (cold, the node unreachable, the socket gone) the caller gets a fresh RPC, as from
- * `ChainClients.latestTime`.
+ * `pollEveryMillis` when no head arrived for that long. The poll bounds the staleness on every chain: a
+ * head is used only while it was confirmed as the newest within `maxAgeMillis`; otherwise (cold, the node
+ * unreachable) the caller gets a fresh RPC, as from `ChainClients.latestTime`. While the subscription is
+ * live, a quiet chain has simply made no block: the poll then runs every `subscribedPollEveryMillis`
+ * (against a socket that stopped delivering without an error), and a head counts as confirmed for that
+ * long plus `maxAgeMillis`.
+ *
+ * This is the process's one head per chain: the API's requests and every worker read it (the billing
+ * worker, the releasers, expiry, the watchdog), so an idle process asks each chain for its head once per
+ * `subscribedPollEveryMillis`, not once per worker and second (scripts/rpc-census.ts counts it). A
+ * worker acting on a head up to that old only acts later, never earlier: heads only grow, and what it
+ * sends the chain checks again.
  *
  * Why the node and not the indexer's head (`onchain.chain_head`): reading it costs a database statement
  * on the request's pooled connection, it trails the node by the indexer's latency, and it stops moving
  * when Ponder stalls (see indexer-watchdog.ts), which a staleness bound could only detect with an RPC.
- *
- * Callers that act on "now" but whose decision the chain checks again (simulation, mining) use this;
- * the workers that decide what is due keep `ChainClients.latestTime`, a fresh read.
  */
 import { Clock, Context, Deferred, Effect, Exit, Layer, Schedule, Schema } from "effect";
 import { createPublicClient, webSocket } from "viem";
@@ -32,10 +37,19 @@ export interface ChainHeadsOptions {
   readonly pollEveryMillis: number;
   /** A head confirmed as the newest this long ago or longer is not used (0: always read the chain). */
   readonly maxAgeMillis: number;
+  /** The poll's period while the chain's `newHeads` subscription is live (default: pollEveryMillis). */
+  readonly subscribedPollEveryMillis?: number;
 }
 
-/** Polled every second, trusted for two: at most one block old on chains of a block every second or slower. */
-export const DEFAULT_HEAD_OPTIONS: ChainHeadsOptions = { pollEveryMillis: 1_000, maxAgeMillis: 2_000 };
+/**
+ * Polled every second, trusted for two: at most one block old on chains of a block every second or
+ * slower. With a live subscription, polled every 15 s.
+ */
+export const DEFAULT_HEAD_OPTIONS: ChainHeadsOptions = {
+  pollEveryMillis: 1_000,
+  maxAgeMillis: 2_000,
+  subscribedPollEveryMillis: 15_000,
+};
 
 const RESUBSCRIBE_AFTER = "1 second";
 const CLOSE_WAIT_MILLIS = 1_000;
@@ -70,6 +84,19 @@ export class ChainHeads extends Context.Service<
         const registry = yield* ChainRegistry;
         const clock = yield* Clock.Clock;
         const heads = new Map<number, { head: Head; confirmedAt: number }>();
+        /** Chains whose `newHeads` subscription is live. */
+        const subscribed = new Set<number>();
+        const subscribedPoll = options.subscribedPollEveryMillis ?? options.pollEveryMillis;
+        const pollEvery = (chainId: number) =>
+          subscribed.has(chainId)
+            ? Math.max(subscribedPoll, options.pollEveryMillis)
+            : options.pollEveryMillis;
+        const maxAge = (chainId: number) =>
+          options.maxAgeMillis === 0
+            ? 0
+            : subscribed.has(chainId)
+              ? pollEvery(chainId) + options.maxAgeMillis
+              : options.maxAgeMillis;
 
         /**
          * The node's answer is the head, even a lower one (a reorg to a shorter chain, a restarted dev
@@ -87,7 +114,7 @@ export class ChainHeads extends Context.Service<
           Effect.suspend(() => {
             const known = heads.get(chain.id);
             return known !== undefined &&
-              clock.currentTimeMillisUnsafe() - known.confirmedAt < options.maxAgeMillis
+              clock.currentTimeMillisUnsafe() - known.confirmedAt < maxAge(chain.id)
               ? Effect.succeed(known.head)
               : refresh(chain);
           });
@@ -97,7 +124,7 @@ export class ChainHeads extends Context.Service<
             const known = heads.get(chain.id);
             const quiet =
               known === undefined ||
-              clock.currentTimeMillisUnsafe() - known.confirmedAt >= options.pollEveryMillis;
+              clock.currentTimeMillisUnsafe() - known.confirmedAt >= pollEvery(chain.id);
             return quiet ? Effect.ignore(refresh(chain)) : Effect.void;
           }).pipe(Effect.repeat(Schedule.spaced(options.pollEveryMillis)));
 
@@ -106,7 +133,7 @@ export class ChainHeads extends Context.Service<
          * holds nothing up: the subscribe call can be interrupted (by the service's shutdown), and each
          * closing step is waited for at most CLOSE_WAIT_MILLIS. The socket is closed whatever happened.
          */
-        const subscription = (chain: ResolvedChain, url: string) =>
+        const subscribe = (chain: ResolvedChain, url: string) =>
           Effect.gen(function* () {
             const broken = yield* Deferred.make<void, unknown>();
             const client = createPublicClient({ transport: webSocket(url, { reconnect: false }) });
@@ -118,7 +145,7 @@ export class ChainHeads extends Context.Service<
                 ),
               ),
             );
-            const subscribed = yield* Effect.tryPromise(() =>
+            const subscription = yield* Effect.tryPromise(() =>
               client.transport.subscribe({
                 params: ["newHeads"],
                 onData: (data) => {
@@ -132,8 +159,10 @@ export class ChainHeads extends Context.Service<
               }),
             );
             yield* Effect.addFinalizer(() =>
-              Effect.promise(() => atMost(CLOSE_WAIT_MILLIS, subscribed.unsubscribe())),
+              Effect.promise(() => atMost(CLOSE_WAIT_MILLIS, subscription.unsubscribe())),
             );
+            subscribed.add(chain.id);
+            yield* Effect.addFinalizer(() => Effect.sync(() => subscribed.delete(chain.id)));
             return yield* Deferred.await(broken);
           }).pipe(
             Effect.scoped,
@@ -143,7 +172,7 @@ export class ChainHeads extends Context.Service<
 
         for (const chain of registry.all) {
           yield* Effect.forkScoped(poll(chain));
-          if (chain.rpc.ws !== undefined) yield* Effect.forkScoped(subscription(chain, chain.rpc.ws));
+          if (chain.rpc.ws !== undefined) yield* Effect.forkScoped(subscribe(chain, chain.rpc.ws));
         }
 
         return {

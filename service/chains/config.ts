@@ -24,6 +24,15 @@ const Wei = Schema.String.check(
  */
 export const DEFAULT_RPC_BATCH_SIZE = 100;
 
+/**
+ * JSON-RPC calls per second per process on a chain that is not local and names no
+ * `rpc.requests_per_second`: the sustained rate hosted providers' free and entry plans allow.
+ */
+export const DEFAULT_RPC_REQUESTS_PER_SECOND = 25;
+
+/** Blocks a URL's head may trail the best of the chain's other URLs before it is set aside. */
+export const DEFAULT_RPC_MAX_LAG_BLOCKS = 3;
+
 /** The relayer's spending limit per chain and hour when the chain config names none: 1 native coin. */
 export const DEFAULT_RELAYER_BUDGET_WEI_PER_HOUR = 10n ** 18n;
 
@@ -60,6 +69,15 @@ export const ChainConfig = Schema.Struct({
       ws: Schema.optionalKey(WsUrl),
       /** Most calls the service sends in one JSON-RPC batch (default 100); 0 or 1 sends each alone. */
       batch_size: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1000 }))),
+      /**
+       * JSON-RPC calls per second a process sends to this chain, over all its URLs (a batch counts as its
+       * calls); above it calls wait. Default 25 on a chain that is not local, none on a local one.
+       */
+      requests_per_second: Schema.optionalKey(
+        Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100_000 })),
+      ),
+      /** A URL whose head is more than this many blocks behind the best of the others is not used (default 3). */
+      max_lag_blocks: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 10_000 }))),
     }),
   ),
   /** The RPC URL offered to customers' wallets when they add the chain; must carry no secret. */
@@ -91,6 +109,8 @@ export interface ResolvedChain extends ChainConfig {
     readonly http: readonly [string, ...string[]];
     readonly ws?: string;
     readonly batch_size?: number;
+    readonly requests_per_second?: number;
+    readonly max_lag_blocks?: number;
   };
   readonly escrow: { readonly address: `0x${string}`; readonly start_block: number };
   readonly tokens: ReadonlyArray<{

@@ -5,7 +5,9 @@
  * the indexed head has not moved for `stallSeconds`, the chain is stalled: `/ready` names it, the
  * metric `billing_indexer_stalled` is 1 and `GET /indexer/live` answers 503, which is what a process
  * supervisor watches to restart the indexer. The same pass caches what the operator metrics need from
- * the chain (its head and the relayer's balance), so a scrape never waits on an RPC.
+ * the chain (its head and the relayer's balance), so a scrape never waits on an RPC. The head is the
+ * process's shared one (chain-heads.ts), and the balance is read again only when the head moved: on a
+ * quiet chain the watchdog sends no RPC at all.
  */
 import { Clock, Context, Duration, Effect, Layer, Option, Ref, Schema } from "effect";
 import { SqlClient } from "effect/sql";
@@ -13,6 +15,7 @@ import { ONCHAIN_SCHEMA } from "../db/client.ts";
 import { decodeRows } from "../db/rows.ts";
 import type { Worker } from "../workers/worker.ts";
 import { ChainClients } from "./chain-clients.ts";
+import { ChainHeads } from "./chain-heads.ts";
 import type { ResolvedChain } from "./config.ts";
 import { ChainRegistry } from "./registry.ts";
 import { Relayer } from "./relayer.ts";
@@ -140,17 +143,13 @@ const probeIndexer = (ponderUrl: string | undefined): Effect.Effect<IndexerProce
         Effect.orElseSucceed((): IndexerProcess => "unreachable"),
       );
 
+/** The process's head of the chain (chain-heads.ts: no RPC of its own while the head is young). */
 const chainHead = (chain: ResolvedChain) =>
   Effect.gen(function* () {
-    const clients = yield* ChainClients;
-    return yield* clients
-      .rpc(chain, "latest block", () => clients.client(chain).getBlock({ blockTag: "latest" }))
-      .pipe(
-        Effect.map((block): BlockMark => ({ number: block.number, timestamp: Number(block.timestamp) })),
-        Effect.timeout(RPC_TIMEOUT),
-        Effect.option,
-        Effect.map(Option.getOrUndefined),
-      );
+    const heads = yield* ChainHeads;
+    return yield* heads
+      .latestBlock(chain)
+      .pipe(Effect.timeout(RPC_TIMEOUT), Effect.option, Effect.map(Option.getOrUndefined));
   });
 
 const relayerBalance = (chain: ResolvedChain) =>
@@ -180,52 +179,63 @@ export const watchdogInterval = (stallSeconds: number): Duration.Duration =>
 
 export const indexerWatchdog = (
   options: WatchdogOptions,
-): Worker<SqlClient.SqlClient | ChainRegistry | ChainClients | Relayer | ChainWatch> => ({
-  name: "indexer-watchdog",
-  interval: watchdogInterval(options.stallSeconds),
-  pass: Effect.gen(function* () {
-    const registry = yield* ChainRegistry;
-    const watch = yield* ChainWatch;
-    const [indexed, indexer, chains] = yield* Effect.all(
-      [
-        indexedHeads,
-        probeIndexer(options.ponderUrl),
-        Effect.forEach(registry.all, (chain) => Effect.all([chainHead(chain), relayerBalance(chain)]), {
-          concurrency: "unbounded",
-        }),
-      ],
-      { concurrency: "unbounded" },
-    );
-    const now = yield* Clock.currentTimeMillis;
-    const previous = yield* Ref.get(watch.entries);
-    const next = new Map<number, ChainWatchEntry>();
-    registry.all.forEach((chain, i) => {
-      const [head, balance] = chains[i] ?? [undefined, undefined];
-      next.set(
-        chain.id,
-        observeChain(
-          chain.id,
-          previous.get(chain.id),
-          { head, indexed: indexed.get(chain.id), indexer, relayerBalance: balance },
-          now,
-          options.stallSeconds * 1000,
-        ),
-      );
+): Worker<SqlClient.SqlClient | ChainRegistry | ChainClients | ChainHeads | Relayer | ChainWatch> => {
+  /** The head at which each chain's relayer balance was last read. */
+  const balanceReadAt = new Map<number, bigint>();
+  const headAndBalance = (chain: ResolvedChain) =>
+    Effect.gen(function* () {
+      const head = yield* chainHead(chain);
+      if (head === undefined || balanceReadAt.get(chain.id) === head.number)
+        return [head, undefined] as const;
+      const balance = yield* relayerBalance(chain);
+      if (balance !== undefined) balanceReadAt.set(chain.id, head.number);
+      return [head, balance] as const;
     });
-    yield* Ref.set(watch.entries, next);
-    for (const entry of next.values()) {
-      const was = previous.get(entry.chainId)?.stalled ?? false;
-      const details = {
-        chain: entry.chainId,
-        chain_head: String(entry.head?.number),
-        indexed_head: String(entry.indexed?.number),
-      };
-      if (entry.stalled && !was)
-        yield* Effect.logError("indexer stalled: the chain moves on and its indexed head does not").pipe(
-          Effect.annotateLogs({ ...details, stall_seconds: options.stallSeconds }),
+  return {
+    name: "indexer-watchdog",
+    interval: watchdogInterval(options.stallSeconds),
+    pass: Effect.gen(function* () {
+      const registry = yield* ChainRegistry;
+      const watch = yield* ChainWatch;
+      const [indexed, indexer, chains] = yield* Effect.all(
+        [
+          indexedHeads,
+          probeIndexer(options.ponderUrl),
+          Effect.forEach(registry.all, headAndBalance, { concurrency: "unbounded" }),
+        ],
+        { concurrency: "unbounded" },
+      );
+      const now = yield* Clock.currentTimeMillis;
+      const previous = yield* Ref.get(watch.entries);
+      const next = new Map<number, ChainWatchEntry>();
+      registry.all.forEach((chain, i) => {
+        const [head, balance] = chains[i] ?? [undefined, undefined];
+        next.set(
+          chain.id,
+          observeChain(
+            chain.id,
+            previous.get(chain.id),
+            { head, indexed: indexed.get(chain.id), indexer, relayerBalance: balance },
+            now,
+            options.stallSeconds * 1000,
+          ),
         );
-      if (!entry.stalled && was)
-        yield* Effect.logInfo("indexer moving again").pipe(Effect.annotateLogs(details));
-    }
-  }),
-});
+      });
+      yield* Ref.set(watch.entries, next);
+      for (const entry of next.values()) {
+        const was = previous.get(entry.chainId)?.stalled ?? false;
+        const details = {
+          chain: entry.chainId,
+          chain_head: String(entry.head?.number),
+          indexed_head: String(entry.indexed?.number),
+        };
+        if (entry.stalled && !was)
+          yield* Effect.logError("indexer stalled: the chain moves on and its indexed head does not").pipe(
+            Effect.annotateLogs({ ...details, stall_seconds: options.stallSeconds }),
+          );
+        if (!entry.stalled && was)
+          yield* Effect.logInfo("indexer moving again").pipe(Effect.annotateLogs(details));
+      }
+    }),
+  };
+};

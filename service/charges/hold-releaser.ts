@@ -19,7 +19,8 @@ import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
 import { isolateFailures, submitPassing } from "../chains/batch-isolation.ts";
 import { explainTransfer, nextAttemptAt } from "../chains/blocked-transfers.ts";
-import { ChainClients } from "../chains/chain-clients.ts";
+import type { ChainClients } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -123,14 +124,14 @@ const releaseChain = (chain: ResolvedChain, now: number, operator: Hex) =>
 /** Submits the releases due on every chain with escrow; returns how many charges were submitted. */
 export const releaseDueHolds = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
-  const clients = yield* ChainClients;
+  const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const operator = relayer.address;
   if (operator === undefined) return 0;
   let submitted = 0;
   for (const chain of registry.all) {
     if (!chain.escrow_available) continue;
-    const now = yield* clients.latestTime(chain).pipe(Effect.option);
+    const now = yield* heads.latestTime(chain).pipe(Effect.option);
     if (now._tag === "None") continue;
     submitted += yield* releaseChain(chain, now.value, operator).pipe(
       Effect.catchTag("ChainUnavailable", (error) =>
@@ -147,7 +148,14 @@ export const releaseDueHolds = Effect.gen(function* () {
 });
 
 export const holdReleaser: Worker<
-  SqlClient.SqlClient | ChainRegistry | ChainClients | Relayer | ChargeStore | TokenStates | Outbox
+  | SqlClient.SqlClient
+  | ChainRegistry
+  | ChainClients
+  | ChainHeads
+  | Relayer
+  | ChargeStore
+  | TokenStates
+  | Outbox
 > = {
   name: "hold-releaser",
   pass: Effect.asVoid(releaseDueHolds),

@@ -8,6 +8,7 @@
 import { Duration, Effect, Layer, Option, Ref, Schema } from "effect";
 import { SqlClient } from "effect/sql";
 import { Gauge } from "prom-client";
+import { ChainClients } from "../chains/chain-clients.ts";
 import { ChainWatch, type ChainWatchEntry, indexedHeads } from "../chains/indexer-watchdog.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { TokenStates, type TokenStatus } from "../chains/token-states.ts";
@@ -133,6 +134,8 @@ const takeSnapshot = Effect.gen(function* () {
 export const operatorGaugesLayer = Layer.effectDiscard(
   Effect.gen(function* () {
     const metrics = yield* Metrics;
+    const registry = yield* ChainRegistry;
+    const clients = yield* ChainClients;
     const context = yield* Effect.context<SqlClient.SqlClient | ChainRegistry | ChainWatch | TokenStates>();
     const run = Effect.runPromiseWith(context);
     // One snapshot per scrape: every gauge's collect asks for it within the same moment (a monotonic
@@ -231,6 +234,17 @@ export const operatorGaugesLayer = Layer.effectDiscard(
       (set, s) => {
         for (const entry of s.chains)
           if (entry.relayerBalance !== undefined) set(chainLabel(entry), Number(entry.relayerBalance));
+      },
+    );
+    gauge(
+      "billing_rpc_url_usable",
+      "1 while the chain's RPC URL takes calls: its head within rpc.max_lag_blocks of the best URL's (read every 15 s when the chain has several) and no failure in the last 30 s; 0 while set aside.",
+      ["chain_id", "url"],
+      (set) => {
+        for (const chain of registry.all)
+          clients.rpcUrls(chain).forEach((url, i) => {
+            set({ chain_id: String(chain.id), url: `#${i} ${url.host}` }, url.lagging || url.failing ? 0 : 1);
+          });
       },
     );
     gauge(

@@ -18,7 +18,8 @@ import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
 import { isolateFailures, submitPassing } from "../chains/batch-isolation.ts";
 import { explainTransfer } from "../chains/blocked-transfers.ts";
-import { ChainClients } from "../chains/chain-clients.ts";
+import type { ChainClients } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -79,7 +80,7 @@ const sweepBatch = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
 
 export const sweepDeposits = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
-  const clients = yield* ChainClients;
+  const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const store = yield* PaymentStore;
   const from = relayer.address;
@@ -92,7 +93,7 @@ export const sweepDeposits = Effect.gen(function* () {
         const at = new Date(yield* Clock.currentTimeMillis);
         yield* retryCleared(chain, "sweep", at);
         if (!(yield* store.workOn(chain.id, at)).sweep_due) return;
-        const now = yield* clients.latestTime(chain);
+        const now = yield* heads.latestTime(chain);
         for (let i = 0; i < BATCHES_PER_PASS; i++) {
           if ((yield* sweepBatch(chain, now, at, from)) < SWEEP_BATCH) return;
         }
@@ -111,6 +112,7 @@ export const depositSweeper: Worker<
   | SqlClient.SqlClient
   | ChainRegistry
   | ChainClients
+  | ChainHeads
   | Relayer
   | PaymentStore
   | TokenStates

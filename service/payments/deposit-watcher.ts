@@ -7,14 +7,18 @@
  * by a changing list of recipients. So the watcher asks the RPC itself, per block range, with the
  * deposit addresses as a topic filter (chunks of ADDRESS_CHUNK), and keeps its own cursor per chain.
  * It is only a trigger and a display: what a payment has received counts from the escrow's sweep
- * events, indexed and confirmed like every other fact. Each pass reads again the last RESCAN_BLOCKS
+ * events, indexed and confirmed like every other fact. A range the provider refuses (too many blocks or
+ * logs) is narrowed to the one its message suggests. Each pass reads again the last RESCAN_BLOCKS
  * blocks before its cursor and replaces what it recorded there, so a transfer a reorg took out
  * disappears from the payment and one mined elsewhere appears.
  */
+
+import { getLogsRetryHelper } from "@ponder/utils";
 import { Effect } from "effect";
 import { SqlClient } from "effect/sql";
-import { type Hex, parseAbiItem } from "viem";
-import { ChainClients } from "../chains/chain-clients.ts";
+import { type Hex, hexToBigInt, numberToHex, parseAbiItem, type RpcError } from "viem";
+import { ChainClients, ChainUnavailable } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import type { Worker } from "../workers/worker.ts";
@@ -35,6 +39,22 @@ const chunks = <A>(items: ReadonlyArray<A>, size: number): A[][] => {
   return out;
 };
 
+/**
+ * Where a range of `eth_getLogs` the provider refused should end instead: the end of the range its
+ * message names (too many blocks or logs; @ponder/utils knows the messages of Alchemy, QuickNode, Infura
+ * and others), when that is a narrower range from the same block. Undefined: not such a refusal.
+ */
+export const servedRangeEnd = (fromBlock: bigint, toBlock: bigint, error: unknown): bigint | undefined => {
+  const retry = getLogsRetryHelper({
+    params: [{ fromBlock: numberToHex(fromBlock), toBlock: numberToHex(toBlock) }],
+    error: error as RpcError,
+  });
+  const range = retry.shouldRetry ? retry.ranges[0] : undefined;
+  if (range === undefined || hexToBigInt(range.fromBlock) !== fromBlock) return undefined;
+  const end = hexToBigInt(range.toBlock);
+  return end >= fromBlock && end < toBlock ? end : undefined;
+};
+
 /** One chain: reads up to its head (in ranges of MAX_RANGE); returns the number of transfers recorded. */
 const watchChain = (chain: ResolvedChain) =>
   Effect.gen(function* () {
@@ -44,7 +64,7 @@ const watchChain = (chain: ResolvedChain) =>
     const transitions = yield* PaymentTransitions;
     const client = clients.client(chain);
     if (!(yield* store.mayWatch(chain.id))) return 0;
-    const head = yield* clients.latestBlock(chain);
+    const head = yield* (yield* ChainHeads).latestBlock(chain);
     const watched = yield* store.watched(chain.id, Number(head.timestamp));
     if (watched.length === 0) return 0;
     // From the cursor, but never before the oldest watched payment was created (after an idle time).
@@ -55,29 +75,57 @@ const watchChain = (chain: ResolvedChain) =>
     const scanned = yield* store.scannedBlock(chain.id);
     const start = scanned === undefined || scanned < created - 1n ? created - 1n : scanned;
     const from = start > RESCAN_BLOCKS ? start - RESCAN_BLOCKS : 0n;
-    const through = head.number - from > MAX_RANGE ? from + MAX_RANGE : head.number;
-    if (through <= from) return 0;
+    if (head.number <= from) return 0;
     const byAddress = new Map(watched.map((w) => [w.address.toLowerCase(), w]));
     const tokens = [...new Set(watched.map((w) => w.token.toLowerCase()))];
-    const logs = (yield* Effect.forEach(
-      tokens.flatMap((token) =>
-        chunks(
-          watched.filter((w) => w.token.toLowerCase() === token).map((w) => w.address as Hex),
-          ADDRESS_CHUNK,
-        ).map((to) => ({ token, to })),
-      ),
-      ({ token, to }) =>
-        clients.rpc(chain, "transfer logs", () =>
-          client.getLogs({
-            address: token as Hex,
-            event: TRANSFER,
-            args: { to },
-            fromBlock: from + 1n,
-            toBlock: through,
+    const filters = tokens.flatMap((token) =>
+      chunks(
+        watched.filter((w) => w.token.toLowerCase() === token).map((w) => w.address as Hex),
+        ADDRESS_CHUNK,
+      ).map((to) => ({ token, to })),
+    );
+    const readLogs = (toBlock: bigint) =>
+      Effect.forEach(
+        filters,
+        ({ token, to }) =>
+          Effect.tryPromise({
+            try: () =>
+              client.getLogs({
+                address: token as Hex,
+                event: TRANSFER,
+                args: { to },
+                fromBlock: from + 1n,
+                toBlock,
+              }),
+            catch: (error) => error,
           }),
-        ),
-      { concurrency: 4 },
-    )).flat();
+        { concurrency: 4 },
+      );
+    /** Up to `toBlock`, or up to the end of the narrower range a refusing provider names. */
+    const readUpTo = (
+      toBlock: bigint,
+      attemptsLeft: number,
+    ): Effect.Effect<
+      { logs: Effect.Success<ReturnType<typeof readLogs>>; through: bigint },
+      ChainUnavailable
+    > =>
+      readLogs(toBlock).pipe(
+        Effect.map((logs) => ({ logs, through: toBlock })),
+        Effect.catch((error) => {
+          const end = servedRangeEnd(from + 1n, toBlock, error);
+          return end === undefined || attemptsLeft === 0
+            ? Effect.fail(
+                new ChainUnavailable({
+                  chainId: chain.id,
+                  message: `transfer logs: ${String(error).split("\n")[0]}`,
+                }),
+              )
+            : readUpTo(end, attemptsLeft - 1);
+        }),
+      );
+    const read = yield* readUpTo(head.number - from > MAX_RANGE ? from + MAX_RANGE : head.number, 8);
+    const through = read.through;
+    const logs = read.logs.flat();
     const blocks = [...new Set(logs.map((log) => log.blockNumber))];
     const times = new Map(
       yield* Effect.forEach(
@@ -158,7 +206,7 @@ export const watchDeposits = Effect.gen(function* () {
 });
 
 export const depositWatcher: Worker<
-  SqlClient.SqlClient | ChainRegistry | ChainClients | PaymentStore | PaymentTransitions
+  SqlClient.SqlClient | ChainRegistry | ChainClients | ChainHeads | PaymentStore | PaymentTransitions
 > = {
   name: "deposit-watcher",
   pass: watchDeposits,

@@ -9,7 +9,7 @@
  */
 import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";
-import { ChainClients } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { TokenStates } from "../chains/token-states.ts";
@@ -47,14 +47,14 @@ const expireChain = (chain: ResolvedChain, now: number) =>
 
 export const expirePayments = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
-  const clients = yield* ChainClients;
+  const heads = yield* ChainHeads;
   const store = yield* PaymentStore;
   yield* Effect.forEach(
     registry.all,
     (chain) =>
       Effect.gen(function* () {
         if (!(yield* store.workOn(chain.id, new Date(yield* Clock.currentTimeMillis))).open) return;
-        const now = yield* clients.latestTime(chain);
+        const now = yield* heads.latestTime(chain);
         while ((yield* expireChain(chain, now)) >= BATCH) yield* Effect.yieldNow;
       }).pipe(
         Effect.catchTag("ChainUnavailable", (error) =>
@@ -68,13 +68,7 @@ export const expirePayments = Effect.gen(function* () {
 });
 
 export const paymentExpiry: Worker<
-  | SqlClient.SqlClient
-  | ChainRegistry
-  | ChainClients
-  | PaymentStore
-  | PaymentTransitions
-  | Outbox
-  | TokenStates
+  SqlClient.SqlClient | ChainRegistry | ChainHeads | PaymentStore | PaymentTransitions | Outbox | TokenStates
 > = {
   name: "payment-expiry",
   pass: expirePayments,

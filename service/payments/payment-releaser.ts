@@ -15,7 +15,8 @@ import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
 import { isolateFailures, submitPassing } from "../chains/batch-isolation.ts";
 import { explainTransfer } from "../chains/blocked-transfers.ts";
-import { ChainClients } from "../chains/chain-clients.ts";
+import type { ChainClients } from "../chains/chain-clients.ts";
+import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -67,7 +68,7 @@ const releaseChain = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
 
 export const releasePaymentHolds = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
-  const clients = yield* ChainClients;
+  const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const store = yield* PaymentStore;
   const from = relayer.address;
@@ -80,7 +81,7 @@ export const releasePaymentHolds = Effect.gen(function* () {
         const at = new Date(yield* Clock.currentTimeMillis);
         yield* retryCleared(chain, "release", at);
         if (!(yield* store.workOn(chain.id, at)).held) return;
-        const now = yield* clients.latestTime(chain);
+        const now = yield* heads.latestTime(chain);
         yield* releaseChain(chain, now, at, from);
       }).pipe(
         Effect.catchTag("ChainUnavailable", (error) =>
@@ -97,6 +98,7 @@ export const paymentReleaser: Worker<
   | SqlClient.SqlClient
   | ChainRegistry
   | ChainClients
+  | ChainHeads
   | Relayer
   | PaymentStore
   | TokenStates

@@ -84,6 +84,7 @@ const fakeChainClients = (state: FakeChain) =>
     simulateOutcome: (_chain, _from, functionName, args) => outcome(state, functionName, args),
     rpc: (chain, what) =>
       Effect.fail(new ChainUnavailable({ chainId: chain.id, message: `fake chain: no ${what}` })),
+    rpcUrls: () => [],
   });
 
 /** What the fake chain's measurement says a charge uses. */

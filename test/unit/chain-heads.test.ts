@@ -1,14 +1,17 @@
 /**
  * The chain-head cache (service/chains/chain-heads.ts) on the Effect TestClock, over a chain whose RPC
  * the test answers: a head is used while it is younger than `maxAgeMillis` and no longer, the poll keeps
- * a quiet chain's head young, an unreachable chain fails the caller once its head is too old, and a head
- * the node reports is taken even when lower (a reorg to a shorter chain, a restarted dev chain).
+ * a quiet chain's head young, an unreachable chain fails the caller once its head is too old, a head
+ * the node reports is taken even when lower (a reorg to a shorter chain, a restarted dev chain), and a
+ * live `newHeads` subscription makes the poll rare.
  */
 import { createHash } from "node:crypto";
 import { type AddressInfo, createServer } from "node:net";
 import { describe, expect, it } from "@effect/vitest";
 import { type Context, Duration, Effect, Layer } from "effect";
 import { TestClock } from "effect/testing";
+import { WebSocketServer } from "ws";
+import { waitFor } from "../../scripts/stack/wait.ts";
 import { ChainClients, ChainUnavailable } from "../../service/chains/chain-clients.ts";
 import { ChainHeads, type ChainHeadsOptions } from "../../service/chains/chain-heads.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
@@ -52,6 +55,7 @@ const nodeClients = (node: Node) =>
     measureEscrow: () => Effect.die("unused"),
     simulateOutcome: () => Effect.die("unused"),
     rpc: () => Effect.die("unused"),
+    rpcUrls: () => [],
   });
 
 const withHeads = <A, E>(
@@ -96,6 +100,43 @@ const silentWebSocketNode = async () => {
       server.close();
       if ("closeAllConnections" in server)
         (server as { closeAllConnections: () => void }).closeAllConnections();
+    },
+  };
+};
+
+/** A node's WebSocket that takes `newHeads` subscriptions and sends each head `send` is given. */
+const headsNode = async () => {
+  const server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  const subscribers = new Set<import("ws").WebSocket>();
+  server.on("connection", (socket) => {
+    socket.on("message", (data) => {
+      const request = JSON.parse(data.toString()) as { id: number; method: string };
+      if (request.method === "eth_subscribe") {
+        socket.send(JSON.stringify({ jsonrpc: "2.0", id: request.id, result: "0xabc" }));
+        subscribers.add(socket);
+      } else socket.send(JSON.stringify({ jsonrpc: "2.0", id: request.id, result: "0x1" }));
+    });
+  });
+  return {
+    url: `ws://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    subscribed: () => subscribers.size > 0,
+    send: (number: bigint, timestamp: number) => {
+      for (const socket of subscribers)
+        socket.send(
+          JSON.stringify({
+            jsonrpc: "2.0",
+            method: "eth_subscription",
+            params: {
+              subscription: "0xabc",
+              result: { number: `0x${number.toString(16)}`, timestamp: `0x${timestamp.toString(16)}` },
+            },
+          }),
+        );
+    },
+    close: () => {
+      for (const socket of server.clients) socket.terminate();
+      server.close();
     },
   };
 };
@@ -214,5 +255,41 @@ describe("chain heads", () => {
         expect(Date.now() - closing).toBeLessThan(2_500);
       }),
     10_000,
+  );
+
+  it.effect("a live subscription: heads from it, and a poll only every subscribedPollEveryMillis", () =>
+    Effect.gen(function* () {
+      const ws = yield* Effect.acquireRelease(Effect.promise(headsNode), (node) => Effect.sync(node.close));
+      const node = newNode();
+      const chain: ResolvedChain = { ...CHAIN, rpc: { ...CHAIN.rpc, ws: ws.url } };
+      const options = { pollEveryMillis: 1_000, maxAgeMillis: 2_000, subscribedPollEveryMillis: 15_000 };
+      yield* Effect.gen(function* () {
+        const heads = yield* ChainHeads;
+        yield* Effect.promise(() =>
+          waitFor(async () => ws.subscribed(), { timeoutMs: 5_000, what: "a subscription" }),
+        );
+        ws.send(12n, 1_024);
+        yield* Effect.promise(() =>
+          waitFor(async () => (await Effect.runPromise(heads.latestTime(chain))) === 1_024, {
+            timeoutMs: 5_000,
+            intervalMs: 10,
+            what: "the subscribed head",
+          }),
+        );
+        const asked = node.asked;
+        // A quiet chain (no block for 10 s): no poll, and the head is still "now".
+        for (let second = 1; second <= 10; second++) yield* TestClock.adjust(Duration.seconds(1));
+        expect(node.asked).toBe(asked);
+        expect(yield* heads.latestTime(chain)).toBe(1_024);
+        yield* TestClock.adjust(Duration.seconds(6));
+        expect(node.asked).toBe(asked + 1);
+      }).pipe(
+        Effect.provide(
+          ChainHeads.layer(options).pipe(
+            Layer.provide(Layer.mergeAll(ChainRegistry.fromChains([chain]), nodeClients(node))),
+          ),
+        ),
+      );
+    }),
   );
 });

@@ -6,7 +6,7 @@
  * processes billing at once, or a restart mid-pass, never invoice a period twice.
  */
 import { Effect, Option } from "effect";
-import { ChainClients } from "../../chains/chain-clients.ts";
+import { ChainHeads } from "../../chains/chain-heads.ts";
 import type { ResolvedChain } from "../../chains/config.ts";
 import { ChainRegistry } from "../../chains/registry.ts";
 import { ONCHAIN_SCHEMA } from "../../db/client.ts";
@@ -42,9 +42,9 @@ export const billChain = (chain: ResolvedChain, now: number) =>
 
 export const billingPass = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
-  const clients = yield* ChainClients;
+  const heads = yield* ChainHeads;
   for (const chain of registry.all) {
-    const now = yield* clients.latestTime(chain).pipe(Effect.option);
+    const now = yield* heads.latestTime(chain).pipe(Effect.option);
     if (Option.isNone(now)) continue;
     for (let round = 0; round < MAX_ROUNDS; round++) if (!(yield* billChain(chain, now.value))) break;
   }
