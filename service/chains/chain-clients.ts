@@ -19,7 +19,7 @@ import {
   type Transport,
 } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import { DEFAULT_RPC_BATCH_SIZE, type ResolvedChain } from "./config.ts";
+import { DEFAULT_RPC_BATCH_SIZE, nativeCurrencyOf, type ResolvedChain } from "./config.ts";
 import { fetchOver } from "./rpc-fetch.ts";
 
 /** The chain could not be reached or answered nonsense: our problem, not the caller's. */
@@ -144,7 +144,7 @@ const makeChainClients = (fetchFn: ReturnType<typeof fetchOver>): ChainClients["
       chain: defineChain({
         id: chain.id,
         name: chain.name,
-        nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+        nativeCurrency: nativeCurrencyOf(chain),
         rpcUrls: { default: { http: [...chain.rpc.http] } },
       }),
       transport: http(chain.rpc.http[0], {
