@@ -3,6 +3,7 @@
  * Used by ponder.config.ts (Ponder hashes the resulting config object into its build id).
  */
 import { Effect } from "effect";
+import { verifyChains } from "./chain-verification.ts";
 import { loadChainsFile, type ResolvedChain, requireResolved } from "./config.ts";
 
 export const ponderChainName = (chainId: number): string => `chain_${chainId}`;
@@ -14,4 +15,16 @@ export const loadIndexerChains = (path: string): ResolvedChain[] => {
   // Ponder's config loader reports a thrown error with its message: the operator sees the bad field.
   if (result._tag === "Failure") throw new Error(result.failure.message);
   return result.success;
+};
+
+/**
+ * The start checks of every chain that is not local (chain-verification.ts), minus the relayer's key,
+ * which the indexer does not hold. Throws with one line per problem, which Ponder prints as it fails.
+ */
+export const verifyIndexerChains = async (chains: readonly ResolvedChain[]): Promise<void> => {
+  const result = await Effect.runPromise(Effect.result(verifyChains(chains)));
+  if (result._tag === "Failure") {
+    console.error(`Refusing to start:\n${result.failure.message}`);
+    throw new Error(result.failure.message);
+  }
 };

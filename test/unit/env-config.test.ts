@@ -42,6 +42,7 @@ describe("environment rules", () => {
       chainsConfig: "config/chains.json",
       databaseUrl: undefined,
       devApiKey: undefined,
+      relayerKey: undefined,
       logFormat: "pretty",
       logLevel: "Info",
       verbose: false,
@@ -82,8 +83,20 @@ describe("environment rules", () => {
     });
     expect(Redacted.value(config.webhooks.secretsKey)).toBe(SECRETS_KEY);
     expect(config.relayerKey && Redacted.value(config.relayerKey)).toBe(`0x${"ab".repeat(32)}`);
-    const dev = Effect.runSync(withEnv(serviceConfigFromEnv, SERVICE_BASE));
-    expect(dev.webhooks.allowPrivateInTest).toBe(true);
+    // Safe by default: the service alone runs as production (JSON logs, no test webhooks to private
+    // addresses), whatever NODE_ENV says; only the explicit variable opens private addresses to test mode.
+    const plain = Effect.runSync(withEnv(serviceConfigFromEnv, SERVICE_BASE));
+    expect(plain.webhooks.allowPrivateInTest).toBe(false);
+    expect(plain.logFormat).toBe("json");
+    const development = Effect.runSync(
+      withEnv(serviceConfigFromEnv, { ...SERVICE_BASE, NODE_ENV: "development" }),
+    );
+    expect(development.webhooks.allowPrivateInTest).toBe(false);
+    expect(development.logFormat).toBe("pretty");
+    const opened = Effect.runSync(
+      withEnv(serviceConfigFromEnv, { ...SERVICE_BASE, WEBHOOK_TEST_ALLOW_PRIVATE_URLS: "true" }),
+    );
+    expect(opened.webhooks.allowPrivateInTest).toBe(true);
     for (const databaseUrl of [
       "postgresql://u@db.internal/billing",
       "postgres:///billing?host=/var/run/postgresql",
@@ -92,7 +105,6 @@ describe("environment rules", () => {
         Effect.runSync(withEnv(serviceConfigFromEnv, { ...SERVICE_BASE, DATABASE_URL: databaseUrl }))
           .databaseUrl,
       ).toBe(databaseUrl);
-    expect(dev.logFormat).toBe("pretty");
   });
 
   it("refuses a DEV_API_KEY that is not a test key of the key format, without echoing it", () => {
