@@ -19,12 +19,13 @@ export const loadIndexerChains = (path: string): ResolvedChain[] => {
 
 /**
  * The start checks of every chain that is not local (chain-verification.ts), minus the relayer's key,
- * which the indexer does not hold. Throws with one line per problem, which Ponder prints as it fails.
+ * which the indexer does not hold. On a problem Ponder is only loading its config (nothing is open yet):
+ * the lines are printed and the process exits 2, as the service does, without Ponder's stack traces.
  */
 export const verifyIndexerChains = async (chains: readonly ResolvedChain[]): Promise<void> => {
   const result = await Effect.runPromise(Effect.result(verifyChains(chains)));
   if (result._tag === "Failure") {
     console.error(`Refusing to start:\n${result.failure.message}`);
-    throw new Error(result.failure.message);
+    process.exit(2);
   }
 };

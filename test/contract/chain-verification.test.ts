@@ -229,11 +229,12 @@ describe("refusing to start", () => {
         DATABASE_URL: NO_DATABASE,
       },
     );
-    expect(result.code, result.output).not.toBe(0);
-    expect(result.output).toContain(
+    expect(result.code, result.output).toBe(2);
+    expect(result.output.trim().split("\n")).toEqual([
+      "Refusing to start:",
       at(
         "escrow.start_block is missing (the indexer would read the chain from genesis; npm run deploy prints it)",
       ),
-    );
+    ]);
   });
 });
