@@ -187,6 +187,11 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
   try {
     const source = await Effect.runPromise(Effect.result(loadChainsFile(options.chainsConfig)));
     if (source._tag === "Failure") throw new Error(`invalid chain config: ${source.failure.message}`);
+    const remote = source.success.chains.filter((chain) => !chain.local);
+    if (options.relayerKey === undefined && remote.length > 0)
+      throw new Error(
+        `RELAYER_PRIVATE_KEY must be set: chain ${remote.map((chain) => chain.id).join(", ")} is not local, and anvil's keys are public`,
+      );
 
     let postgres: RunningPostgres | undefined;
     let databaseUrl = options.databaseUrl;
@@ -207,11 +212,6 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     if (!abisUpToDate()) writeAbis();
     mark("contracts_compiled");
     const { resolveLocalChain, LOCAL_RELAYER_KEY } = await import("./local-chain.ts");
-    const remote = source.success.chains.filter((chain) => !chain.local);
-    if (options.relayerKey === undefined && remote.length > 0)
-      throw new Error(
-        `RELAYER_PRIVATE_KEY must be set: chain ${remote.map((chain) => chain.id).join(", ")} is not local, and anvil's keys are public`,
-      );
     const relayerKey = options.relayerKey ?? LOCAL_RELAYER_KEY;
     const relayer = privateKeyToAccount(relayerKey);
     const chains: ChainConfig[] = [];

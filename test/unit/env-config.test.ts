@@ -3,7 +3,7 @@
  * each bad value is refused with a message naming the variable and its rule; good values decode.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -277,6 +277,54 @@ describe("environment rules", () => {
       });
       expect(listening).toBe(false);
       expect(elapsed).toBeLessThan(15_000);
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
+    }
+  });
+  it("makes `npm start` refuse anvil's key for a chain that is not local: RELAYER_PRIVATE_KEY must be set", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "relayer-refused-"));
+    const chainsConfig = join(parent, "chains.json");
+    writeFileSync(
+      chainsConfig,
+      JSON.stringify({
+        chains: [
+          {
+            id: 8453,
+            name: "Base",
+            livemode: true,
+            rpc: { http: ["http://127.0.0.1:9"] },
+            native_currency: { name: "Ether", symbol: "ETH", decimals: 18 },
+            escrow: { address: `0x${"11".repeat(20)}`, start_block: 1 },
+            tokens: [],
+            subscriptions_available: true,
+            payments_available: true,
+            escrow_available: true,
+            hold_seconds: 0,
+            confirmations: 3,
+          },
+        ],
+      }),
+    );
+    const pgPort = await freePort();
+    const run = spawnSync(process.execPath, ["scripts/start.ts"], {
+      env: {
+        ...process.env,
+        DATA_DIR: join(parent, "data"),
+        CHAINS_CONFIG: chainsConfig,
+        PG_PORT: String(pgPort),
+        PORT: "0",
+        RELAYER_PRIVATE_KEY: "",
+      },
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    try {
+      expect(run.status, run.stdout + run.stderr).toBe(1);
+      expect(run.stderr).toContain(
+        "Start failed: RELAYER_PRIVATE_KEY must be set: chain 8453 is not local, and anvil's keys are public",
+      );
+      // Refused before Postgres started.
+      expect(existsSync(join(parent, "data", "postgres"))).toBe(false);
     } finally {
       rmSync(parent, { recursive: true, force: true });
     }
