@@ -4,8 +4,8 @@
  * what to add to the chain config. Idempotent: a second run finds them and sends nothing.
  *
  * The RPC is `--rpc`, else the chain's first `rpc.http` in the chain config (CHAINS_CONFIG, default
- * config/chains.json). The deployer's key is DEPLOYER_PRIVATE_KEY, else asked for on the terminal (not
- * echoed); a publicly known key is refused. The deployer pays the gas and nothing else: the contracts
+ * config/chains.json). The deployer's key is DEPLOYER_PRIVATE_KEY (an environment variable, so it stays out of
+ * the shell's history and the process list when read with `read -rs`); a publicly known key is refused. The deployer pays the gas and nothing else: the contracts
  * have no owner, so the key holds no rights afterwards.
  */
 import { parseArgs } from "node:util";
@@ -43,7 +43,7 @@ const { values } = parseArgs({
   strict: true,
 });
 if (values.help || values.chain === undefined)
-  fail("usage: npm run deploy -- --chain <id> [--rpc <url>] (key: DEPLOYER_PRIVATE_KEY, or asked for)");
+  fail("usage: DEPLOYER_PRIVATE_KEY=0x… npm run deploy -- --chain <id> [--rpc <url>]");
 const chainId = Number(values.chain);
 if (!Number.isSafeInteger(chainId) || chainId <= 0) fail(`--chain must be a chain id, got ${values.chain}`);
 
@@ -58,32 +58,11 @@ if (rpcUrl === undefined)
     `no RPC for chain ${chainId}: pass --rpc <url>, or list the chain with its rpc in ${configPath}${loaded._tag === "Failure" ? ` (${loaded.failure.message})` : ""}`,
   );
 
-/** The key from the environment, or typed on the terminal without echo. */
-const readKey = async (): Promise<string> => {
-  const fromEnv = process.env.DEPLOYER_PRIVATE_KEY;
-  if (fromEnv) return fromEnv.trim();
-  if (!process.stdin.isTTY)
-    return fail("DEPLOYER_PRIVATE_KEY is not set (and there is no terminal to ask on)");
-  process.stdout.write("Deployer private key (not shown): ");
-  process.stdin.setRawMode(true);
-  process.stdin.resume();
-  let typed = "";
-  for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
-    const text = chunk.toString("utf8");
-    if (text === "\u0003") process.exit(130);
-    if (/[\r\n]/.test(text)) {
-      typed += text.split(/[\r\n]/)[0];
-      break;
-    }
-    typed += text;
-  }
-  process.stdin.setRawMode(false);
-  process.stdin.pause();
-  process.stdout.write("\n");
-  return typed.trim();
-};
-
-const key = await readKey();
+const key = process.env.DEPLOYER_PRIVATE_KEY?.trim() ?? "";
+if (key === "")
+  fail(
+    "DEPLOYER_PRIVATE_KEY is not set (read it without echo: read -rs DEPLOYER_PRIVATE_KEY; export DEPLOYER_PRIVATE_KEY)",
+  );
 if (!/^0x[0-9a-fA-F]{64}$/.test(key)) fail("the deployer key must be 0x followed by 64 hex digits");
 const known = publiclyKnownKey(key as Hex);
 if (known !== undefined)

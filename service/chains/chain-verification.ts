@@ -86,11 +86,12 @@ const problemsOf = (chain: ChainToVerify, options: VerifyOptions): Effect.Effect
       concurrency: "unbounded",
     });
     let reader: PublicClient | undefined;
-    answers.forEach((answer, i) => {
-      if (answer._tag === "Success" && answer.success !== chain.id)
+    for (const [i, answer] of answers.entries()) {
+      if (answer._tag === "Failure") continue;
+      if (answer.success !== chain.id)
         refuse(`eth_chainId of rpc.http[${i}] is ${answer.success}, not ${chain.id}`);
-      else if (answer._tag === "Success") reader ??= clients[i];
-    });
+      else reader ??= clients[i];
+    }
     if (reader === undefined) {
       if (answers.every((answer) => answer._tag === "Failure"))
         refuse(

@@ -162,7 +162,7 @@ describe("npm run deploy", () => {
     expect(await chain.client.getTransactionCount({ address: chain.account.address })).toBe(nonce);
   });
 
-  it("refuses a publicly known key, an RPC of another chain and a local chain, sending nothing", async () => {
+  it("refuses a publicly known key, no key, an RPC of another chain and a local chain, sending nothing", async () => {
     const chain = await chainOn(8453, true);
     const anvilKey = await runDeploy(["--chain", "8453", "--rpc", chain.anvil.http], {
       DEPLOYER_PRIVATE_KEY: LOCAL_DEPLOYER_KEY,
@@ -176,6 +176,11 @@ describe("npm run deploy", () => {
     });
     expect(otherChain.code).toBe(2);
     expect(otherChain.output).toContain(`deploy: ${chain.anvil.http} is chain 8453, not 1`);
+    const noKey = await runDeploy(["--chain", "8453", "--rpc", chain.anvil.http], {
+      DEPLOYER_PRIVATE_KEY: "",
+    });
+    expect(noKey.code).toBe(2);
+    expect(noKey.output).toContain("deploy: DEPLOYER_PRIVATE_KEY is not set");
     const local = await runDeploy(["--chain", "31337"], { DEPLOYER_PRIVATE_KEY: chain.key });
     expect(local.code).toBe(2);
     expect(local.output).toContain("deploy: chain 31337 is local in config/chains.json");
