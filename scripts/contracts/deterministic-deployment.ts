@@ -44,14 +44,15 @@ export interface DeterministicContract {
   readonly creates?: ReadonlyArray<{ readonly name: string; readonly nonce: bigint }>;
 }
 
-/** What `npm run deploy` puts on a chain, in order. The escrow's constructor creates the collector. */
-export const BILLING_CONTRACTS: readonly DeterministicContract[] = [
-  {
-    name: "MandateEscrow",
-    initCode: MandateEscrowBytecode,
-    creates: [{ name: "DepositCollector", nonce: 1n }],
-  },
-];
+/** The escrow; its constructor creates the collector, at its nonce 1. */
+export const ESCROW_CONTRACT: DeterministicContract = {
+  name: "MandateEscrow",
+  initCode: MandateEscrowBytecode,
+  creates: [{ name: "DepositCollector", nonce: 1n }],
+};
+
+/** What `npm run deploy` puts on a chain, in order. */
+export const BILLING_CONTRACTS: readonly DeterministicContract[] = [ESCROW_CONTRACT];
 
 export const deterministicAddress = (contract: DeterministicContract, salt: Hex = DEPLOYMENT_SALT): Hex =>
   getContractAddress({ opcode: "CREATE2", from: CREATE2_PROXY, salt, bytecode: contract.initCode });

@@ -28,6 +28,8 @@ import {
   BILLING_CONTRACTS,
   deployDeterministic,
   deploymentBlock,
+  deterministicAddress,
+  ESCROW_CONTRACT,
   ensureCreate2Proxy,
 } from "../contracts/deterministic-deployment.ts";
 import { circleArtifact, safeArtifact } from "../contracts/third-party.ts";
@@ -150,10 +152,19 @@ export const resolveLocalChain = async (
 
   /** The escrow (and its collector) as `npm run deploy` deploys them: through the CREATE2 proxy. */
   const deployedEscrow = async (): Promise<Deployment> => {
+    const recorded = known.MandateEscrow;
+    // A chain kept in .data from before the escrow went through the proxy keeps the escrow its records
+    // name (`npm run reset` starts it over on the proxy's address).
+    if (
+      recorded?.codeHash === keccak256(MandateEscrowBytecode) &&
+      recorded.address.toLowerCase() !== deterministicAddress(ESCROW_CONTRACT).toLowerCase()
+    ) {
+      const code = await publicClient.getCode({ address: recorded.address });
+      if (code !== undefined && code !== "0x") return recorded;
+    }
     await ensureCreate2Proxy(publicClient, walletClient);
     const [escrow] = await deployDeterministic(publicClient, walletClient, BILLING_CONTRACTS);
     if (escrow === undefined) throw new Error("no escrow among the contracts to deploy");
-    const recorded = known.MandateEscrow;
     const block =
       escrow.block ??
       (recorded?.address.toLowerCase() === escrow.address.toLowerCase()

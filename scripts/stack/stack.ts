@@ -240,7 +240,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     }
     // Chains that are not local must be what the config says before anything indexes or sends on them.
     const verified = await Effect.runPromise(
-      Effect.result(verifyChains(chains, { relayer: relayer.address, timeoutMs: 10_000 })),
+      Effect.result(verifyChains(chains, { relayer: relayer.address })),
     );
     if (verified._tag === "Failure") throw new Error(`refusing to start:\n${verified.failure.message}`);
     mark("chains");

@@ -6,6 +6,9 @@
  * the config lines and refuses a publicly known key.
  */
 import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import {
   createPublicClient,
   createWalletClient,
@@ -13,24 +16,25 @@ import {
   getContractAddress,
   type Hex,
   http,
+  keccak256,
   type PublicClient,
   parseEther,
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DepositCollectorRuntime } from "../../abis/DepositCollector.ts";
-import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
+import { MandateEscrowAbi, MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
 import {
-  BILLING_CONTRACTS,
   CREATE2_PROXY,
   CREATE2_PROXY_SIGNER,
   deployDeterministic,
   deploymentBlock,
   deterministicAddress,
+  ESCROW_CONTRACT,
   ensureCreate2Proxy,
 } from "../../scripts/contracts/deterministic-deployment.ts";
 import { type RunningAnvil, rpc, startAnvil } from "../../scripts/stack/anvil.ts";
-import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
+import { LOCAL_DEPLOYER_KEY, resolveLocalChain } from "../../scripts/stack/local-chain.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
 import { collectorAddress } from "../../service/payments/deposit-address.ts";
 
@@ -92,7 +96,7 @@ describe("deterministic deployment", () => {
     const [escrow] = await deployDeterministic(bare.client, bare.writer);
     if (escrow === undefined) throw new Error("nothing deployed");
     expect(escrow).toMatchObject({ name: "MandateEscrow", deployed: true });
-    expect(escrow.address).toBe(deterministicAddress(BILLING_CONTRACTS[0] as (typeof BILLING_CONTRACTS)[0]));
+    expect(escrow.address).toBe(deterministicAddress(ESCROW_CONTRACT));
     // The collector is the escrow's nonce-1 contract: the address deposit addresses are computed from.
     const collector = await bare.client.readContract({
       address: escrow.address,
@@ -133,6 +137,61 @@ describe("deterministic deployment", () => {
   });
 });
 
+describe("the local stack", () => {
+  const LOCAL = {
+    id: 31337,
+    name: "local",
+    livemode: false,
+    local: { port: 0 },
+    escrow: {},
+    tokens: [{ symbol: "USDC", decimals: 6, deploy: "TestUSDC" as const }],
+    subscriptions_available: true,
+    payments_available: true,
+    escrow_available: true,
+    hold_seconds: 0,
+    confirmations: 0,
+  };
+
+  it("deploys the escrow through the proxy, at the address it has on every chain", async () => {
+    const { anvil } = await chainOn(31337, false);
+    const dir = mkdtempSync(join(tmpdir(), "local-deploy-"));
+    try {
+      const resolved = await resolveLocalChain(LOCAL, anvil, join(dir, "deployments.json"));
+      expect(resolved.escrow.address).toBe(deterministicAddress(ESCROW_CONTRACT));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("keeps the escrow a chain kept in .data got before (by plain CREATE)", async () => {
+    const { anvil, client } = await chainOn(31337, false);
+    const dir = mkdtempSync(join(tmpdir(), "local-deploy-"));
+    try {
+      const deployer = createWalletClient({
+        account: privateKeyToAccount(LOCAL_DEPLOYER_KEY),
+        transport: http(anvil.http),
+      });
+      const hash = await deployer.deployContract({
+        abi: MandateEscrowAbi,
+        bytecode: MandateEscrowBytecode,
+        chain: undefined,
+      });
+      const receipt = await client.waitForTransactionReceipt({ hash });
+      const old = {
+        address: receipt.contractAddress,
+        block: Number(receipt.blockNumber),
+        codeHash: keccak256(MandateEscrowBytecode),
+      };
+      const file = join(dir, "deployments.json");
+      writeFileSync(file, JSON.stringify({ "31337": { MandateEscrow: old } }));
+      const resolved = await resolveLocalChain(LOCAL, anvil, file);
+      expect(resolved.escrow).toEqual({ address: old.address, start_block: old.block });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("npm run deploy", () => {
   it("deploys, prints the addresses, the start block and the config lines; a second run deploys nothing", async () => {
     const chain = await chainOn(42161, true);
@@ -140,7 +199,7 @@ describe("npm run deploy", () => {
       DEPLOYER_PRIVATE_KEY: chain.key,
     });
     expect(first.code, first.output).toBe(0);
-    const escrow = deterministicAddress(BILLING_CONTRACTS[0] as (typeof BILLING_CONTRACTS)[0]);
+    const escrow = deterministicAddress(ESCROW_CONTRACT);
     const block = await deploymentBlock(chain.client, escrow);
     expect(first.output).toContain(`CREATE2 proxy ${CREATE2_PROXY}: deployed by its published transaction`);
     expect(first.output).toContain(`MandateEscrow ${escrow}: deployed in block ${block}`);
