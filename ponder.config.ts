@@ -1,9 +1,11 @@
 import { createConfig } from "ponder";
 import { MandateEscrowAbi } from "./abis/MandateEscrow.ts";
-import { loadIndexerChains, ponderChainName } from "./service/chains/indexer-chains.ts";
+import { loadIndexerChains, ponderChainName, verifyIndexerChains } from "./service/chains/indexer-chains.ts";
 import { chainTransport } from "./service/chains/rpc-transport.ts";
 
 const chains = loadIndexerChains(process.env.CHAINS_CONFIG ?? "config/chains.json");
+// Chains that are not local must be the ones configured (RPC, escrow code, tokens, start block).
+await verifyIndexerChains(chains);
 const perChain = <T>(value: (chain: (typeof chains)[number]) => T) =>
   Object.fromEntries(chains.map((chain) => [ponderChainName(chain.id), value(chain)]));
 

@@ -44,6 +44,7 @@ const stack = await startStack({
   port: env.port,
   ...(env.databaseUrl ? { databaseUrl: env.databaseUrl } : {}),
   ...(env.devApiKey ? { devApiKey: env.devApiKey } : {}),
+  relayerKey: env.relayerKey,
   postgresPort: env.postgresPort,
   persistent: true,
   restartStalledIndexer: true,

@@ -5,10 +5,13 @@
  */
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
-import { Effect, ManagedRuntime, Redacted } from "effect";
+import { Cause, Effect, Exit, ManagedRuntime, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
+import { privateKeyToAccount } from "viem/accounts";
 import type { ApiKeys } from "./auth/api-keys.ts";
 import type { ConsoleSessions } from "./auth/console-sessions.ts";
+import { verifyChains } from "./chains/chain-verification.ts";
+import { loadChainsFile } from "./chains/config.ts";
 import { ChainWatch, describeStalled } from "./chains/indexer-watchdog.ts";
 import type { MerchantChains } from "./chains/merchant-chains.ts";
 import { chainHeads } from "./chains/onchain.ts";
@@ -153,6 +156,24 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
       if ("closeAllConnections" in server) server.closeAllConnections();
     });
 
+  // Every chain that is not local is checked before anything else starts (chain-verification.ts).
+  const verified = await Effect.runPromiseExit(
+    loadChainsFile(config.chainsFile).pipe(
+      Effect.flatMap((file) =>
+        verifyChains(file.chains, {
+          relayer:
+            config.relayerKey === undefined
+              ? undefined
+              : privateKeyToAccount(Redacted.value(config.relayerKey)).address,
+        }),
+      ),
+    ),
+  );
+  if (Exit.isFailure(verified)) {
+    await closeServer();
+    throw Cause.squash(verified.cause);
+  }
+
   const runtime = ManagedRuntime.make(serviceLayer({ ...config, publicUrl: config.publicUrl ?? url }));
   // Build the layer now: config errors and migrations fail the start, not the first request.
   await runtime.runPromise(Effect.void).catch(async (error: unknown) => {
@@ -285,7 +306,15 @@ if (import.meta.main) {
     process.exit(2);
   }
   const config = decoded.success;
-  const service = await startService(config);
+  const service = await startService(config).catch((error: unknown) => {
+    // A chain config or chain that fails its checks: one line per problem, no stack trace.
+    const tag = (error as { readonly _tag?: unknown } | undefined)?._tag;
+    if (error instanceof Error && (tag === "ChainsRefused" || tag === "ChainConfigError")) {
+      console.error(`Refusing to start:\n${error.message}`);
+      process.exit(2);
+    }
+    throw error;
+  });
   const shutdown = () => {
     service.stop().then(() => process.exit(0));
   };

@@ -27,7 +27,16 @@ export const SOLC_SETTINGS = {
   optimizer: { enabled: true, runs: 10_000 },
   evmVersion: "cancun",
   viaIR: true,
-  outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } },
+  outputSelection: {
+    "*": {
+      "*": [
+        "abi",
+        "evm.bytecode.object",
+        "evm.deployedBytecode.object",
+        "evm.deployedBytecode.immutableReferences",
+      ],
+    },
+  },
 } as const;
 
 interface Artifact {
@@ -35,6 +44,10 @@ interface Artifact {
   readonly source: string;
   readonly abi: unknown[];
   readonly bytecode: `0x${string}`;
+  /** The code the constructor leaves on chain, with zeros where its immutables go. */
+  readonly runtime: `0x${string}`;
+  /** Where the runtime code holds immutables: [byte offset, length], in order. */
+  readonly immutables: ReadonlyArray<readonly [number, number]>;
 }
 
 const listSources = (dir: string): string[] =>
@@ -67,7 +80,22 @@ export const compileContracts = (): Artifact[] => {
   const input = { language: "Solidity", sources, settings: SOLC_SETTINGS };
   const output = JSON.parse(solc.compile(JSON.stringify(input), { import: findImport })) as {
     errors?: { severity: string; formattedMessage: string }[];
-    contracts?: Record<string, Record<string, { abi: unknown[]; evm: { bytecode: { object: string } } }>>;
+    contracts?: Record<
+      string,
+      Record<
+        string,
+        {
+          abi: unknown[];
+          evm: {
+            bytecode: { object: string };
+            deployedBytecode: {
+              object: string;
+              immutableReferences?: Record<string, { start: number; length: number }[]>;
+            };
+          };
+        }
+      >
+    >;
   };
   const errors = (output.errors ?? []).filter((e) => e.severity === "error");
   if (errors.length > 0) throw new Error(`solc failed:\n${errors.map((e) => e.formattedMessage).join("\n")}`);
@@ -77,7 +105,17 @@ export const compileContracts = (): Artifact[] => {
       Object.entries(contracts)
         // Libraries with internal functions only have no ABI: nothing to generate.
         .filter(([, c]) => c.evm.bytecode.object.length > 0 && c.abi.length > 0)
-        .map(([name, c]) => ({ name, source, abi: c.abi, bytecode: `0x${c.evm.bytecode.object}` as const })),
+        .map(([name, c]) => ({
+          name,
+          source,
+          abi: c.abi,
+          bytecode: `0x${c.evm.bytecode.object}` as const,
+          runtime: `0x${c.evm.deployedBytecode.object}` as const,
+          immutables: Object.values(c.evm.deployedBytecode.immutableReferences ?? {})
+            .flat()
+            .map(({ start, length }) => [start, length] as const)
+            .sort((a, b) => a[0] - b[0]),
+        })),
     );
 };
 
@@ -87,6 +125,10 @@ export const renderArtifact = (artifact: Artifact): string =>
     `export const ${artifact.name}Abi = ${JSON.stringify(artifact.abi, null, 2)} as const;`,
     "",
     `export const ${artifact.name}Bytecode = "${artifact.bytecode}" as const;`,
+    "",
+    `export const ${artifact.name}Runtime = "${artifact.runtime}" as const;`,
+    "",
+    `export const ${artifact.name}Immutables = ${JSON.stringify(artifact.immutables)} as const;`,
     "",
   ].join("\n");
 

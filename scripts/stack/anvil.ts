@@ -83,6 +83,8 @@ export const startAnvil = async (options: {
    * blocks then fail; the service and Ponder read only the latest and pending states.
    */
   readonly keptStates?: number;
+  /** Start without the deterministic-deployment proxy anvil otherwise preinstalls (as many real chains are). */
+  readonly withoutCreate2Proxy?: boolean;
   readonly onOutput?: (line: string) => void;
   /** Stops waiting for the node, and stops the node, when aborted. */
   readonly signal?: AbortSignal | undefined;
@@ -91,6 +93,7 @@ export const startAnvil = async (options: {
   if (options.blockTime) args.push("--block-time", String(options.blockTime));
   if (options.stepsTracing) args.push("--steps-tracing");
   if (options.keptStates !== undefined) args.push("--prune-history", String(options.keptStates));
+  if (options.withoutCreate2Proxy) args.push("--disable-default-create2-deployer");
   if (options.stateFile) {
     usableStateFile(options.stateFile);
     args.push("--state", options.stateFile, "--state-interval", "5", "--preserve-historical-states");

@@ -5,7 +5,9 @@
  * played by anvil's accounts below; `"deploy": "TestUSDC"` is our own test token. Every local chain also
  * gets Safe 1.4.1 (the `Safe` singleton, `SafeProxyFactory`, `CompatibilityFallbackHandler`, from Safe's
  * published artifacts), and its factory is added to the resolved chain's `wallet_factories`, so Safe
- * customers, deployed or counterfactual (ERC-6492), work on `npm start` as on a real chain.
+ * customers, deployed or counterfactual (ERC-6492), work on `npm start` as on a real chain. The escrow
+ * goes the way `npm run deploy` deploys it on a real chain (deterministic-deployment.ts): through the
+ * CREATE2 proxy, at the same address on every chain.
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import {
@@ -19,11 +21,19 @@ import {
   maxUint256,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { MandateEscrowAbi, MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
+import { MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import type { ChainConfig } from "../../service/chains/config.ts";
+import {
+  BILLING_CONTRACTS,
+  deployDeterministic,
+  deploymentBlock,
+  deterministicAddress,
+  ESCROW_CONTRACT,
+  ensureCreate2Proxy,
+} from "../contracts/deterministic-deployment.ts";
 import { circleArtifact, safeArtifact } from "../contracts/third-party.ts";
-import type { RunningAnvil } from "./anvil.ts";
+import { type RunningAnvil, rpc } from "./anvil.ts";
 import { addUsdcMinter, deployCircleUsdc, rpcWriter, usdcAbi } from "./circle-usdc.ts";
 
 /** anvil's first default account: the local deployer. Test use only. */
@@ -46,7 +56,6 @@ export const LOCAL_USDC_ADMIN_KEY: Hex = "0x2a871d0798f97d79848a013d4936a73bf4cc
 
 const CONTRACTS = {
   TestUSDC: { abi: TestUSDCAbi, bytecode: TestUSDCBytecode },
-  MandateEscrow: { abi: MandateEscrowAbi, bytecode: MandateEscrowBytecode },
 } as const;
 
 /** Safe 1.4.1's contracts a Safe needs, deployed on every local chain under these names. */
@@ -54,8 +63,7 @@ const SAFE_CONTRACTS = ["Safe", "SafeProxyFactory", "CompatibilityFallbackHandle
 type SafeContract = (typeof SAFE_CONTRACTS)[number];
 type ContractName = keyof typeof CONTRACTS | SafeContract;
 
-const contractCode = (name: ContractName) =>
-  name === "TestUSDC" || name === "MandateEscrow" ? CONTRACTS[name] : safeArtifact(name);
+const contractCode = (name: ContractName) => (name === "TestUSDC" ? CONTRACTS[name] : safeArtifact(name));
 
 /** Where a local chain's Safe 1.4.1 is. */
 export interface LocalSafe {
@@ -142,6 +150,37 @@ export const resolveLocalChain = async (
     return deployment;
   };
 
+  /** The escrow (and its collector) as `npm run deploy` deploys them: through the CREATE2 proxy. */
+  const deployedEscrow = async (): Promise<Deployment> => {
+    const recorded = known.MandateEscrow;
+    // A chain kept in .data from before the escrow went through the proxy keeps the escrow its records
+    // name (`npm run reset` starts it over on the proxy's address).
+    if (
+      recorded?.codeHash === keccak256(MandateEscrowBytecode) &&
+      recorded.address.toLowerCase() !== deterministicAddress(ESCROW_CONTRACT).toLowerCase()
+    ) {
+      const code = await publicClient.getCode({ address: recorded.address });
+      if (code !== undefined && code !== "0x") return recorded;
+    }
+    await ensureCreate2Proxy(publicClient, walletClient);
+    const [escrow] = await deployDeterministic(publicClient, walletClient, BILLING_CONTRACTS);
+    if (escrow === undefined) throw new Error("no escrow among the contracts to deploy");
+    const block =
+      escrow.block ??
+      (recorded?.address.toLowerCase() === escrow.address.toLowerCase()
+        ? BigInt(recorded.block)
+        : undefined) ??
+      (await deploymentBlock(publicClient, escrow.address));
+    if (block === undefined) throw new Error(`cannot find the block of the escrow at ${escrow.address}`);
+    const deployment = {
+      address: getAddress(escrow.address),
+      block: Number(block),
+      codeHash: keccak256(MandateEscrowBytecode),
+    };
+    known.MandateEscrow = deployment;
+    return deployment;
+  };
+
   /** Circle's USDC, once per chain, with the relayer and the test faucet as minters. */
   const circleUsdc = async (): Promise<Deployment> => {
     const codeHash = usdcCodeHash();
@@ -207,11 +246,14 @@ export const resolveLocalChain = async (
   }
   let escrow = chain.escrow;
   if (escrow.address === undefined) {
-    const deployment = await deployed("MandateEscrow");
+    const deployment = await deployedEscrow();
     escrow = { address: deployment.address, start_block: deployment.block };
   }
   // One after another: each deployment takes the deployer's next nonce.
   for (const name of SAFE_CONTRACTS) await deployed(name);
+  // A relayer other than anvil's own accounts (RELAYER_PRIVATE_KEY) starts with nothing to pay gas with.
+  if ((await publicClient.getBalance({ address: relayer })) === 0n)
+    await rpc(anvil.http, "anvil_setBalance", [relayer, `0x${(10n ** 22n).toString(16)}`]);
   const safeFactory = known.SafeProxyFactory?.address;
   const walletFactories = [...(chain.wallet_factories ?? [])];
   if (safeFactory && !walletFactories.some((f) => f.toLowerCase() === safeFactory.toLowerCase()))

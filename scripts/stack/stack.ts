@@ -9,6 +9,7 @@ import { PgClient } from "@effect/sql-pg";
 import { Effect, type LogLevel, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
 import { privateKeyToAccount } from "viem/accounts";
+import { verifyChains } from "../../service/chains/chain-verification.ts";
 import { type ChainConfig, loadChainsFile } from "../../service/chains/config.ts";
 import type { ServiceConfig } from "../../service/config/env.ts";
 import { ONCHAIN_SCHEMA } from "../../service/db/client.ts";
@@ -38,6 +39,11 @@ export interface StackOptions {
   /** Local chains keep only this many recent states in memory (anvil's --prune-history): long benchmarks. */
   readonly anvilStates?: number;
   readonly devApiKey?: string;
+  /**
+   * The relayer's key (RELAYER_PRIVATE_KEY). Default: anvil's third account, allowed only when every
+   * chain is local; the service refuses a publicly known key for any other chain.
+   */
+  readonly relayerKey?: `0x${string}` | undefined;
   readonly logFormat: "json" | "pretty";
   readonly logLevel: LogLevel.LogLevel;
   readonly onOutput: (source: string, line: string) => void;
@@ -77,6 +83,8 @@ export interface RunningStack {
   readonly devMerchant: DevMerchant;
   /** Every service process on this database needs it to sign webhook deliveries. */
   readonly webhookSecretsKey: string;
+  /** The relayer's key: every service process on these chains signs with it. */
+  readonly relayerKey: `0x${string}`;
   /** `Authorization: Bearer <metricsToken>` reads GET /metrics. */
   readonly metricsToken: string;
   readonly timings: Readonly<Record<string, number>>;
@@ -198,6 +206,11 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
   try {
     const source = await Effect.runPromise(Effect.result(loadChainsFile(options.chainsConfig)));
     if (source._tag === "Failure") throw new Error(`invalid chain config: ${source.failure.message}`);
+    const remote = source.success.chains.filter((chain) => !chain.local);
+    if (options.relayerKey === undefined && remote.length > 0)
+      throw new Error(
+        `RELAYER_PRIVATE_KEY must be set: chain ${remote.map((chain) => chain.id).join(", ")} is not local, and anvil's keys are public`,
+      );
 
     let postgres: RunningPostgres | undefined;
     let databaseUrl = options.databaseUrl;
@@ -218,7 +231,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     if (!abisUpToDate()) writeAbis();
     mark("contracts_compiled");
     const { resolveLocalChain, LOCAL_RELAYER_KEY } = await import("./local-chain.ts");
-    const relayerKey = (process.env.RELAYER_PRIVATE_KEY as `0x${string}` | undefined) ?? LOCAL_RELAYER_KEY;
+    const relayerKey = options.relayerKey ?? LOCAL_RELAYER_KEY;
     const relayer = privateKeyToAccount(relayerKey);
     const chains: ChainConfig[] = [];
     const anvils: RunningAnvil[] = [];
@@ -249,6 +262,11 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       const front = await options.rpcInFront?.(chain.id, anvil);
       chains.push(front === undefined ? resolved : withRpc(resolved, front));
     }
+    // Chains that are not local must be what the config says before anything indexes or sends on them.
+    const verified = await Effect.runPromise(
+      Effect.result(verifyChains(chains, { relayer: relayer.address })),
+    );
+    if (verified._tag === "Failure") throw new Error(`refusing to start:\n${verified.failure.message}`);
     mark("chains");
     const chainsFile = join(options.dataDir, "chains.resolved.json");
     const resolvedJson = `${JSON.stringify({ chains }, null, 2)}\n`;
@@ -335,6 +353,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       chains,
       devMerchant,
       webhookSecretsKey: secretsKey,
+      relayerKey,
       metricsToken: scrapeToken,
       timings,
       anvilPids: new Map(localChains.map((chain, i) => [chain.id, anvils[i]?.pid ?? -1])),

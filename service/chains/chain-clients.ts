@@ -21,7 +21,7 @@ import {
   type Transport,
 } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import type { ResolvedChain } from "./config.ts";
+import { nativeCurrencyOf, type ResolvedChain } from "./config.ts";
 import { fetchOver } from "./rpc-fetch.ts";
 import { type ChainTransport, chainTransport, type LagChange, type RpcNodeStatus } from "./rpc-transport.ts";
 
@@ -169,7 +169,7 @@ const makeChainClients = (transportOf: (chain: ResolvedChain) => ChainTransport)
       chain: defineChain({
         id: chain.id,
         name: chain.name,
-        nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+        nativeCurrency: nativeCurrencyOf(chain),
         rpcUrls: { default: { http: [...chain.rpc.http] } },
       }),
       transport: transportOf(chain).transport,

@@ -47,6 +47,17 @@ const TokenConfig = Schema.Struct({
   deploy: Schema.optionalKey(Schema.Literals(["FiatTokenV2_2", "TestUSDC"])),
 });
 
+/** The chain's own coin, which pays gas: what wallets show, and the unit of the relayer's balance. */
+const NativeCurrency = Schema.Struct({
+  name: Schema.String.check(Schema.isBetweenLength(1, 64)),
+  symbol: Symbol_,
+  decimals: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 36 })),
+});
+export type NativeCurrency = typeof NativeCurrency.Type;
+
+/** A local chain's coin when its config names none: anvil's ether. */
+const LOCAL_NATIVE_CURRENCY: NativeCurrency = { name: "Ether", symbol: "ETH", decimals: 18 };
+
 const EscrowConfig = Schema.Struct({
   address: Schema.optionalKey(Address),
   start_block: Schema.optionalKey(NonNegativeInt),
@@ -80,6 +91,8 @@ export const ChainConfig = Schema.Struct({
       max_lag_blocks: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 10_000 }))),
     }),
   ),
+  /** Required for a chain that is not local (a local chain's is anvil's ether). */
+  native_currency: Schema.optionalKey(NativeCurrency),
   /** The RPC URL offered to customers' wallets when they add the chain; must carry no secret. */
   wallet_rpc_url: Schema.optionalKey(HttpUrl),
   escrow: EscrowConfig,
@@ -120,6 +133,10 @@ export interface ResolvedChain extends ChainConfig {
   }>;
 }
 
+/** The chain's native currency (a local chain's default: ether). */
+export const nativeCurrencyOf = (chain: ChainConfig): NativeCurrency =>
+  chain.native_currency ?? LOCAL_NATIVE_CURRENCY;
+
 /** The chain's token at `address` (any case), if the chain lists it. */
 export const tokenOf = (chain: ResolvedChain | undefined, address: string) =>
   chain?.tokens.find((token) => token.address.toLowerCase() === address.toLowerCase());
@@ -137,6 +154,10 @@ const semanticChecks = (file: ChainsFile): string[] => {
     seen.add(chain.id);
     if (chain.local && chain.livemode) problems.push(`${at}.livemode: a local chain cannot be live`);
     if (!chain.local && !chain.rpc) problems.push(`${at}.rpc: required for a chain that is not local`);
+    if (!chain.local && !chain.native_currency)
+      problems.push(
+        `${at}.native_currency: required for a chain that is not local, e.g. {"name": "Ether", "symbol": "ETH", "decimals": 18}`,
+      );
     if (!chain.escrow_available && chain.hold_seconds !== 0)
       problems.push(`${at}.hold_seconds: must be 0 when escrow_available is false`);
     const symbols = new Set<string>();

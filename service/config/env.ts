@@ -97,7 +97,7 @@ const decodeAll = <R extends Record<string, Config.Config<unknown>>>(
 
 /** What both entry points read, with the defaults of `node service/main.ts`. */
 const shared = {
-  nodeEnv: env.NODE_ENV.pipe(withDefault<"production" | "development" | "test">("development")),
+  nodeEnv: env.NODE_ENV,
   host: env.HOST.pipe(withDefault("127.0.0.1")),
   port: env.PORT.pipe(withDefault(4242)),
   logLevel: env.LOG_LEVEL.pipe(withDefault<LogLevel.LogLevel>("Info")),
@@ -123,8 +123,21 @@ const shared = {
   indexerStallSeconds: env.INDEXER_STALL_SECONDS,
 };
 
-const logFormatOf = (format: Option.Option<"json" | "pretty">, nodeEnv: string): "json" | "pretty" =>
-  Option.getOrElse(format, () => (nodeEnv === "production" ? "json" : "pretty"));
+type NodeEnv = "production" | "development" | "test";
+
+/**
+ * The service alone runs as production unless told otherwise; only `npm start` (the local stack) runs
+ * as development. NODE_ENV sets nothing but LOG_FORMAT's default: test-mode webhooks to private
+ * addresses are the local stack's alone (or WEBHOOK_TEST_ALLOW_PRIVATE_URLS, said explicitly).
+ */
+const logFormatOf = (
+  format: Option.Option<"json" | "pretty">,
+  nodeEnv: Option.Option<NodeEnv>,
+  fallback: NodeEnv,
+): "json" | "pretty" =>
+  Option.getOrElse(format, () =>
+    Option.getOrElse(nodeEnv, () => fallback) === "production" ? "json" : "pretty",
+  );
 
 export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, EnvInvalid> = decodeAll({
   ...shared,
@@ -138,7 +151,7 @@ export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, EnvInvalid> = de
     databasePoolSize: e.databasePoolSize,
     chainsFile: e.chainsConfig,
     ponderUrl: Option.getOrUndefined(e.ponderUrl),
-    logFormat: logFormatOf(e.logFormat, e.nodeEnv),
+    logFormat: logFormatOf(e.logFormat, e.nodeEnv, "production"),
     logLevel: e.logLevel,
     idempotencyRetentionHours: e.idempotencyRetentionHours,
     relayerKey: Option.getOrUndefined(Option.map(e.relayerKey, (key) => Redacted.make(key as `0x${string}`))),
@@ -146,7 +159,7 @@ export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, EnvInvalid> = de
     publicUrl: Option.getOrUndefined(e.publicUrl),
     webhooks: {
       secretsKey: Redacted.make(e.secretsKey.trim()),
-      allowPrivateInTest: Option.getOrElse(e.allowPrivateInTest, () => e.nodeEnv !== "production"),
+      allowPrivateInTest: Option.getOrElse(e.allowPrivateInTest, () => false),
       timeoutSeconds: e.webhookTimeoutSeconds,
       maxInFlight: e.webhookMaxInFlight,
       maxInFlightPerEndpoint: e.webhookMaxInFlightPerEndpoint,
@@ -170,6 +183,8 @@ export interface StackEnv {
   readonly chainsConfig: string;
   readonly databaseUrl: string | undefined;
   readonly devApiKey: string | undefined;
+  /** RELAYER_PRIVATE_KEY; unset: anvil's account, which the stack allows only when every chain is local. */
+  readonly relayerKey: `0x${string}` | undefined;
   readonly logFormat: "json" | "pretty";
   readonly logLevel: LogLevel.LogLevel;
   readonly verbose: boolean;
@@ -195,7 +210,8 @@ export const stackEnvFromEnv: Effect.Effect<StackEnv, EnvInvalid> = decodeAll({
     chainsConfig: e.chainsConfig,
     databaseUrl: Option.getOrUndefined(e.databaseUrl),
     devApiKey: Option.getOrUndefined(e.devApiKey),
-    logFormat: logFormatOf(e.logFormat, e.nodeEnv),
+    relayerKey: Option.getOrUndefined(e.relayerKey) as `0x${string}` | undefined,
+    logFormat: logFormatOf(e.logFormat, e.nodeEnv, "development"),
     logLevel: e.logLevel,
     verbose: e.verbose === "1",
     metricsToken: Option.getOrUndefined(e.metricsToken),

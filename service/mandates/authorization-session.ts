@@ -7,7 +7,7 @@ import { Context, Effect, Layer, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import { getAddress, type Hex } from "viem";
 import { authorizationAction } from "../chains/authorization-groups.ts";
-import { type ResolvedChain, tokenOf } from "../chains/config.ts";
+import { nativeCurrencyOf, type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { type RelayedTransaction, Relayer } from "../chains/relayer.ts";
 import { unavailable } from "../chains/unavailable.ts";
@@ -88,7 +88,7 @@ export const walletChainOf = (chain: ResolvedChain): typeof WalletChain.Type => 
   id: chain.id,
   name: chain.name,
   rpc_url: walletRpc(chain),
-  native_currency: { name: "Ether", symbol: "ETH", decimals: 18 },
+  native_currency: nativeCurrencyOf(chain),
 });
 
 const make = Effect.gen(function* () {

@@ -1,9 +1,12 @@
 /**
  * A payment's deposit address, computed the way the escrow computes it (no call to the chain): an
  * ERC-1167 clone of the escrow's collector made with CREATE2, salted with the hash of the deposit terms.
- * The collector is the escrow's first deployment (its constructor's CREATE, nonce 1). Pure.
+ * The collector is the escrow's first deployment (chains/contract-code.ts). Pure.
  */
 import { concat, encodeAbiParameters, getContractAddress, type Hex, keccak256 } from "viem";
+import { collectorAddress } from "../chains/contract-code.ts";
+
+export { collectorAddress };
 
 /** The escrow's `Deposit` struct: what a deposit address is bound to. */
 export interface DepositTerms {
@@ -30,10 +33,6 @@ const DEPOSIT_TUPLE = [
 /** `keccak256(abi.encode(deposit))`: the CREATE2 salt and the key of the payment's hold. */
 export const depositKey = (terms: DepositTerms): Hex =>
   keccak256(encodeAbiParameters(DEPOSIT_TUPLE, [terms]));
-
-/** The collector the escrow deploys in its constructor. */
-export const collectorAddress = (escrow: Hex): Hex =>
-  getContractAddress({ from: escrow, nonce: 1n }).toLowerCase() as Hex;
 
 /** ERC-1167 minimal proxy creation code for `implementation` (as OpenZeppelin's Clones deploys it). */
 const cloneCreationCode = (implementation: Hex): Hex =>

@@ -5,7 +5,7 @@
  * time on the resolved addresses, through a lookup that hands the connection exactly the addresses it
  * checked, so DNS rebinding cannot slip a private address in between.
  *
- * Test mode on a local deployment (`WEBHOOK_TEST_ALLOW_PRIVATE_URLS`, the default outside production)
+ * Test mode on a local deployment (the local stack, or `WEBHOOK_TEST_ALLOW_PRIVATE_URLS` said explicitly)
  * additionally allows loopback and private ranges (and `localhost` names), through the same checks:
  * cloud metadata, link-local, multicast, reserved and every other special range stay refused in every
  * mode, at registration and at every dial.

@@ -12,7 +12,6 @@
 import { PgClient } from "@effect/sql-pg";
 import { Effect, Redacted } from "effect";
 import { beforeAll, describe, expect, it } from "vitest";
-import { LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { api, cli, expectErrorShape, newAddress, newMerchantWithKey, query, stack } from "./helpers.ts";
 import { startSecondService } from "./second-service.ts";
@@ -21,7 +20,7 @@ let secondUrl = "";
 
 beforeAll(async () => {
   // The stack's relayer key, so that the second process opens mandates too (replicas share it).
-  secondUrl = await startSecondService({ RELAYER_PRIVATE_KEY: LOCAL_RELAYER_KEY });
+  secondUrl = await startSecondService({ RELAYER_PRIVATE_KEY: stack().relayerKey });
 });
 
 const keyIdOf = async (merchantId: string) =>

@@ -13,7 +13,6 @@ import { SqlClient } from "effect/sql";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rpc } from "../../scripts/stack/anvil.ts";
-import { LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { localChain, type ScratchStack, startScratchStack } from "../../scripts/stack/scratch-stack.ts";
 import type { RunningStack } from "../../scripts/stack/stack.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
@@ -147,11 +146,13 @@ const startServiceProcess = async () => {
       DATABASE_URL: stack.databaseUrl,
       CHAINS_CONFIG: stack.chainsFile,
       WEBHOOK_SECRETS_KEY: stack.webhookSecretsKey,
+      // A replica of the local stack, which alone lets test-mode webhooks reach loopback receivers.
+      WEBHOOK_TEST_ALLOW_PRIVATE_URLS: "true",
       PONDER_URL: stack.ponderUrl,
       PORT: String(port),
       LOG_LEVEL: "Error",
       // The stack's relayer: without its key a process could not send the boundary's charges at all.
-      RELAYER_PRIVATE_KEY: LOCAL_RELAYER_KEY,
+      RELAYER_PRIVATE_KEY: stack.relayerKey,
     },
     stdio: "ignore",
   });
@@ -244,7 +245,7 @@ describe("faults at a billing boundary", () => {
     // transaction rolls back) until one of the two processes holds the boundary.
     const gate = await holdLock(
       "SELECT pg_advisory_xact_lock(hashtext($1))",
-      [`relayer:31337:${privateKeyToAccount(LOCAL_RELAYER_KEY).address.toLowerCase()}`],
+      [`relayer:31337:${privateKeyToAccount(stack.relayerKey).address.toLowerCase()}`],
       stack.databaseUrl,
     );
     const found: Array<{ readonly process: (typeof processes)[number]; readonly backend: number }> = [];

@@ -2,10 +2,13 @@
  * Starts the real stack once per test run, exactly as `npm start` does, on random free ports and a
  * fresh database: embedded Postgres, two local anvil chains (one with subscriptions closed), a third
  * anvil configured as a *live, non-local* chain by RPC URL (the operator's path), Ponder and the service.
+ * The relayer's key is generated for the run: the service refuses anvil's public keys on a chain that is
+ * not local (resolveLocalChain funds it on the anvils, playing the operator).
  */
 import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { TestProject } from "vitest/node";
 import { startAnvil } from "../../scripts/stack/anvil.ts";
 import { resolveLocalChain } from "../../scripts/stack/local-chain.ts";
@@ -24,6 +27,8 @@ export interface TestStack {
   readonly merchantId: string;
   readonly apiKey: string;
   readonly webhookSecretsKey: string;
+  /** The relayer's key, generated for the run: second service processes sign with it too. */
+  readonly relayerKey: `0x${string}`;
 }
 
 declare module "vitest" {
@@ -48,17 +53,21 @@ const TEST_CHAIN = {
 
 export default async function setup(project: TestProject) {
   const dataDir = mkdtempSync(join(tmpdir(), "billing-e2e-"));
+  const relayerKey = generatePrivateKey();
+  const relayer = privateKeyToAccount(relayerKey).address;
   const liveAnvil = await startAnvil({ port: await freePort(), chainId: 31338, blockTime: 1 });
   const live = await resolveLocalChain(
     { ...TEST_CHAIN, id: 31338, name: "Live chain by RPC", livemode: false },
     liveAnvil,
     join(dataDir, "live-deployments.json"),
+    relayer,
   );
   const liveChain: ChainConfig = {
     id: 31338,
     name: "Live chain by RPC",
     livemode: true,
     rpc: { http: [liveAnvil.http], ws: liveAnvil.ws },
+    native_currency: { name: "Ether", symbol: "ETH", decimals: 18 },
     escrow: live.escrow,
     tokens: live.tokens.map(({ symbol, decimals, address }) => ({
       symbol,
@@ -91,6 +100,7 @@ export default async function setup(project: TestProject) {
     port: 0,
     persistent: false,
     devApiKey: DEV_API_KEY,
+    relayerKey,
     logFormat: "json",
     logLevel: "Warn",
     onOutput: (source, line) => {
@@ -110,6 +120,7 @@ export default async function setup(project: TestProject) {
     merchantId: stack.devMerchant.merchantId,
     apiKey: stack.devMerchant.apiKey,
     webhookSecretsKey: stack.webhookSecretsKey,
+    relayerKey: stack.relayerKey,
   });
 
   return async () => {

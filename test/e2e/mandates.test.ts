@@ -4,6 +4,7 @@
  * and a charge that passes simulation but reverts on chain (a race).
  */
 import { decodeFunctionData, encodeFunctionData, parseEventLogs } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
@@ -17,6 +18,7 @@ import {
   newAddress,
   newMerchantWithKey,
   query,
+  stack,
 } from "./helpers.ts";
 import { relaySettled, workerPassed } from "./settle.ts";
 
@@ -490,8 +492,8 @@ describe("charges: the transitions table and the dunning walk-through", () => {
     await api("/v1/merchant/chains", { key, body: { chain: 31339, payout_address: payout } });
     const chain = chainDriver(31339);
     const customer = await chain.newCustomer(usd("100"));
-    // Signed straight on chain, naming the service's relayer (anvil's third account locally) as operator.
-    const operator = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
+    // Signed straight on chain, naming the service's relayer (the stack's key) as operator.
+    const operator = privateKeyToAccount(stack().relayerKey).address;
     const { mandateId } = await chain.authorize(customer, { payee: payout, operator });
     await chain.mine(3);
     let mandate: { id: string; status: string } | undefined;

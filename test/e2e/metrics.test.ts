@@ -207,6 +207,8 @@ describe("GET /metrics", () => {
         DATABASE_URL: stack().databaseUrl,
         CHAINS_CONFIG: stack().chainsFile,
         WEBHOOK_SECRETS_KEY: stack().webhookSecretsKey,
+        // A replica of the local stack, which alone lets test-mode webhooks reach loopback receivers.
+        WEBHOOK_TEST_ALLOW_PRIVATE_URLS: "true",
         LOG_LEVEL: "error",
       },
       stdio: "ignore",

@@ -9,7 +9,6 @@
 import { decodeFunctionData, type Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import { LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
 import { type ApiResponse, api, merchantOnTestChain, newAddress, query, stack } from "./helpers.ts";
@@ -23,7 +22,7 @@ const CONCURRENT = 8;
 let processes: string[] = [];
 
 beforeAll(async () => {
-  processes = [stack().apiUrl, await startSecondService({ RELAYER_PRIVATE_KEY: LOCAL_RELAYER_KEY })];
+  processes = [stack().apiUrl, await startSecondService({ RELAYER_PRIVATE_KEY: stack().relayerKey })];
 });
 
 /** `CONCURRENT` requests at once, alternating between the two processes, each with its own key. */

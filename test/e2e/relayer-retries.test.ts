@@ -23,7 +23,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { usdcAbi } from "../../scripts/stack/circle-usdc.ts";
-import { LOCAL_RELAYER_KEY, LOCAL_USDC_ADMIN_KEY } from "../../scripts/stack/local-chain.ts";
+import { LOCAL_USDC_ADMIN_KEY } from "../../scripts/stack/local-chain.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { GROUPS_IN_FLIGHT } from "../../service/chains/relayer.ts";
 import { PERMIT_TYPES } from "../../service/mandates/terms.ts";
@@ -35,7 +35,7 @@ import { metricValue } from "./settle.ts";
 
 const CHAIN = 31337;
 /** The stack's relayer account, which pays for every escrow transaction the service sends. */
-const relayer = privateKeyToAccount(LOCAL_RELAYER_KEY);
+const relayer = privateKeyToAccount(stack().relayerKey);
 let driver: ReturnType<typeof chainDriver>;
 let merchant: Awaited<ReturnType<typeof merchantOnTestChain>>;
 

@@ -21,6 +21,8 @@ export const startSecondService = async (env: Record<string, string> = {}): Prom
       DATABASE_URL: stack().databaseUrl,
       CHAINS_CONFIG: stack().chainsFile,
       WEBHOOK_SECRETS_KEY: stack().webhookSecretsKey,
+      // A replica of the local stack, which alone lets test-mode webhooks reach loopback receivers.
+      WEBHOOK_TEST_ALLOW_PRIVATE_URLS: "true",
       PONDER_URL: stack().ponderUrl,
       PORT: String(port),
       LOG_FORMAT: "json",

@@ -24,6 +24,8 @@ const startServiceProcess = (env: Record<string, string>) => {
       DATABASE_URL: stack().databaseUrl,
       CHAINS_CONFIG: stack().chainsFile,
       WEBHOOK_SECRETS_KEY: stack().webhookSecretsKey,
+      // A replica of the local stack, which alone lets test-mode webhooks reach loopback receivers.
+      WEBHOOK_TEST_ALLOW_PRIVATE_URLS: "true",
       ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],

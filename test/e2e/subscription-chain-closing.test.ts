@@ -18,7 +18,6 @@ import { join } from "node:path";
 import { getAbiItem, type Hex } from "viem";
 import { afterAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
-import { LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
 import { periodIndexAt, periodStart } from "../../src/ledger/period.ts";
 import { chainDriver } from "./chain-driver.ts";
@@ -64,10 +63,12 @@ const startProcessWithChainOpen = async () => {
       DATABASE_URL: stack().databaseUrl,
       CHAINS_CONFIG: file,
       WEBHOOK_SECRETS_KEY: stack().webhookSecretsKey,
+      // A replica of the local stack, which alone lets test-mode webhooks reach loopback receivers.
+      WEBHOOK_TEST_ALLOW_PRIVATE_URLS: "true",
       PONDER_URL: stack().ponderUrl,
       PORT: String(port),
       // Opening a mandate names the relayer as its operator: the same local key as the stack's service.
-      RELAYER_PRIVATE_KEY: LOCAL_RELAYER_KEY,
+      RELAYER_PRIVATE_KEY: stack().relayerKey,
       LOG_FORMAT: "json",
     },
     stdio: "ignore",

@@ -13,7 +13,6 @@ import { join } from "node:path";
 import { createWalletClient, encodeFunctionData, erc20Abi, type Hex, http } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, describe, expect, it } from "vitest";
-import { LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
 import { api, type EventOf, merchantOnTestChain, query, stack } from "./helpers.ts";
@@ -47,7 +46,7 @@ const startDirectService = async () => {
   chain.hold_seconds = 0;
   const file = join(dir, "chains.json");
   writeFileSync(file, JSON.stringify(config, null, 2));
-  return startSecondService({ CHAINS_CONFIG: file, RELAYER_PRIVATE_KEY: LOCAL_RELAYER_KEY });
+  return startSecondService({ CHAINS_CONFIG: file, RELAYER_PRIVATE_KEY: stack().relayerKey });
 };
 
 const callAt = (m: Merchant, baseUrl: string | undefined, path: string, body?: unknown) =>

@@ -27,6 +27,8 @@ const startServiceProcess = async (databaseUrl: string, port: number) => {
       DATABASE_URL: databaseUrl,
       CHAINS_CONFIG: stack().chainsFile,
       WEBHOOK_SECRETS_KEY: stack().webhookSecretsKey,
+      // A replica of the local stack, which alone lets test-mode webhooks reach loopback receivers.
+      WEBHOOK_TEST_ALLOW_PRIVATE_URLS: "true",
       WEBHOOK_TIMEOUT_SECONDS: "2",
       PORT: String(port),
       LOG_LEVEL: "Error",

@@ -3,7 +3,7 @@
  * each bad value is refused with a message naming the variable and its rule; good values decode.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -42,6 +42,7 @@ describe("environment rules", () => {
       chainsConfig: "config/chains.json",
       databaseUrl: undefined,
       devApiKey: undefined,
+      relayerKey: undefined,
       logFormat: "pretty",
       logLevel: "Info",
       verbose: false,
@@ -82,8 +83,20 @@ describe("environment rules", () => {
     });
     expect(Redacted.value(config.webhooks.secretsKey)).toBe(SECRETS_KEY);
     expect(config.relayerKey && Redacted.value(config.relayerKey)).toBe(`0x${"ab".repeat(32)}`);
-    const dev = Effect.runSync(withEnv(serviceConfigFromEnv, SERVICE_BASE));
-    expect(dev.webhooks.allowPrivateInTest).toBe(true);
+    // Safe by default: the service alone runs as production (JSON logs, no test webhooks to private
+    // addresses), whatever NODE_ENV says; only the explicit variable opens private addresses to test mode.
+    const plain = Effect.runSync(withEnv(serviceConfigFromEnv, SERVICE_BASE));
+    expect(plain.webhooks.allowPrivateInTest).toBe(false);
+    expect(plain.logFormat).toBe("json");
+    const development = Effect.runSync(
+      withEnv(serviceConfigFromEnv, { ...SERVICE_BASE, NODE_ENV: "development" }),
+    );
+    expect(development.webhooks.allowPrivateInTest).toBe(false);
+    expect(development.logFormat).toBe("pretty");
+    const opened = Effect.runSync(
+      withEnv(serviceConfigFromEnv, { ...SERVICE_BASE, WEBHOOK_TEST_ALLOW_PRIVATE_URLS: "true" }),
+    );
+    expect(opened.webhooks.allowPrivateInTest).toBe(true);
     for (const databaseUrl of [
       "postgresql://u@db.internal/billing",
       "postgres:///billing?host=/var/run/postgresql",
@@ -92,7 +105,6 @@ describe("environment rules", () => {
         Effect.runSync(withEnv(serviceConfigFromEnv, { ...SERVICE_BASE, DATABASE_URL: databaseUrl }))
           .databaseUrl,
       ).toBe(databaseUrl);
-    expect(dev.logFormat).toBe("pretty");
   });
 
   it("refuses a DEV_API_KEY that is not a test key of the key format, without echoing it", () => {
@@ -265,6 +277,54 @@ describe("environment rules", () => {
       });
       expect(listening).toBe(false);
       expect(elapsed).toBeLessThan(15_000);
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
+    }
+  });
+  it("makes `npm start` refuse anvil's key for a chain that is not local: RELAYER_PRIVATE_KEY must be set", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "relayer-refused-"));
+    const chainsConfig = join(parent, "chains.json");
+    writeFileSync(
+      chainsConfig,
+      JSON.stringify({
+        chains: [
+          {
+            id: 8453,
+            name: "Base",
+            livemode: true,
+            rpc: { http: ["http://127.0.0.1:9"] },
+            native_currency: { name: "Ether", symbol: "ETH", decimals: 18 },
+            escrow: { address: `0x${"11".repeat(20)}`, start_block: 1 },
+            tokens: [],
+            subscriptions_available: true,
+            payments_available: true,
+            escrow_available: true,
+            hold_seconds: 0,
+            confirmations: 3,
+          },
+        ],
+      }),
+    );
+    const pgPort = await freePort();
+    const run = spawnSync(process.execPath, ["scripts/start.ts"], {
+      env: {
+        ...process.env,
+        DATA_DIR: join(parent, "data"),
+        CHAINS_CONFIG: chainsConfig,
+        PG_PORT: String(pgPort),
+        PORT: "0",
+        RELAYER_PRIVATE_KEY: "",
+      },
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    try {
+      expect(run.status, run.stdout + run.stderr).toBe(1);
+      expect(run.stderr).toContain(
+        "Start failed: RELAYER_PRIVATE_KEY must be set: chain 8453 is not local, and anvil's keys are public",
+      );
+      // Refused before Postgres started.
+      expect(existsSync(join(parent, "data", "postgres"))).toBe(false);
     } finally {
       rmSync(parent, { recursive: true, force: true });
     }
