@@ -1543,7 +1543,7 @@ describe("MandateEscrow against its model", () => {
             chain.clock.advance(start - chain.clock.now);
           }
         }),
-        { numRuns: RUNS, endOnFailure: true },
+        { numRuns: RUNS },
       );
       expect(stats.runs).toBeGreaterThanOrEqual(RUNS);
       if (RUNS >= DEFAULT_RUNS) {
