@@ -41,6 +41,23 @@ export const mandate = onchainTable(
   }),
 );
 
+/**
+ * The relayers each operator has named on the escrow (`setRelayer`): who may act for it. A removed one
+ * keeps its row with `allowed` false. The ledger reads it to check who lowered a cap.
+ */
+export const relayer = onchainTable(
+  "relayer",
+  (t) => ({
+    chainId: t.integer().notNull(),
+    operator: t.hex().notNull(),
+    relayer: t.hex().notNull(),
+    allowed: t.boolean().notNull(),
+    /** The log position of the latest change, as JSON. */
+    updatedAt: t.json().notNull(),
+  }),
+  (table) => ({ pk: primaryKey({ columns: [table.chainId, table.operator, table.relayer] }) }),
+);
+
 export const charge = onchainTable(
   "charge",
   (t) => ({

@@ -18,6 +18,9 @@ import {MonthlyPeriods} from "./MonthlyPeriods.sol";
 /// With a hold, charged funds wait here until released to the payee or returned to the customer.
 /// One-time payments arrive at deposit addresses (CREATE2 clones of a collector that only this contract
 /// can empty) by plain ERC-20 transfers; a sweep moves them to the payee, or into a hold like a charge's.
+/// An operator may name relayers that act for it (`setRelayer`): the operator can be a cold key or a Safe
+/// while hot relayer keys send the transactions, and rotating a relayer key needs no customer to sign
+/// again. A relayer can do exactly what its operator can, and nothing else.
 /// There is no owner, no admin, no upgrade path, and no function that moves funds anywhere else.
 /// Tokens must be standard ERC-20s (no fee on transfer, no rebasing); tokens without return values are fine.
 contract MandateEscrow is EIP712, ReentrancyGuardTransient {
@@ -44,6 +47,11 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
 
     /// @notice What a customer signs to revoke a mandate without sending a transaction (`revokeWithSignature`).
     bytes32 public constant REVOKE_TYPEHASH = keccak256("Revoke(bytes32 mandateId,uint64 deadline)");
+
+    /// @notice What an operator signs to name or remove a relayer without sending a transaction
+    /// (`setRelayerWithSignature`); `nonce` is the operator's `relayerNonce`, used once, in order.
+    bytes32 public constant SET_RELAYER_TYPEHASH =
+        keccak256("SetRelayer(address relayer,bool allowed,uint64 nonce,uint64 deadline)");
 
     /// @notice A mandate as `mandate()` returns it.
     struct Mandate {
@@ -118,6 +126,10 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     /// @dev Holds moved out of their mandate's record by a later held charge (see `Record`).
     mapping(bytes32 chargeId => Hold) private _holds;
     mapping(bytes32 depositKey => Hold) private _paymentHolds;
+    /// @notice Whether `relayer` may act for `operator` (charge, lower a cap, return a charge or a payment).
+    mapping(address operator => mapping(address relayer => bool)) public isRelayer;
+    /// @notice The nonce an operator's next `SetRelayer` signature must carry.
+    mapping(address operator => uint64) public relayerNonce;
 
     /// @notice The code every deposit address runs (deployed by this contract's constructor).
     address public immutable collector;
@@ -139,6 +151,8 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     /// error `authorize` would have reverted with (`StaleNonce`, `SignatureExpired`, `PermitFailed`, ...).
     event AuthorizationSkipped(bytes32 indexed mandateId, uint64 nonce, bytes4 reason);
     event MandateRevoked(bytes32 indexed mandateId, address indexed customer);
+    /// @notice `relayer` may (`allowed`) or may no longer act for `operator`.
+    event RelayerSet(address indexed operator, address indexed relayer, bool allowed);
     /// @notice `lowerCap`: the cap went from `previousCap` down to `cap`, and the approval left is now
     /// `approvalLeft` (at most `cap * approvalPeriods`); `by` is the operator or the payee that lowered it.
     event CapLowered(bytes32 indexed mandateId, uint256 previousCap, uint256 cap, uint256 approvalLeft, address by);
@@ -296,7 +310,7 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     function lowerCap(bytes32 mandateId, uint256 newCap) external {
         Record storage m = _mandates[mandateId];
         if (m.operator == address(0)) revert UnknownMandate(mandateId);
-        if (msg.sender != m.operator && msg.sender != m.payee) revert NotOperator();
+        if (!_actsFor(m.operator) && msg.sender != m.payee) revert NotOperator();
         if (m.revoked) revert Revoked(mandateId);
         uint256 cap = m.cap;
         if (newCap == 0 || newCap >= cap) revert CapNotLowered(newCap, cap);
@@ -387,26 +401,75 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
         );
     }
 
+    // ---------------------------------------------------------------- relayers
+
+    /// @notice Names (`allowed`) or removes a relayer that acts for the caller, as the caller's operator.
+    function setRelayer(address relayer, bool allowed) external {
+        _setRelayer(msg.sender, relayer, allowed);
+    }
+
+    /// @notice `setRelayer` by the operator's EIP-712 signature of `SetRelayer(relayer, allowed, nonce,
+    /// deadline)` (an EOA's, or an ERC-1271 wallet's such as a Safe's), submitted by anyone: the operator's
+    /// key can stay offline and needs no gas. Signatures apply once each, in nonce order.
+    function setRelayerWithSignature(
+        address operator,
+        address relayer,
+        bool allowed,
+        uint64 nonce,
+        uint64 deadline,
+        bytes calldata signature
+    ) external {
+        if (block.timestamp > deadline) revert SignatureExpired(deadline);
+        uint64 current = relayerNonce[operator];
+        if (nonce != current) revert StaleNonce(nonce, current);
+        bytes32 digest =
+            _hashTypedDataV4(keccak256(abi.encode(SET_RELAYER_TYPEHASH, relayer, allowed, nonce, deadline)));
+        if (operator == address(0) || !SignatureChecker.isValidSignatureNow(operator, digest, signature)) {
+            revert InvalidSignature();
+        }
+        relayerNonce[operator] = current + 1;
+        _setRelayer(operator, relayer, allowed);
+    }
+
+    function _setRelayer(address operator, address relayer, bool allowed) private {
+        if (relayer == address(0)) revert InvalidTerms();
+        isRelayer[operator][relayer] = allowed;
+        emit RelayerSet(operator, relayer, allowed);
+    }
+
+    /// @dev Whether the caller is `operator` or one of its relayers. The operator itself is checked first,
+    /// so a mandate whose operator sends its own transactions pays nothing for relayers.
+    function _actsFor(address operator) private view returns (bool) {
+        return msg.sender == operator || isRelayer[operator][msg.sender];
+    }
+
     // ---------------------------------------------------------------- charges
 
     /// @notice Collects `amount` for the current period. Operator only.
     function charge(bytes32 mandateId, uint256 amount) external nonReentrant returns (bytes32 chargeId) {
-        return _charge(mandateId, amount);
+        (chargeId,) = _charge(mandateId, amount, address(0));
     }
 
     /// @notice Several charges in one transaction; all succeed or none does.
     function chargeMany(bytes32[] calldata mandateIds, uint256[] calldata amounts) external nonReentrant {
         if (mandateIds.length != amounts.length) revert LengthMismatch();
+        // The operator the caller was last found to act for: a batch of one operator's mandates checks
+        // the caller's relayer standing once.
+        address actsFor;
         for (uint256 i; i < mandateIds.length; ++i) {
-            _charge(mandateIds[i], amounts[i]);
+            (, actsFor) = _charge(mandateIds[i], amounts[i], actsFor);
         }
     }
 
-    function _charge(bytes32 id, uint256 amount) private returns (bytes32 chargeId) {
+    /// @dev `actsFor`: an operator the caller is known to act for (or 0); returns the mandate's operator.
+    function _charge(bytes32 id, uint256 amount, address actsFor)
+        private
+        returns (bytes32 chargeId, address operator)
+    {
         Record storage m = _mandates[id];
-        address operator = m.operator;
+        operator = m.operator;
         if (operator == address(0)) revert UnknownMandate(id);
-        if (msg.sender != operator) revert NotOperator();
+        if (operator != actsFor && !_actsFor(operator)) revert NotOperator();
         if (m.revoked) revert Revoked(id);
         uint256 cap = m.cap;
         if (amount == 0 || amount > cap) revert CapExceeded(amount, cap);
@@ -497,7 +560,7 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     /// merchant's behalf, or the payee itself.
     function returnCharge(bytes32 mandateId, uint32 period) external nonReentrant {
         Record storage m = _mandates[mandateId];
-        if (msg.sender != m.operator && msg.sender != m.payee) revert NotOperator();
+        if (!_actsFor(m.operator) && msg.sender != m.payee) revert NotOperator();
         uint256 amount = _takeHold(m, mandateId, period, false, false);
         address customer = customerOf(mandateId);
         IERC20(m.token).safeTransfer(customer, amount);
@@ -575,7 +638,7 @@ contract MandateEscrow is EIP712, ReentrancyGuardTransient {
     /// behalf, or the payee itself, to the payer's address `to` (a plain transfer does not tell the
     /// chain who paid, so the caller names it).
     function returnPayment(Deposit calldata d, address to) external nonReentrant {
-        if (msg.sender != d.operator && msg.sender != d.payee) revert NotOperator();
+        if (!_actsFor(d.operator) && msg.sender != d.payee) revert NotOperator();
         if (to == address(0)) revert InvalidTerms();
         bytes32 key = depositKey(d);
         Hold memory h = _paymentHolds[key];

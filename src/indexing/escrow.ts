@@ -3,10 +3,10 @@
  * what it returns. A log the ledger refuses stops the indexer (the chain would contradict the contract).
  */
 import { ponder } from "ponder:registry";
-import { charge, fact, mandate } from "ponder:schema";
+import { charge, fact, mandate, relayer } from "ponder:schema";
 import { Result } from "effect";
 import { applyLog } from "../ledger/ledger.ts";
-import { chargeKey, type LedgerState, mandateKey } from "../ledger/types.ts";
+import { chargeKey, type LedgerState, mandateKey, relayerKey } from "../ledger/types.ts";
 import {
   type ChargeRow,
   chargeToRow,
@@ -42,8 +42,16 @@ for (const name of EVENTS) {
       "chargeId" in log && log.kind !== "Charged"
         ? await context.db.find(charge, { chainId, chargeId: log.chargeId as Hex })
         : null;
+    // Who may have lowered a cap besides the operator and the payee: the relayer the log names, if named.
+    const relayerRow =
+      log.kind === "CapLowered" && mandateRow
+        ? await context.db.find(relayer, { chainId, operator: mandateRow.operator, relayer: log.by as Hex })
+        : null;
     const state: LedgerState = {
       payments: new Map(),
+      relayers: new Set(
+        relayerRow?.allowed ? [relayerKey(chainId, relayerRow.operator, relayerRow.relayer)] : [],
+      ),
       mandates: new Map(
         mandateRow ? [[mandateKey(chainId, log.mandateId), rowToMandate(mandateRow as MandateRow)]] : [],
       ),

@@ -8,6 +8,7 @@ import { decodeEscrowLog, type EscrowLog, type LogPosition } from "./types.ts";
 const ESCROW_EVENTS = [
   "MandateAuthorized",
   "MandateRevoked",
+  "RelayerSet",
   "CapLowered",
   "Charged",
   "Released",

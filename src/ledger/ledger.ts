@@ -16,6 +16,7 @@ import {
   type LogPosition,
   type MandateState,
   mandateKey,
+  relayerKey,
 } from "./types.ts";
 import { type Applied, type LedgerViolation, violation } from "./violation.ts";
 
@@ -57,6 +58,13 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
   if (log.kind === "PaymentReceived" || log.kind === "PaymentReleased" || log.kind === "PaymentReturned")
     return applyPaymentLog(state, log);
   const { at } = log;
+  if (log.kind === "RelayerSet") {
+    const relayers = new Set(state.relayers);
+    const key = relayerKey(at.chainId, log.operator, log.relayer);
+    if (log.allowed) relayers.add(key);
+    else relayers.delete(key);
+    return Result.succeed({ state: { ...state, relayers }, facts: [] });
+  }
   const mandate = state.mandates.get(mandateKey(at.chainId, log.mandateId));
   switch (log.kind) {
     case "MandateAuthorized": {
@@ -115,8 +123,12 @@ export const applyLog = (state: LedgerState, log: EscrowLog): Result.Result<Appl
     case "CapLowered": {
       if (!mandate) return violation(at, "cap lowered on an unknown mandate");
       if (mandate.status !== "active") return violation(at, "cap lowered on a revoked mandate");
-      if (log.by !== mandate.operator && log.by !== mandate.payee)
-        return violation(at, "cap lowered by neither the operator nor the payee");
+      if (
+        log.by !== mandate.operator &&
+        log.by !== mandate.payee &&
+        !state.relayers.has(relayerKey(at.chainId, mandate.operator, log.by))
+      )
+        return violation(at, "cap lowered by neither the operator (nor a relayer of its) nor the payee");
       if (log.previousCap !== mandate.cap) return violation(at, "previous cap does not match");
       if (log.cap === 0n || log.cap >= mandate.cap) return violation(at, "cap not lowered");
       const limit = log.cap * BigInt(mandate.approvalPeriods);

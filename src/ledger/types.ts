@@ -43,7 +43,16 @@ export const MandateRevoked = Schema.Struct({
   customer: Address,
 });
 
-/** `lowerCap`: the operator or the payee narrowed the cap; `approvalLeft` is what stays approved. */
+/** `setRelayer`: `relayer` may (`allowed`) or may no longer act for `operator`. */
+export const RelayerSet = Schema.Struct({
+  kind: Schema.Literal("RelayerSet"),
+  at: LogPosition,
+  operator: Address,
+  relayer: Address,
+  allowed: Schema.Boolean,
+});
+
+/** `lowerCap`: the operator (or a relayer of its) or the payee narrowed the cap; `approvalLeft` is what stays approved. */
 export const CapLowered = Schema.Struct({
   kind: Schema.Literal("CapLowered"),
   at: LogPosition,
@@ -126,6 +135,7 @@ export const PaymentReturned = Schema.Struct({
 export const EscrowLog = Schema.Union([
   MandateAuthorized,
   MandateRevoked,
+  RelayerSet,
   CapLowered,
   Charged,
   Released,
@@ -136,7 +146,8 @@ export const EscrowLog = Schema.Union([
 ]);
 export type EscrowLog = typeof EscrowLog.Type;
 export type PaymentLog = Extract<EscrowLog, { readonly depositAddress: string }>;
-export type MandateLog = Exclude<EscrowLog, PaymentLog>;
+export type RelayerLog = Extract<EscrowLog, { readonly kind: "RelayerSet" }>;
+export type MandateLog = Exclude<EscrowLog, PaymentLog | RelayerLog>;
 export const decodeEscrowLog = Schema.decodeUnknownResult(EscrowLog);
 
 export interface MandateState {
@@ -208,7 +219,12 @@ export interface LedgerState {
   readonly charges: ReadonlyMap<string, ChargeState>;
   /** Keyed by `${chainId}:${depositAddress}`. */
   readonly payments: ReadonlyMap<string, PaymentFundsState>;
+  /** The relayers operators have named and not removed, as `relayerKey`s. */
+  readonly relayers: ReadonlySet<string>;
 }
+
+export const relayerKey = (chainId: number, operator: string, relayer: string) =>
+  `${chainId}:${operator.toLowerCase()}:${relayer.toLowerCase()}`;
 
 export type FactKind =
   | "mandate.authorized"
@@ -253,4 +269,9 @@ export interface Fact {
 export const mandateKey = (chainId: number, mandateId: string) => `${chainId}:${mandateId}`;
 export const chargeKey = (chainId: number, chargeId: string) => `${chainId}:${chargeId}`;
 export const paymentFundsKey = (chainId: number, depositAddress: string) => `${chainId}:${depositAddress}`;
-export const emptyLedger: LedgerState = { mandates: new Map(), charges: new Map(), payments: new Map() };
+export const emptyLedger: LedgerState = {
+  mandates: new Map(),
+  charges: new Map(),
+  payments: new Map(),
+  relayers: new Set(),
+};

@@ -69,6 +69,8 @@ export class EscrowModel {
   heldCharges = new Set<string>();
   /** Open payment holds by deposit address. */
   paymentHolds = new Map<string, ModelPaymentHold>();
+  /** `operator:relayer` pairs the operator named (`setRelayer`). */
+  relayers = new Set<string>();
 
   constructor(escrow: Address, now: number) {
     this.escrow = escrow;
@@ -83,6 +85,7 @@ export class EscrowModel {
     copy.allowances = new Map(this.allowances);
     copy.heldCharges = new Set(this.heldCharges);
     copy.paymentHolds = new Map([...this.paymentHolds].map(([k, v]) => [k, { ...v }]));
+    copy.relayers = new Set(this.relayers);
     return copy;
   }
 
@@ -102,6 +105,19 @@ export class EscrowModel {
   private move(token: Address, from: Address, to: Address, amount: bigint) {
     this.balances.set(key(token, from), this.balance(token, from) - amount);
     this.balances.set(key(token, to), this.balance(token, to) + amount);
+  }
+
+  /** Whether `caller` is the operator or one of the relayers it named. */
+  actsFor(caller: Address, operator: Address): boolean {
+    return caller.toLowerCase() === operator.toLowerCase() || this.relayers.has(key(operator, caller));
+  }
+
+  /** `setRelayer`: the caller, as an operator, names or removes a relayer of its own. */
+  setRelayer(caller: Address, relayer: Address, allowed: boolean): Result {
+    if (relayer === ZERO) return { error: "InvalidTerms" };
+    if (allowed) this.relayers.add(key(caller, relayer));
+    else this.relayers.delete(key(caller, relayer));
+    return {};
   }
 
   mint(token: Address, to: Address, amount: bigint): Result {
@@ -187,7 +203,7 @@ export class EscrowModel {
   lowerCap(id: Hex, newCap: bigint, caller: Address): Result {
     const m = this.mandate(id);
     if (!m) return { error: "UnknownMandate" };
-    if (caller !== m.operator && caller !== m.payee) return { error: "NotOperator" };
+    if (!this.actsFor(caller, m.operator) && caller !== m.payee) return { error: "NotOperator" };
     if (m.revoked) return { error: "Revoked" };
     if (newCap === 0n || newCap >= m.cap) return { error: "CapNotLowered" };
     const limit = newCap * BigInt(m.approvalPeriods);
@@ -199,7 +215,7 @@ export class EscrowModel {
   charge(id: Hex, amount: bigint, caller: Address): Result {
     const m = this.mandate(id);
     if (!m) return { error: "UnknownMandate" };
-    if (caller !== m.operator) return { error: "NotOperator" };
+    if (!this.actsFor(caller, m.operator)) return { error: "NotOperator" };
     if (m.revoked) return { error: "Revoked" };
     if (amount === 0n || amount > m.cap) return { error: "CapExceeded" };
     const period = periodIndexAt(m.anchor, this.now);
@@ -276,7 +292,7 @@ export class EscrowModel {
 
   returnCharge(id: Hex, period: number, caller: Address): Result {
     const m = this.mandate(id);
-    if (!m || (caller !== m.operator && caller !== m.payee)) return { error: "NotOperator" };
+    if (!m || (!this.actsFor(caller, m.operator) && caller !== m.payee)) return { error: "NotOperator" };
     const h = this.hold(id, period);
     if (!h) return { error: "NoHold" };
     if (this.now >= h.releaseAt) return { error: "HoldOver" };
@@ -345,7 +361,7 @@ export class EscrowModel {
   }
 
   returnPayment(d: ModelDeposit, to: Address, caller: Address): Result {
-    if (caller !== d.terms.operator && caller !== d.terms.payee) return { error: "NotOperator" };
+    if (!this.actsFor(caller, d.terms.operator) && caller !== d.terms.payee) return { error: "NotOperator" };
     if (to === ZERO) return { error: "InvalidTerms" };
     const h = this.paymentHold(d);
     if (!h) return { error: "NoHold" };

@@ -31,6 +31,7 @@ import {
   usdcAbi,
 } from "../../scripts/stack/circle-usdc.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
+import { SET_RELAYER_TYPES } from "../../service/chains/operator-relayers.ts";
 import { PERMIT_TYPES, REVOKE_TYPES, TERMS_TYPES } from "../../service/mandates/terms.ts";
 import {
   TRANSFER_WITH_AUTHORIZATION_TYPES,
@@ -341,6 +342,20 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
       message: { mandateId, deadline },
     });
 
+  /** An operator's EIP-712 `SetRelayer` (`setRelayerWithSignature`); a wallet's owner signs for it. */
+  const signSetRelayer = (
+    signer: PrivateKeyAccount,
+    message: { relayer: Address; allowed: boolean; nonce: bigint; deadline: bigint },
+    verifyingContract: Address = escrow,
+    chainId = 31337,
+  ) =>
+    signer.signTypedData({
+      domain: { name: "MandateEscrow", version: "1", chainId, verifyingContract },
+      types: SET_RELAYER_TYPES,
+      primaryType: "SetRelayer",
+      message,
+    });
+
   const signPermit = async (owner: PrivateKeyAccount, token: Address, value: bigint, deadline: bigint) => {
     const nonce = await read<bigint>(token, usdcAbi, "nonces", [owner.address]);
     const signature = await owner.signTypedData({
@@ -405,6 +420,7 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
     mint,
     signTerms,
     signRevocation,
+    signSetRelayer,
     signPermit,
     signAuthorization,
     signCancelAuthorization,

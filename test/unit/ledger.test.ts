@@ -5,6 +5,7 @@ import { applyLog, applyLogs } from "../../src/ledger/ledger.ts";
 import { periodIndexAt } from "../../src/ledger/period.ts";
 import {
   chargeKey,
+  type EscrowLog,
   emptyLedger,
   type LedgerState,
   type LogPosition,
@@ -503,5 +504,31 @@ describe("ledger: cap changes", () => {
     if (Result.isFailure(revoked)) throw revoked.failure;
     expect(refused(lowered(3, 50n, 20n, 60n), revoked.success.state)).toBe(true);
     expect(refused(lowered(2, 50n, 20n, 60n))).toBe(false);
+  });
+
+  it("takes a lowering by a relayer the operator named, and refuses it from one removed or named by another operator", () => {
+    if (Result.isFailure(signed)) throw signed.failure;
+    const RELAYER = "0x5000000000000000000000000000000000000005";
+    const relayerSet = (block: number, operator: string, allowed: boolean) =>
+      ({ kind: "RelayerSet", at: position(block), operator, relayer: RELAYER, allowed }) as const;
+    const fold = (logs: EscrowLog[]) => applyLogs(signed.success.state, logs);
+    const named = fold([relayerSet(2, OPERATOR, true), lowered(3, 50n, 20n, 60n, RELAYER)]);
+    if (Result.isFailure(named)) throw named.failure;
+    expect(named.success.facts.map((f) => [f.kind, f.details.by])).toEqual([
+      ["mandate.cap_lowered", RELAYER],
+    ]);
+    expect(Result.isFailure(fold([lowered(2, 50n, 20n, 60n, RELAYER)]))).toBe(true);
+    expect(
+      Result.isFailure(
+        fold([
+          relayerSet(2, OPERATOR, true),
+          relayerSet(3, OPERATOR, false),
+          lowered(4, 50n, 20n, 60n, RELAYER),
+        ]),
+      ),
+    ).toBe(true);
+    expect(Result.isFailure(fold([relayerSet(2, PAYEE, true), lowered(3, 50n, 20n, 60n, RELAYER)]))).toBe(
+      true,
+    );
   });
 });
