@@ -20,6 +20,7 @@ import {
 } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { DEFAULT_RPC_BATCH_SIZE, type ResolvedChain } from "./config.ts";
+import { type MeasuredCall, measureGas } from "./gas-measure.ts";
 import { fetchOver } from "./rpc-fetch.ts";
 
 /** The chain could not be reached or answered nonsense: our problem, not the caller's. */
@@ -108,6 +109,11 @@ export class ChainClients extends Context.Service<
       args: readonly unknown[],
       at?: "pending" | "latest",
     ) => Effect.Effect<bigint, ChainUnavailable>;
+    /** Gas any call uses (gas-measure.ts: an access-list run, or eth_estimateGas where refused). */
+    readonly measureCall: (
+      chain: ResolvedChain,
+      call: MeasuredCall,
+    ) => Effect.Effect<bigint, ChainUnavailable>;
     /** The same simulation with a revert as its result: undefined when the call would succeed. */
     readonly simulateOutcome: (
       chain: ResolvedChain,
@@ -193,6 +199,10 @@ const makeChainClients = (fetchFn: ReturnType<typeof fetchOver>): ChainClients["
           : Effect.fail(new EscrowRevert({ ...revert, message: firstLine(error) }));
       }),
     );
+  // Chains whose node refused eth_createAccessList: measured with eth_estimateGas from then on.
+  const refusingAccessLists = new Set<number>();
+  const measureCall = (chain: ResolvedChain, call: MeasuredCall) =>
+    rpc(chain, "gas", () => measureGas(client(chain), chain, call, refusingAccessLists));
   const measureEscrow = (
     chain: ResolvedChain,
     from: Hex,
@@ -201,14 +211,12 @@ const makeChainClients = (fetchFn: ReturnType<typeof fetchOver>): ChainClients["
     at: "pending" | "latest" = "pending",
   ) =>
     rpc(chain, `gas of ${functionName}`, () =>
-      client(chain)
-        .createAccessList({
-          account: from,
-          to: chain.escrow.address,
-          data: escrowCallData(functionName, args),
-          blockTag: at,
-        })
-        .then((result) => result.gasUsed),
+      measureGas(
+        client(chain),
+        chain,
+        { from, to: chain.escrow.address, data: escrowCallData(functionName, args), at },
+        refusingAccessLists,
+      ),
     );
   const simulateOutcome = (
     chain: ResolvedChain,
@@ -220,7 +228,16 @@ const makeChainClients = (fetchFn: ReturnType<typeof fetchOver>): ChainClients["
       Effect.as(undefined),
       Effect.catchTag("EscrowRevert", (revert: EscrowRevert) => Effect.succeed(revert)),
     );
-  return { client, latestTime, latestBlock, simulateEscrow, measureEscrow, simulateOutcome, rpc };
+  return {
+    client,
+    latestTime,
+    latestBlock,
+    simulateEscrow,
+    measureEscrow,
+    measureCall,
+    simulateOutcome,
+    rpc,
+  };
 };
 
 /**

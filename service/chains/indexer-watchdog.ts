@@ -5,7 +5,8 @@
  * the indexed head has not moved for `stallSeconds`, the chain is stalled: `/ready` names it, the
  * metric `billing_indexer_stalled` is 1 and `GET /indexer/live` answers 503, which is what a process
  * supervisor watches to restart the indexer. The same pass caches what the operator metrics need from
- * the chain (its head and the relayer's balance), so a scrape never waits on an RPC.
+ * the chain (its head and the relayer's balance, whose thresholds relayer-balance.ts watches), so a
+ * scrape never waits on an RPC.
  */
 import { Clock, Context, Duration, Effect, Layer, Option, Ref, Schema } from "effect";
 import { SqlClient } from "effect/sql";
@@ -15,7 +16,7 @@ import type { Worker } from "../workers/worker.ts";
 import { ChainClients } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
 import { ChainRegistry } from "./registry.ts";
-import { Relayer } from "./relayer.ts";
+import { RelayerBalances } from "./relayer-balance.ts";
 
 export interface BlockMark {
   readonly number: bigint;
@@ -153,16 +154,9 @@ const chainHead = (chain: ResolvedChain) =>
       );
   });
 
+/** The relayer's balance, read through its watch (which alerts on the chain's thresholds). */
 const relayerBalance = (chain: ResolvedChain) =>
-  Effect.gen(function* () {
-    const clients = yield* ChainClients;
-    const relayer = yield* Relayer;
-    const address = relayer.address;
-    if (address === undefined) return undefined;
-    return yield* clients
-      .rpc(chain, "relayer balance", () => clients.client(chain).getBalance({ address }))
-      .pipe(Effect.timeout(RPC_TIMEOUT), Effect.option, Effect.map(Option.getOrUndefined));
-  });
+  Effect.flatMap(RelayerBalances, (balances) => balances.read(chain));
 
 export interface WatchdogOptions {
   /** How long the indexer may stay behind a moving chain without progress before it counts as stalled. */
@@ -180,7 +174,7 @@ export const watchdogInterval = (stallSeconds: number): Duration.Duration =>
 
 export const indexerWatchdog = (
   options: WatchdogOptions,
-): Worker<SqlClient.SqlClient | ChainRegistry | ChainClients | Relayer | ChainWatch> => ({
+): Worker<SqlClient.SqlClient | ChainRegistry | ChainClients | RelayerBalances | ChainWatch> => ({
   name: "indexer-watchdog",
   interval: watchdogInterval(options.stallSeconds),
   pass: Effect.gen(function* () {

@@ -1,23 +1,43 @@
 /**
  * The relayer's tracker: every second, each pending transaction of the relayer's account gets a
- * receipt recorded, its bytes sent again if the node lost them, or (next in line and unmined after
- * `bumpAfter`) a replacement with the same nonce and fees raised by 12.5%. Nonces below our pending
- * transactions that nothing of ours will fill (the chain lost the blocks that had them) are filled
- * first. The decisions are pure (relayer-tracking.ts); this gathers their inputs and applies them.
+ * receipt recorded (its cost: gas used × effective price, plus the L1 data fee where the receipt
+ * reports one), its bytes sent again if the node lost them (once the base fee allows, for bytes held
+ * back by the fee ceiling), or (next in line and unmined after `bumpAfter`) a replacement with the same
+ * nonce and fees raised by 12.5%, within the chain's bounds: never above the fee ceiling, at most
+ * `gas.max_replacements` times, and only while the raised fees fit the hourly budget. Nonces below our
+ * pending transactions that nothing of ours will fill (the chain lost the blocks that had them) are
+ * filled first. The decisions are pure (relayer-tracking.ts, relayer-fees.ts); this gathers their
+ * inputs and applies them.
  */
 import { Clock, Duration, Effect, Option } from "effect";
 import { SqlClient } from "effect/sql";
 import { type Hex, TransactionReceiptNotFoundError } from "viem";
+import { recordMetric } from "../metrics/metrics.ts";
 import type { Worker } from "../workers/worker.ts";
 import { skippedActions } from "./authorization-groups.ts";
 import { ChainClients } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
 import { ChainRegistry } from "./registry.ts";
 import { RelayerAccount } from "./relayer-account.ts";
-import { RelayerStore, type TransactionRow } from "./relayer-store.ts";
-import { decideTracking, nonceGaps, replacementFees } from "./relayer-tracking.ts";
+import { budgetWindowStart, relayerBudget, spentThisHour, withinBudget } from "./relayer-budget.ts";
+import {
+  boundedReplacement,
+  capFees,
+  feeCeiling,
+  maxReplacements,
+  mineableAt,
+  RelayerFees,
+} from "./relayer-fees.ts";
+import { type HeldReason, RelayerStore, type TransactionRow } from "./relayer-store.ts";
+import { decideTracking, l1FeeOf, nonceGaps } from "./relayer-tracking.ts";
 
-type TrackerRequirements = SqlClient.SqlClient | ChainRegistry | ChainClients | RelayerAccount | RelayerStore;
+type TrackerRequirements =
+  | SqlClient.SqlClient
+  | ChainRegistry
+  | ChainClients
+  | RelayerAccount
+  | RelayerStore
+  | RelayerFees;
 
 const SUPERSEDED_RECHECK = Duration.seconds(1);
 
@@ -47,11 +67,13 @@ const receiptOf = (row: TransactionRow) =>
       if (Option.isNone(receipt)) answered = false;
       else if (receipt.value !== null) {
         const { status, blockNumber, gasUsed, effectiveGasPrice, logs } = receipt.value;
+        const l1FeeWei = l1FeeOf(receipt.value);
         const found = {
           status: status === "success" ? ("mined" as const) : ("reverted" as const),
           blockNumber,
           hash,
-          spentWei: gasUsed * effectiveGasPrice,
+          spentWei: gasUsed * effectiveGasPrice + (l1FeeWei ?? 0n),
+          l1FeeWei,
           // The items an authorizeMany carried that the escrow skipped: each is recorded as failed.
           skipped: skippedActions(chain.id, chain.escrow.address, logs),
         };
@@ -61,12 +83,121 @@ const receiptOf = (row: TransactionRow) =>
     return { answered, found: undefined };
   });
 
+/**
+ * Holds a transaction back for `reason`: its bytes are not sent (`send`) or not replaced
+ * (`replacement`). The first time (per reason), says so in the log and metrics.
+ */
+const hold = (chain: ResolvedChain, row: TransactionRow, reason: HeldReason, what: "send" | "replacement") =>
+  Effect.gen(function* () {
+    const store = yield* RelayerStore;
+    if (!(yield* store.recordHeld(row.id, reason))) return;
+    const labels = { chain_id: String(chain.id) };
+    yield* recordMetric((m) =>
+      what === "send"
+        ? m.relayerFeeCeilingHolds.inc(labels)
+        : m.relayerReplacementsHeld.inc({ ...labels, reason }),
+    );
+    yield* Effect.logWarning(
+      what === "send"
+        ? "relayer transaction waits: the chain's base fee is above its fee cap (gas.max_fee_per_gas_wei)"
+        : "stuck relayer transaction not replaced",
+    ).pipe(
+      Effect.annotateLogs({
+        chain: chain.id,
+        nonce: row.nonce,
+        purpose: row.purpose,
+        reason,
+        max_fee_per_gas: row.max_fee_per_gas.toString(),
+        ceiling: chain.gas?.max_fee_per_gas_wei ?? "none",
+      }),
+    );
+  });
+
+/** Sends the bytes again; held bytes sent at last are recorded as sent (and logged). */
+const rebroadcast = (chain: ResolvedChain, row: TransactionRow) =>
+  Effect.gen(function* () {
+    const account = yield* RelayerAccount;
+    const store = yield* RelayerStore;
+    yield* account.broadcast(chain, row.raw as Hex);
+    if (row.held_reason !== "fee_ceiling") return;
+    yield* store.recordSent(row.id);
+    yield* Effect.logInfo("relayer transaction sent: the chain's fees are within its ceiling again").pipe(
+      Effect.annotateLogs({ chain: chain.id, nonce: row.nonce, purpose: row.purpose }),
+    );
+  });
+
+/**
+ * A stuck transaction's replacement within the chain's bounds (ceiling, count, budget: the raised cost
+ * counts from now, so what the window already counts of it is set against it). Without one, bytes the
+ * node lost are still sent again when the base fee allows.
+ */
+const replace = (
+  chain: ResolvedChain,
+  row: TransactionRow,
+  current: Option.Option<{
+    readonly baseFeePerGas: bigint;
+    readonly maxFeePerGas: bigint;
+    readonly maxPriorityFeePerGas: bigint;
+  }>,
+  nodeHasTransaction: boolean | undefined,
+) =>
+  Effect.gen(function* () {
+    const account = yield* RelayerAccount;
+    const store = yield* RelayerStore;
+    const old = { maxFeePerGas: row.max_fee_per_gas, maxPriorityFeePerGas: row.max_priority_fee_per_gas };
+    const baseFee = Option.map(current, (fees) => fees.baseFeePerGas).pipe(Option.getOrUndefined);
+    const mineable = (maxFee: bigint) => baseFee === undefined || mineableAt(maxFee, baseFee);
+    const unreplaced = (reason: HeldReason) =>
+      nodeHasTransaction === false && !mineable(old.maxFeePerGas)
+        ? hold(chain, row, "fee_ceiling", "send")
+        : Effect.andThen(
+            hold(chain, row, reason, "replacement"),
+            nodeHasTransaction === false ? rebroadcast(chain, row) : Effect.void,
+          );
+    const decided = boundedReplacement({
+      old,
+      current: Option.getOrUndefined(current),
+      ceiling: feeCeiling(chain),
+      replacements: row.hashes.length - 1,
+      maxReplacements: maxReplacements(chain),
+    });
+    if (decided.kind === "held") return yield* unreplaced(decided.reason);
+    const { fees } = decided;
+    const from = account.from ?? row.from_address;
+    const counted = row.signed_at >= (yield* budgetWindowStart) ? row.gas_limit * old.maxFeePerGas : 0n;
+    const spent = yield* spentThisHour(store, chain, from);
+    if (!withinBudget(spent, row.gas_limit * fees.maxFeePerGas - counted, relayerBudget(chain)))
+      return yield* unreplaced("budget");
+    const signed = yield* account.sign(chain, {
+      to: row.to_address as Hex,
+      data: row.data as Hex,
+      nonce: row.nonce,
+      gas: row.gas_limit,
+      ...fees,
+    });
+    yield* store.recordReplacement(row.id, { ...signed, ...fees });
+    yield* recordMetric((m) => m.relayerReplacements.inc({ chain_id: String(chain.id) }));
+    yield* Effect.logInfo("replaced a stuck transaction with higher fees").pipe(
+      Effect.annotateLogs({
+        chain: chain.id,
+        nonce: row.nonce,
+        purpose: row.purpose,
+        max_fee_per_gas: fees.maxFeePerGas.toString(),
+        replacements: row.hashes.length,
+      }),
+    );
+    // Fees raised and still below the base fee: kept until it falls (a node would refuse them now).
+    if (!mineable(fees.maxFeePerGas)) return yield* hold(chain, row, "fee_ceiling", "send");
+    return yield* account.broadcast(chain, signed.raw);
+  });
+
 const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
   Effect.gen(function* () {
     const registry = yield* ChainRegistry;
     const clients = yield* ChainClients;
     const account = yield* RelayerAccount;
     const store = yield* RelayerStore;
+    const fees = yield* RelayerFees;
     const chain = registry.byId(row.chain_id);
     const address = account.address;
     if (!chain || !address) return;
@@ -87,14 +218,18 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
         Effect.map((tx) => tx !== null),
         Effect.option,
       );
+    const current = yield* fees.current(chain).pipe(Effect.option);
+    const nodeHasTransaction = Option.getOrUndefined(known);
     const decision = decideTracking({
       nonce: row.nonce,
       receipt: undefined,
       receiptsAnswered: first.answered,
       minedNonce: Option.getOrUndefined(mined),
-      nodeHasTransaction: Option.getOrUndefined(known),
+      nodeHasTransaction,
       ageMs: (yield* Clock.currentTimeMillis) - row.last_broadcast_at.getTime(),
       bumpAfterMs: Duration.toMillis(Duration.fromInputUnsafe(bumpAfter)),
+      baseFeePerGas: Option.getOrUndefined(Option.map(current, (f) => f.baseFeePerGas)),
+      maxFeePerGas: row.max_fee_per_gas,
     });
     switch (decision.kind) {
       case "wait":
@@ -110,27 +245,12 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
         if (!again.answered) return;
         return yield* store.recordSuperseded(row.id);
       }
+      case "hold_for_fees":
+        return yield* hold(chain, row, "fee_ceiling", "send");
       case "rebroadcast":
-        return yield* account.broadcast(chain, row.raw as Hex);
-      case "replace": {
-        const current = yield* account.rpc("fees", () => client.estimateFeesPerGas()).pipe(Effect.option);
-        const fees = replacementFees(
-          { maxFeePerGas: row.max_fee_per_gas, maxPriorityFeePerGas: row.max_priority_fee_per_gas },
-          Option.getOrUndefined(current),
-        );
-        const signed = yield* account.sign(chain, {
-          to: row.to_address as Hex,
-          data: row.data as Hex,
-          nonce: row.nonce,
-          gas: row.gas_limit,
-          ...fees,
-        });
-        yield* store.recordReplacement(row.id, { ...signed, ...fees });
-        yield* Effect.logInfo("replaced a stuck transaction with higher fees").pipe(
-          Effect.annotateLogs({ chain: chain.id, nonce: row.nonce, purpose: row.purpose }),
-        );
-        return yield* account.broadcast(chain, signed.raw);
-      }
+        return yield* rebroadcast(chain, row);
+      case "replace":
+        return yield* replace(chain, row, current, nodeHasTransaction);
     }
   });
 
@@ -164,7 +284,10 @@ const fillNonceGaps = (chain: ResolvedChain) =>
         yield* store.lockAccount(chain.id, from);
         const gaps = yield* gapsNow;
         if (gaps.length === 0) return;
-        const fees = yield* account.rpc("fees", () => client.estimateFeesPerGas());
+        // Within the ceiling like every other transaction (a filler the base fee outprices waits too).
+        const current = yield* (yield* RelayerFees).current(chain);
+        const fees = capFees(current, feeCeiling(chain));
+        if (!mineableAt(fees.maxFeePerGas, current.baseFeePerGas)) return;
         for (const nonce of gaps) {
           const signed = yield* account.sign(chain, {
             to: address,
