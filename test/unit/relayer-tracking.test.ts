@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { gasLimitForUsed } from "../../service/chains/gas-measure.ts";
+import { RelayerError } from "../../service/chains/relayer-account.ts";
 import { relayerBudgetExhausted, withinBudget } from "../../service/chains/relayer-budget.ts";
 import { replacementFees } from "../../service/chains/relayer-fees.ts";
 import {
@@ -9,6 +10,7 @@ import {
   nonceGaps,
   type TrackingInput,
 } from "../../service/chains/relayer-tracking.ts";
+import { unavailable } from "../../service/chains/unavailable.ts";
 import { RateLimited } from "../../service/errors.ts";
 import { toErrorResponse } from "../../service/http/error-response.ts";
 import { clientAddress, pageRequestKeys, tokenOfPath } from "../../service/http/page-rate-limit.ts";
@@ -164,6 +166,21 @@ describe("refusals in the error shape", () => {
       code: "relayer_budget_exhausted",
       param: null,
     });
+  });
+
+  it("a relayer below its balance floor is a retryable 503 of its own", () => {
+    const response = toErrorResponse(
+      unavailable(new RelayerError({ reason: "balance_below_floor", message: "below" })),
+    );
+    expect(response.status).toBe(503);
+    expect(response.body.error).toMatchObject({
+      type: "api_error",
+      code: "relayer_balance_low",
+      param: null,
+    });
+    // A chain that did not answer stays what it was.
+    const other = toErrorResponse(unavailable(new RelayerError({ reason: "rpc_failed", message: "down" })));
+    expect(other.body.error.code).toBe("chain_unavailable");
   });
 
   it("a rate limit is a 429 with Retry-After", () => {
