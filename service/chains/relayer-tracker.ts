@@ -12,23 +12,15 @@
 import { Clock, Duration, Effect, Option } from "effect";
 import { SqlClient } from "effect/sql";
 import { type Hex, TransactionReceiptNotFoundError } from "viem";
-import { recordMetric } from "../metrics/metrics.ts";
 import type { Worker } from "../workers/worker.ts";
 import { skippedActions } from "./authorization-groups.ts";
 import { ChainClients } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
 import { ChainRegistry } from "./registry.ts";
 import { RelayerAccount } from "./relayer-account.ts";
-import { budgetWindowStart, relayerBudget, spentThisHour, withinBudget } from "./relayer-budget.ts";
-import {
-  boundedReplacement,
-  capFees,
-  feeCeiling,
-  maxReplacements,
-  mineableAt,
-  RelayerFees,
-} from "./relayer-fees.ts";
-import { type HeldReason, RelayerStore, type TransactionRow } from "./relayer-store.ts";
+import { capFees, feeCeiling, mineableAt, RelayerFees } from "./relayer-fees.ts";
+import { hold, rebroadcast, replace } from "./relayer-resend.ts";
+import { RelayerStore, type TransactionRow } from "./relayer-store.ts";
 import { decideTracking, l1FeeOf, nonceGaps } from "./relayer-tracking.ts";
 
 type TrackerRequirements =
@@ -81,114 +73,6 @@ const receiptOf = (row: TransactionRow) =>
       }
     }
     return { answered, found: undefined };
-  });
-
-/**
- * Holds a transaction back for `reason`: its bytes are not sent (`send`) or not replaced
- * (`replacement`). The first time (per reason), says so in the log and metrics.
- */
-const hold = (chain: ResolvedChain, row: TransactionRow, reason: HeldReason, what: "send" | "replacement") =>
-  Effect.gen(function* () {
-    const store = yield* RelayerStore;
-    if (!(yield* store.recordHeld(row.id, reason))) return;
-    const labels = { chain_id: String(chain.id) };
-    yield* recordMetric((m) =>
-      what === "send"
-        ? m.relayerFeeCeilingHolds.inc(labels)
-        : m.relayerReplacementsHeld.inc({ ...labels, reason }),
-    );
-    yield* Effect.logWarning(
-      what === "send"
-        ? "relayer transaction waits: the chain's base fee is above its fee cap (gas.max_fee_per_gas_wei)"
-        : "stuck relayer transaction not replaced",
-    ).pipe(
-      Effect.annotateLogs({
-        chain: chain.id,
-        nonce: row.nonce,
-        purpose: row.purpose,
-        reason,
-        max_fee_per_gas: row.max_fee_per_gas.toString(),
-        ceiling: chain.gas?.max_fee_per_gas_wei ?? "none",
-      }),
-    );
-  });
-
-/** Sends the bytes again; held bytes sent at last are recorded as sent (and logged). */
-const rebroadcast = (chain: ResolvedChain, row: TransactionRow) =>
-  Effect.gen(function* () {
-    const account = yield* RelayerAccount;
-    const store = yield* RelayerStore;
-    yield* account.broadcast(chain, row.raw as Hex);
-    if (row.held_reason !== "fee_ceiling") return;
-    yield* store.recordSent(row.id);
-    yield* Effect.logInfo("relayer transaction sent: the chain's fees are within its ceiling again").pipe(
-      Effect.annotateLogs({ chain: chain.id, nonce: row.nonce, purpose: row.purpose }),
-    );
-  });
-
-/**
- * A stuck transaction's replacement within the chain's bounds (ceiling, count, budget: the raised cost
- * counts from now, so what the window already counts of it is set against it). Without one, bytes the
- * node lost are still sent again when the base fee allows.
- */
-const replace = (
-  chain: ResolvedChain,
-  row: TransactionRow,
-  current: Option.Option<{
-    readonly baseFeePerGas: bigint;
-    readonly maxFeePerGas: bigint;
-    readonly maxPriorityFeePerGas: bigint;
-  }>,
-  nodeHasTransaction: boolean | undefined,
-) =>
-  Effect.gen(function* () {
-    const account = yield* RelayerAccount;
-    const store = yield* RelayerStore;
-    const old = { maxFeePerGas: row.max_fee_per_gas, maxPriorityFeePerGas: row.max_priority_fee_per_gas };
-    const baseFee = Option.map(current, (fees) => fees.baseFeePerGas).pipe(Option.getOrUndefined);
-    const mineable = (maxFee: bigint) => baseFee === undefined || mineableAt(maxFee, baseFee);
-    const unreplaced = (reason: HeldReason) =>
-      nodeHasTransaction === false && !mineable(old.maxFeePerGas)
-        ? hold(chain, row, "fee_ceiling", "send")
-        : Effect.andThen(
-            hold(chain, row, reason, "replacement"),
-            nodeHasTransaction === false ? rebroadcast(chain, row) : Effect.void,
-          );
-    const decided = boundedReplacement({
-      old,
-      current: Option.getOrUndefined(current),
-      ceiling: feeCeiling(chain),
-      replacements: row.hashes.length - 1,
-      maxReplacements: maxReplacements(chain),
-    });
-    if (decided.kind === "held") return yield* unreplaced(decided.reason);
-    const { fees } = decided;
-    const from = account.from ?? row.from_address;
-    const counted = row.signed_at >= (yield* budgetWindowStart) ? row.gas_limit * old.maxFeePerGas : 0n;
-    const spent = yield* spentThisHour(store, chain, from);
-    if (!withinBudget(spent, row.gas_limit * fees.maxFeePerGas - counted, relayerBudget(chain)))
-      return yield* unreplaced("budget");
-    const signed = yield* account.sign(chain, {
-      to: row.to_address as Hex,
-      data: row.data as Hex,
-      nonce: row.nonce,
-      gas: row.gas_limit,
-      ...fees,
-    });
-    yield* store.recordReplacement(row.id, { ...signed, ...fees });
-    yield* recordMetric((m) => m.relayerReplacements.inc({ chain_id: String(chain.id) }));
-    yield* Effect.logInfo("replaced a stuck transaction with higher fees").pipe(
-      Effect.annotateLogs({
-        chain: chain.id,
-        nonce: row.nonce,
-        purpose: row.purpose,
-        max_fee_per_gas: fees.maxFeePerGas.toString(),
-        replacements: row.hashes.length,
-      }),
-    );
-    // Fees raised and still below the base fee: kept until it falls (a node would refuse them now).
-    if (!mineable(fees.maxFeePerGas)) return yield* hold(chain, row, "fee_ceiling", "send");
-    return yield* account.broadcast(chain, signed.raw);
   });
 
 const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>

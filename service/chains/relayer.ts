@@ -4,7 +4,7 @@
  * budget (relayer-budget.ts, relayer-spending.ts), the balance's thresholds (relayer-balance.ts), the
  * steps of a submission (relayer-submission.ts), authorisation groups (relayer-groups.ts), the records
  * (relayer-store.ts, relayer-locks.ts, relayer-nonces.ts) and the tracking of what was sent
- * (relayer-tracker.ts, relayer-tracking.ts).
+ * (relayer-tracker.ts, relayer-tracking.ts, relayer-resend.ts).
  * - Idempotent: a transaction is named by its purpose (unique per chain); submitting the same purpose
  *   twice, from two replicas or after a restart, returns the first transaction.
  * - Nonces: from the account's nonce sequence, at least the node's pending count. A submission holds
