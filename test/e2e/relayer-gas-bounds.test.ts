@@ -4,11 +4,15 @@
  *   wait (recorded, not sent, counted), and they go out and are mined once the base fee falls;
  * - a stuck transaction is replaced never above the ceiling, at most `gas.max_replacements` times, and
  *   only while its raised fees fit the hourly budget;
- * - below `gas.low_balance_wei` the relayer alerts, below `gas.min_balance_wei` it sends nothing new;
+ * - below `gas.low_balance_wei` the relayer alerts, below `gas.min_balance_wei` it sends nothing new,
+ *   and the API (a second service process whose config has the floor) answers 503 `relayer_balance_low`;
  * - behind a node that refuses `eth_createAccessList` (a loopback proxy) gas limits come from
  *   `eth_estimateGas`, and the L1 data fee an OP-stack receipt reports is part of the recorded cost.
  * Every "not sent" rests on a positive marker: a finished tracking pass, a row, a metric.
  */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Effect } from "effect";
 import { encodeFunctionData, type Hex, toHex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -16,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, rpc, startAnvil } from "../../scripts/stack/anvil.ts";
-import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
+import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
 import { ChainHeads } from "../../service/chains/chain-heads.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
@@ -24,9 +28,10 @@ import { Relayer, type RelayerError } from "../../service/chains/relayer.ts";
 import { RelayerBalances } from "../../service/chains/relayer-balance.ts";
 import { type Instruments, Metrics } from "../../service/metrics/metrics.ts";
 import { deployTestUsdc } from "./chain-driver.ts";
-import { query } from "./helpers.ts";
+import { api, expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
 import { type OpNodeProxy, startOpNodeProxy } from "./op-node-proxy.ts";
 import { relayerRunner, track } from "./relayer-harness.ts";
+import { startSecondService } from "./second-service.ts";
 
 const CHAIN_ID = 31343;
 const PROXIED_CHAIN_ID = 31344;
@@ -315,6 +320,56 @@ describe("the relayer's balance", () => {
     const after = `balance:topped-up:${Date.now()}`;
     await relayer.run(submit(CHAIN_ID, after));
     await waitFor(() => trackedMined(relayer, CHAIN_ID, after), { timeoutMs: 10_000, what: "mined" });
+  });
+});
+
+describe("the API below the relayer's balance floor", () => {
+  it("answers 503 relayer_balance_low on the routes that send, and records nothing", async () => {
+    // A second service process on the stack whose config puts 31337's floor above any balance.
+    const dir = mkdtempSync(join(tmpdir(), "floor-"));
+    try {
+      const config = JSON.parse(readFileSync(stack().chainsFile, "utf8")) as {
+        chains: Array<{ id: number; gas?: Record<string, string> }>;
+      };
+      const local = config.chains.find((c) => c.id === 31337);
+      if (!local) throw new Error("no chain 31337");
+      local.gas = { min_balance_wei: (10n ** 30n).toString() };
+      const file = join(dir, "chains.json");
+      writeFileSync(file, JSON.stringify(config, null, 2));
+      const floored = await startSecondService({
+        CHAINS_CONFIG: file,
+        RELAYER_PRIVATE_KEY: LOCAL_RELAYER_KEY,
+      });
+      const m = await merchantOnTestChain();
+      const at = (baseUrl: string | undefined, path: string, body: unknown) =>
+        api(path, { key: m.key, body, ...(baseUrl ? { baseUrl } : {}) });
+      const created = await at(undefined, "/v1/mandates", {
+        cap_decimal: "25",
+        period: "month",
+        customer: "cus_floor",
+        reference: "floor",
+      });
+      expect(created.status, created.text).toBe(200);
+      const id = (created.json as { id: string }).id;
+      // Test funding sends a transaction: refused below the floor.
+      const fund = await at(floored, `/v1/test/mandates/${id}/fund`, { amount_decimal: "40" });
+      expect(fund.status, fund.text).toBe(503);
+      expect(expectErrorShape(fund.json)).toMatchObject({ type: "api_error", code: "relayer_balance_low" });
+      // Through the stack's own service (no floor) the same mandate is funded, signed and charged; the
+      // floored one refuses the charge and records none.
+      expect((await at(undefined, `/v1/test/mandates/${id}/fund`, { amount_decimal: "40" })).status).toBe(
+        200,
+      );
+      expect((await at(undefined, `/v1/test/mandates/${id}/authorize`, {})).status).toBe(200);
+      await m.waitForEvents("mandate.authorized", 1, (object) => object.id === id);
+      const charge = await at(floored, `/v1/mandates/${id}/charges`, { amount_decimal: "10" });
+      expect(charge.status, charge.text).toBe(503);
+      expect(expectErrorShape(charge.json).code).toBe("relayer_balance_low");
+      const listed = await api(`/v1/mandates/${id}/charges`, { key: m.key });
+      expect((listed.json as { data: unknown[] }).data).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
