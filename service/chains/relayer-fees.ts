@@ -9,6 +9,7 @@ import { Context, Effect, Layer, Option } from "effect";
 import { ChainClients } from "./chain-clients.ts";
 import { ChainHeads } from "./chain-heads.ts";
 import { DEFAULT_MAX_REPLACEMENTS, type ResolvedChain } from "./config.ts";
+import { ChainRegistry } from "./registry.ts";
 import { RelayerAccount, type RelayerError } from "./relayer-account.ts";
 
 export interface Fees {
@@ -110,6 +111,11 @@ const make = Effect.gen(function* () {
   const clients = yield* ChainClients;
   const heads = yield* ChainHeads;
   const account = yield* RelayerAccount;
+  for (const chain of (yield* ChainRegistry).all)
+    if (chain.local === undefined && chain.gas?.max_fee_per_gas_wei === undefined)
+      yield* Effect.logWarning(
+        "chain without a fee ceiling (gas.max_fee_per_gas_wei): the relayer offers whatever the chain asks",
+      ).pipe(Effect.annotateLogs({ chain: chain.id }));
 
   const read = (chain: ResolvedChain) =>
     account.rpc("fees", async () => {
