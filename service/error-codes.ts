@@ -86,6 +86,10 @@ export const ERROR_CODES = {
     status: 503,
     when: "The relayer's hourly gas budget on the chain is spent; retry later.",
   },
+  relayer_balance_low: {
+    status: 503,
+    when: "The relayer's account on the chain is below its minimum balance (the chain's `gas.min_balance_wei`), so nothing was sent or recorded; retry once the operator has topped it up.",
+  },
   token_paused: {
     status: 503,
     when: "The token's issuer has paused it (every transfer of it reverts), so nothing was sent or recorded; the message names the token. Retry once it is unpaused.",

@@ -22,6 +22,7 @@ import {
 } from "viem";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { nativeCurrencyOf, type ResolvedChain } from "./config.ts";
+import { type MeasuredCall, measureGas } from "./gas-measure.ts";
 import { fetchOver } from "./rpc-fetch.ts";
 import { type ChainTransport, chainTransport, type LagChange, type RpcNodeStatus } from "./rpc-transport.ts";
 
@@ -101,6 +102,11 @@ export class ChainClients extends Context.Service<
       functionName: EscrowFunction,
       args: readonly unknown[],
       at?: "pending" | "latest",
+    ) => Effect.Effect<bigint, ChainUnavailable>;
+    /** Gas any call uses (gas-measure.ts: an access-list run, or eth_estimateGas where refused). */
+    readonly measureCall: (
+      chain: ResolvedChain,
+      call: MeasuredCall,
     ) => Effect.Effect<bigint, ChainUnavailable>;
     /** The same simulation with a revert as its result: undefined when the call would succeed. */
     readonly simulateOutcome: (
@@ -211,6 +217,10 @@ const makeChainClients = (transportOf: (chain: ResolvedChain) => ChainTransport)
           : Effect.fail(new EscrowRevert({ ...revert, message: firstLine(error) }));
       }),
     );
+  // Chains whose node refused eth_createAccessList: measured with eth_estimateGas from then on.
+  const refusingAccessLists = new Set<number>();
+  const measureCall = (chain: ResolvedChain, call: MeasuredCall) =>
+    rpc(chain, "gas", () => measureGas(client(chain), chain, call, refusingAccessLists));
   const measureEscrow = (
     chain: ResolvedChain,
     from: Hex,
@@ -219,14 +229,12 @@ const makeChainClients = (transportOf: (chain: ResolvedChain) => ChainTransport)
     at: "pending" | "latest" = "pending",
   ) =>
     rpc(chain, `gas of ${functionName}`, () =>
-      client(chain)
-        .createAccessList({
-          account: from,
-          to: chain.escrow.address,
-          data: escrowCallData(functionName, args),
-          blockTag: at,
-        })
-        .then((result) => result.gasUsed),
+      measureGas(
+        client(chain),
+        chain,
+        { from, to: chain.escrow.address, data: escrowCallData(functionName, args), at },
+        refusingAccessLists,
+      ),
     );
   const simulateOutcome = (
     chain: ResolvedChain,
@@ -244,6 +252,7 @@ const makeChainClients = (transportOf: (chain: ResolvedChain) => ChainTransport)
     latestBlock,
     simulateEscrow,
     measureEscrow,
+    measureCall,
     simulateOutcome,
     rpc,
     rpcUrls: (chain: ResolvedChain) => transportOf(chain).nodes(),

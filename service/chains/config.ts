@@ -58,6 +58,30 @@ export type NativeCurrency = typeof NativeCurrency.Type;
 /** A local chain's coin when its config names none: anvil's ether. */
 const LOCAL_NATIVE_CURRENCY: NativeCurrency = { name: "Ether", symbol: "ETH", decimals: 18 };
 
+/**
+ * How the relayer pays gas on the chain (every field optional). Fee ceilings: no transaction offers more
+ * per gas; while the chain's base fee is above `max_fee_per_gas_wei` transactions wait (recorded, not
+ * sent). Balances: below `low_balance_wei` the relayer alerts; below `min_balance_wei` it refuses new
+ * submissions (503 `relayer_balance_low`).
+ */
+const GasConfig = Schema.Struct({
+  max_fee_per_gas_wei: Schema.optionalKey(Wei),
+  max_priority_fee_per_gas_wei: Schema.optionalKey(Wei),
+  /** How many times a stuck transaction may be replaced with higher fees (default 10). */
+  max_replacements: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 100 }))),
+  /**
+   * How the gas limit is measured: `access_list` (default: one `eth_createAccessList` run, and
+   * `eth_estimateGas` once the node refuses that method) or `estimate_gas` (never asks for access lists).
+   */
+  gas_limit_from: Schema.optionalKey(Schema.Literals(["access_list", "estimate_gas"])),
+  low_balance_wei: Schema.optionalKey(Wei),
+  min_balance_wei: Schema.optionalKey(Wei),
+});
+export type GasConfig = typeof GasConfig.Type;
+
+/** How many times a stuck transaction is replaced when the chain config names no `gas.max_replacements`. */
+export const DEFAULT_MAX_REPLACEMENTS = 10;
+
 const EscrowConfig = Schema.Struct({
   address: Schema.optionalKey(Address),
   start_block: Schema.optionalKey(NonNegativeInt),
@@ -105,6 +129,8 @@ export const ChainConfig = Schema.Struct({
   confirmations: NonNegativeInt,
   /** Most the relayer may spend on gas on this chain in any hour (default 10^18 wei). */
   relayer_budget_wei_per_hour: Schema.optionalKey(Wei),
+  /** Fee ceilings, replacements, the gas-limit method and balance thresholds of the relayer. */
+  gas: Schema.optionalKey(GasConfig),
   /**
    * Wallet factories the relayer may call to deploy a customer's smart wallet that signed with an
    * ERC-6492 wrapper (chains/wallet-deployments.ts); a wrapper naming another factory is refused.
@@ -160,6 +186,19 @@ const semanticChecks = (file: ChainsFile): string[] => {
       );
     if (!chain.escrow_available && chain.hold_seconds !== 0)
       problems.push(`${at}.hold_seconds: must be 0 when escrow_available is false`);
+    const gas = chain.gas;
+    if (
+      gas?.max_fee_per_gas_wei !== undefined &&
+      gas.max_priority_fee_per_gas_wei !== undefined &&
+      BigInt(gas.max_priority_fee_per_gas_wei) > BigInt(gas.max_fee_per_gas_wei)
+    )
+      problems.push(`${at}.gas.max_priority_fee_per_gas_wei: must not exceed max_fee_per_gas_wei`);
+    if (
+      gas?.low_balance_wei !== undefined &&
+      gas.min_balance_wei !== undefined &&
+      BigInt(gas.min_balance_wei) > BigInt(gas.low_balance_wei)
+    )
+      problems.push(`${at}.gas.min_balance_wei: must not exceed low_balance_wei (the alert comes first)`);
     const symbols = new Set<string>();
     chain.tokens.forEach((token, j) => {
       const t = `${at}.tokens[${j}]`;

@@ -5,20 +5,20 @@
  * the indexed head has not moved for `stallSeconds`, the chain is stalled: `/ready` names it, the
  * metric `billing_indexer_stalled` is 1 and `GET /indexer/live` answers 503, which is what a process
  * supervisor watches to restart the indexer. The same pass caches what the operator metrics need from
- * the chain (its head and the relayer's balance), so a scrape never waits on an RPC. The head is the
- * process's shared one (chain-heads.ts), and the balance is read again only when the head moved: on a
- * quiet chain the watchdog sends no RPC at all.
+ * the chain (its head and the relayer's balance, whose thresholds relayer-balance.ts watches), so a
+ * scrape never waits on an RPC. The head is the process's shared one (chain-heads.ts), and the balance
+ * is read again only when the head moved: on a quiet chain the watchdog sends no RPC at all.
  */
 import { Clock, Context, Duration, Effect, Layer, Option, Ref, Schema } from "effect";
 import { SqlClient } from "effect/sql";
 import { ONCHAIN_SCHEMA } from "../db/client.ts";
 import { decodeRows } from "../db/rows.ts";
 import type { Worker } from "../workers/worker.ts";
-import { ChainClients } from "./chain-clients.ts";
+import type { ChainClients } from "./chain-clients.ts";
 import { ChainHeads } from "./chain-heads.ts";
 import type { ResolvedChain } from "./config.ts";
 import { ChainRegistry } from "./registry.ts";
-import { Relayer } from "./relayer.ts";
+import { RelayerBalances } from "./relayer-balance.ts";
 
 export interface BlockMark {
   readonly number: bigint;
@@ -152,16 +152,9 @@ const chainHead = (chain: ResolvedChain) =>
       .pipe(Effect.timeout(RPC_TIMEOUT), Effect.option, Effect.map(Option.getOrUndefined));
   });
 
+/** The relayer's balance, read through its watch (which alerts on the chain's thresholds). */
 const relayerBalance = (chain: ResolvedChain) =>
-  Effect.gen(function* () {
-    const clients = yield* ChainClients;
-    const relayer = yield* Relayer;
-    const address = relayer.address;
-    if (address === undefined) return undefined;
-    return yield* clients
-      .rpc(chain, "relayer balance", () => clients.client(chain).getBalance({ address }))
-      .pipe(Effect.timeout(RPC_TIMEOUT), Effect.option, Effect.map(Option.getOrUndefined));
-  });
+  Effect.flatMap(RelayerBalances, (balances) => balances.read(chain));
 
 export interface WatchdogOptions {
   /** How long the indexer may stay behind a moving chain without progress before it counts as stalled. */
@@ -179,7 +172,7 @@ export const watchdogInterval = (stallSeconds: number): Duration.Duration =>
 
 export const indexerWatchdog = (
   options: WatchdogOptions,
-): Worker<SqlClient.SqlClient | ChainRegistry | ChainClients | ChainHeads | Relayer | ChainWatch> => {
+): Worker<SqlClient.SqlClient | ChainRegistry | ChainClients | ChainHeads | RelayerBalances | ChainWatch> => {
   /** The head at which each chain's relayer balance was last read. */
   const balanceReadAt = new Map<number, bigint>();
   const headAndBalance = (chain: ResolvedChain) =>

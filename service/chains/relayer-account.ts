@@ -15,6 +15,7 @@ export class RelayerError extends Schema.TaggedError<RelayerError>()("RelayerErr
     "simulation_failed",
     "rpc_failed",
     "budget_exhausted",
+    "balance_below_floor",
   ]),
   message: Schema.String,
 }) {}

@@ -1,25 +1,24 @@
 /**
  * The one writer of `billing.relayer_transactions`: every transaction the relayer signed, with its
  * purpose (unique per chain), its action (a return, an authorization: at most one attempt live), the
- * bytes and every hash broadcast, and what became of it. Times come from the Clock.
- *
- * Nonces come from one Postgres sequence per chain and account (`billing.rnonce_<chain>_<address>`):
- * `nextval` neither blocks nor rolls back, so concurrent submissions (parallel charge batches) take
- * nonces without waiting for each other's transactions. A nonce taken by a transaction that rolled back
- * is a gap; the tracker fills it once no submission holds the account's shared lock.
- *
- * The hourly budget reads `billing.relayer_spending`, also written here: each transaction's cost (gas
- * limit × max fee until mined, then gas used × price, nothing once superseded) added to its account's
- * total of the minute it was created, by the same statement that writes the transaction, so the totals
- * always equal the sum over the transactions. A total per backend (`pg_backend_pid()`): no two
- * concurrent transactions update the same row, so none waits on another's row lock.
+ * bytes and every hash broadcast, why it is held back if it is, and what became of it. Each statement
+ * that changes a transaction's cost updates the budget's totals in the same statement
+ * (relayer-spending.ts). Times come from the Clock. The service also carries the relayer's locks
+ * (relayer-locks.ts), nonces (relayer-nonces.ts) and budget totals, so one tag serves them all.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect";
 import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
-import { type Fragment, fixed, relation, selectRows } from "../db/query.ts";
+import { type Fragment, relation, selectRows } from "../db/query.ts";
 import { decodeRows } from "../db/rows.ts";
 import { newId } from "../ids.ts";
+import { relayerLocks } from "./relayer-locks.ts";
+import { relayerNonces } from "./relayer-nonces.ts";
+import { ADD_TO_TOTAL, COST, minuteOf, relayerSpending, SIGNED_AT } from "./relayer-spending.ts";
+
+/** Why a pending transaction is held back (see migration 0036). */
+export const HeldReason = Schema.Literals(["fee_ceiling", "replacement_limit", "budget"]);
+export type HeldReason = typeof HeldReason.Type;
 
 export const TransactionRow = Schema.Struct({
   id: Schema.String,
@@ -38,6 +37,9 @@ export const TransactionRow = Schema.Struct({
   status: Schema.Literals(["pending", "mined", "reverted", "superseded"]),
   block_number: Schema.NullOr(Schema.BigIntFromString),
   last_broadcast_at: Schema.Date,
+  /** Since when its cost counts in the budget: its creation, or its last replacement. */
+  signed_at: Schema.Date,
+  held_reason: Schema.NullOr(HeldReason),
 });
 export type TransactionRow = typeof TransactionRow.Type;
 
@@ -60,7 +62,8 @@ const TRANSACTIONS = relation({
   alias: "t",
   columns: `t.id, t.chain_id::int AS chain_id, t.from_address, t.nonce::int AS nonce, t.to_address, t.data,
     t.gas_limit::text, t.max_fee_per_gas::text, t.max_priority_fee_per_gas::text, t.hashes, t.raw, t.purpose,
-    t.action, t.status, t.block_number::text, t.last_broadcast_at`,
+    t.action, t.status, t.block_number::text, t.last_broadcast_at, coalesce(t.signed_at, t.created_at) AS signed_at,
+    t.held_reason`,
   row: TransactionRow,
 });
 
@@ -77,6 +80,8 @@ export interface NewTransaction {
   readonly raw: Hex;
   readonly purpose: string;
   readonly action: string | null;
+  /** Recorded and not sent: the base fee is above its fee cap (relayer-fees.ts). */
+  readonly heldForFees: boolean;
 }
 
 /** An item of a transaction that carries several (see insertItems). */
@@ -86,68 +91,34 @@ export interface NewItem {
   readonly data: Hex;
 }
 
-const decodeText = decodeRows(Schema.Struct({ value: Schema.NullOr(Schema.String) }));
 const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
 const decodeAsked = decodeRows(Schema.Struct({ asked: Schema.Number }));
 const decodeChains = decodeRows(Schema.Struct({ chain_id: Schema.Number }));
-const decodeNonces = decodeRows(Schema.Struct({ nonce: Schema.Number }));
-const decodeNames = decodeRows(Schema.Struct({ name: Schema.String }));
 const decodeActions = decodeRows(Schema.Struct({ count: Schema.Number, oldest: Schema.NullOr(Schema.Date) }));
-
-/** What a transaction row counts against the budget now. */
-const COST = fixed(
-  "coalesce(spent_wei, CASE WHEN status = 'superseded' THEN 0 ELSE gas_limit * max_fee_per_gas END)",
-);
-/** The minute a time falls in, whatever the session's time zone. */
-const minuteOf = (column: string) =>
-  fixed(`date_bin('1 minute', ${column}, timestamptz '2000-01-01 00:00:00+00')`);
-/** The same minute computed here (the origin above is a whole minute since the epoch). */
-export const startOfMinute = (at: Date): Date => new Date(Math.floor(at.getTime() / 60_000) * 60_000);
-const ADD_TO_TOTAL = fixed(`ON CONFLICT (chain_id, from_address, minute, backend)
-  DO UPDATE SET wei = billing.relayer_spending.wei + excluded.wei`);
-
-const accountKey = (chainId: number, from: string) => `relayer:${chainId}:${from}`;
-const purposeKey = (chainId: number, purpose: string) => `relayer-purpose:${chainId}:${purpose}`;
-const actionKey = (chainId: number, action: string) => `relayer-action:${chainId}:${action}`;
-
-/** The nonce sequence's name; chain id and address are checked, so the name is safe to splice into DDL. */
-const nonceSequence = (chainId: number, from: string) =>
-  Number.isSafeInteger(chainId) && chainId >= 0 && /^0x[0-9a-f]{40}$/.test(from)
-    ? Effect.succeed(`billing.rnonce_${chainId}_${from.slice(2)}`)
-    : Effect.die(new Error(`no nonce sequence for chain ${chainId} and account ${from}`));
+const decodeChanged = decodeRows(Schema.Struct({ id: Schema.String }));
 
 const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
+  const spending = relayerSpending(sql);
   const select = (where: ReadonlyArray<Fragment>, options?: Parameters<typeof selectRows>[3]) =>
     selectRows(sql, TRANSACTIONS, where, options);
   const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis));
   const actionBelow = (end: string | undefined) => (end === undefined ? sql`true` : sql`action ~<~ ${end}`);
   /**
-   * The account's lock shared, then `keys` exclusively in the order of their lock ids (`hashtext`), the
-   * same order for every holder: a lone submission and a group, or two groups, sharing keys wait for
-   * each other instead of deadlocking, also when two keys' ids collide (ordered by their text, the
-   * locks would follow another order than the ids' whenever two collided, and a lone submission took its
-   * purpose before its action where a group took the action first).
-   */
-  const holdKeys = (chainId: number, from: string, keys: ReadonlyArray<string>) =>
-    Effect.asVoid(
-      Effect.andThen(
-        sql`SELECT pg_advisory_xact_lock_shared(hashtext(${accountKey(chainId, from)}))`,
-        sql`SELECT pg_advisory_xact_lock(id)
-          FROM (SELECT DISTINCT hashtext(k) AS id FROM unnest(${[...keys]}::text[]) AS k ORDER BY id) AS ids`,
-      ),
-    );
-  /**
-   * Updates a transaction and, in the same statement, its account's total of the minute by what the
-   * update changed in its cost (the CTE's `old` sees the row as it was before the update).
+   * Updates a transaction and, in the same statement, its account's totals: its cost before the update
+   * leaves the minute it was signed in, its cost after joins the minute it is signed in now (the same
+   * minute unless the update signs it again). The CTE's `old` sees the row as it was before the update.
    */
   const updateCounted = (id: string, set: Fragment) =>
-    Effect.asVoid(sql`WITH old AS (SELECT ${COST} AS wei FROM billing.relayer_transactions WHERE id = ${id}),
-        new AS (UPDATE billing.relayer_transactions SET ${set} WHERE id = ${id}
-          RETURNING chain_id, from_address, created_at, ${COST} AS wei)
+    Effect.asVoid(sql`WITH old AS (SELECT ${SIGNED_AT("r")} AS signed_at, ${COST} AS wei
+          FROM billing.relayer_transactions r WHERE id = ${id}),
+        new AS (UPDATE billing.relayer_transactions r SET ${set} WHERE id = ${id}
+          RETURNING chain_id, from_address, ${SIGNED_AT("r")} AS signed_at, ${COST} AS wei),
+        moved AS (SELECT new.chain_id, new.from_address, old.signed_at AS at, -old.wei AS wei FROM new, old
+          UNION ALL SELECT new.chain_id, new.from_address, new.signed_at, new.wei FROM new)
       INSERT INTO billing.relayer_spending (chain_id, from_address, minute, backend, wei)
-        SELECT new.chain_id, new.from_address, ${minuteOf("new.created_at")}, pg_backend_pid(), new.wei - old.wei
-        FROM new, old WHERE new.wei <> old.wei
+        SELECT chain_id, from_address, ${minuteOf("at")}, pg_backend_pid(), sum(wei) FROM moved
+        GROUP BY 1, 2, 3 HAVING sum(wei) <> 0
       ${ADD_TO_TOTAL}`);
   /** The same change to the items a transaction carries (they cost nothing: no total to update). */
   const updateItems = (carrierId: string, set: Fragment) =>
@@ -158,6 +129,9 @@ const make = Effect.gen(function* () {
   ];
 
   return {
+    ...relayerLocks(sql),
+    ...relayerNonces(sql),
+    ...spending,
     byPurpose: (chainId: number, purpose: string) =>
       // Ordered by the unique key and limited, though it matches one row at most: without that, the
       // plan cached for the pool's prepared statement while the table was empty (a sequential scan)
@@ -212,75 +186,6 @@ const make = Effect.gen(function* () {
         Effect.flatMap(decodeActions),
         Effect.map((rows) => rows[0] ?? { count: 0, oldest: null }),
       ),
-    /**
-     * Waits until no submission of the account on the chain is in flight, and keeps new ones out until
-     * the transaction ends: every nonce taken is then either recorded or lost to a rollback.
-     */
-    lockAccount: (chainId: number, from: string) =>
-      Effect.asVoid(sql`SELECT pg_advisory_xact_lock(hashtext(${accountKey(chainId, from)}))`),
-    /**
-     * Held by a submission until its transaction ends: the account's lock shared (submissions run side by
-     * side; only the tracker's gap filling waits for them), its purpose and action exclusively (the same
-     * purpose submitted twice at once yields one transaction).
-     */
-    holdSubmission: (chainId: number, from: string, purpose: string, action: string | null) =>
-      holdKeys(chainId, from, [
-        purposeKey(chainId, purpose),
-        ...(action === null ? [] : [actionKey(chainId, action)]),
-      ]),
-    /** A group's `holdSubmission`: the account's lock shared, every item's purpose and action exclusively. */
-    holdItems: (chainId: number, from: string, items: ReadonlyArray<{ purpose: string; action: string }>) =>
-      holdKeys(
-        chainId,
-        from,
-        items.flatMap((item) => [purposeKey(chainId, item.purpose), actionKey(chainId, item.action)]),
-      ),
-    /** Creates the account's nonce sequence on the chain if missing, starting past every recorded nonce. */
-    ensureNonceSequence: (chainId: number, from: string) =>
-      sql.withTransaction(
-        Effect.gen(function* () {
-          yield* sql`SELECT pg_advisory_xact_lock(hashtext(${accountKey(chainId, from)}))`;
-          // Items share their carrier's nonce, so the carriers' highest is the account's (and the
-          // partial index relayer_transactions_nonce holds it).
-          const [highest] = yield* sql`SELECT coalesce(max(nonce) + 1, 0)::int AS nonce
-            FROM billing.relayer_transactions
-            WHERE chain_id = ${chainId} AND from_address = ${from} AND carrier_id IS NULL`.pipe(
-            Effect.flatMap(decodeNonces),
-          );
-          const name = yield* nonceSequence(chainId, from);
-          yield* sql.unsafe(
-            `CREATE SEQUENCE IF NOT EXISTS ${name} MINVALUE 0 START WITH ${highest?.nonce ?? 0}`,
-          );
-        }),
-      ),
-    /**
-     * The next nonce of the account on the chain, at least `atLeast` (the node's pending count: nonces
-     * below it are used already, by us or by another holder of the key).
-     */
-    takeNonce: (chainId: number, from: string, atLeast: number) =>
-      Effect.gen(function* () {
-        const name = yield* nonceSequence(chainId, from);
-        const [taken] = yield* sql`SELECT nextval(${name}::regclass)::int AS nonce`.pipe(
-          Effect.flatMap(decodeNonces),
-        );
-        const nonce = taken?.nonce ?? 0;
-        if (nonce >= atLeast) return nonce;
-        // Skipped by taking values, never by setval: a concurrent nextval can never be handed out twice.
-        const [skipped] = yield* sql`SELECT max(nextval(${name}::regclass))::int AS nonce
-          FROM generate_series(1, ${atLeast - nonce})`.pipe(Effect.flatMap(decodeNonces));
-        return skipped?.nonce ?? atLeast;
-      }),
-    /**
-     * Wei spent (or, while pending, at most to be spent) by the account on a chain by transactions
-     * created since the start of the minute `since` falls in: up to a minute more than since `since`.
-     */
-    spentSince: (chainId: number, from: string, since: Date) =>
-      sql`SELECT coalesce(sum(wei), 0)::text AS value FROM billing.relayer_spending
-        WHERE chain_id = ${chainId} AND from_address = ${from}
-          AND minute >= ${startOfMinute(since)}`.pipe(
-        Effect.flatMap(decodeText),
-        Effect.map((rows) => BigInt(rows[0]?.value ?? "0")),
-      ),
     insert: (tx: NewTransaction) =>
       Effect.gen(function* () {
         const id = yield* newId("relayerTransaction");
@@ -303,9 +208,12 @@ const make = Effect.gen(function* () {
           status: "pending",
           created_at: at,
           last_broadcast_at: at,
+          signed_at: at,
+          held_reason: tx.heldForFees ? "fee_ceiling" : null,
+          held_since: tx.heldForFees ? at : null,
         })} RETURNING *),
           cost AS (INSERT INTO billing.relayer_spending (chain_id, from_address, minute, backend, wei)
-            SELECT chain_id, from_address, ${minuteOf("created_at")}, pg_backend_pid(), ${COST} FROM t ${ADD_TO_TOTAL})
+            SELECT chain_id, from_address, ${minuteOf("signed_at")}, pg_backend_pid(), ${COST} FROM t ${ADD_TO_TOTAL})
           SELECT ${TRANSACTIONS.columns} FROM t`.pipe(Effect.flatMap(TRANSACTIONS.decode));
         const [row] = rows;
         return row ?? (yield* Effect.die(new Error("relayer transaction vanished")));
@@ -348,9 +256,6 @@ const make = Effect.gen(function* () {
           SELECT ${TRANSACTIONS.columns} FROM t`.pipe(Effect.flatMap(TRANSACTIONS.decode));
       }),
 
-    /** Drops the budget's totals of minutes before `before` (nothing reads them any more). */
-    pruneSpending: (before: Date) =>
-      Effect.asVoid(sql`DELETE FROM billing.relayer_spending WHERE minute < ${startOfMinute(before)}`),
     /** Chains on which the account has pending transactions. */
     chainsWithPending: (from: string) =>
       sql`SELECT DISTINCT chain_id::int AS chain_id FROM billing.relayer_transactions
@@ -385,7 +290,9 @@ const make = Effect.gen(function* () {
         status: "mined" | "reverted";
         blockNumber: bigint;
         hash: string;
+        /** What it paid: gas used × effective price, plus the L1 data fee where the receipt has one. */
         spentWei: bigint;
+        l1FeeWei: bigint | undefined;
         skipped: ReadonlyArray<string>;
       },
     ) =>
@@ -393,7 +300,8 @@ const make = Effect.gen(function* () {
         updateCounted(
           id,
           sql`status = ${receipt.status}, block_number = ${receipt.blockNumber}, mined_hash = ${receipt.hash},
-            spent_wei = ${receipt.spentWei.toString()}`,
+            spent_wei = ${receipt.spentWei.toString()}, l1_fee_wei = ${receipt.l1FeeWei?.toString() ?? null},
+            held_reason = NULL, held_since = NULL`,
         ),
         updateItems(
           id,
@@ -407,7 +315,32 @@ const make = Effect.gen(function* () {
         updateCounted(id, sql`status = 'superseded'`),
         updateItems(id, sql`status = 'superseded'`),
       ),
-    /** The same nonce signed again with higher fees; every hash broadcast is kept (by its items too). */
+    /**
+     * Holds a pending transaction back for `reason` (see HeldReason); true when that is news (it was not
+     * held, or for another reason), so the caller says so once.
+     */
+    recordHeld: (id: string, reason: HeldReason) =>
+      Effect.gen(function* () {
+        const at = yield* now;
+        const changed = yield* sql`UPDATE billing.relayer_transactions
+          SET held_reason = ${reason}, held_since = ${at}
+          WHERE id = ${id} AND held_reason IS DISTINCT FROM ${reason} RETURNING id`.pipe(
+          Effect.flatMap(decodeChanged),
+        );
+        return changed.length > 0;
+      }),
+    /** Held bytes sent at last: held no more, and its age for a replacement counts from now. */
+    recordSent: (id: string) =>
+      Effect.gen(function* () {
+        const at = yield* now;
+        yield* sql`UPDATE billing.relayer_transactions
+          SET held_reason = NULL, held_since = NULL, last_broadcast_at = ${at}
+          WHERE id = ${id} OR carrier_id = ${id}`;
+      }),
+    /**
+     * The same nonce signed again with higher fees; every hash broadcast is kept (by its items too). Its
+     * cost moves to this minute of the budget.
+     */
     recordReplacement: (
       id: string,
       replacement: { raw: Hex; hash: Hex; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint },
@@ -419,7 +352,7 @@ const make = Effect.gen(function* () {
           sql`raw = ${replacement.raw}, hashes = array_append(hashes, ${replacement.hash}),
             max_fee_per_gas = ${replacement.maxFeePerGas.toString()},
             max_priority_fee_per_gas = ${replacement.maxPriorityFeePerGas.toString()},
-            last_broadcast_at = ${at}`,
+            last_broadcast_at = ${at}, signed_at = ${at}, held_reason = NULL, held_since = NULL`,
         );
         yield* updateItems(
           id,
@@ -427,18 +360,13 @@ const make = Effect.gen(function* () {
         );
       }),
 
-    /** Deletes a chain's transactions (the local stack's crash recovery); returns how many. */
+    /** Deletes a chain's transactions, totals and nonces (the local stack's crash recovery); returns how many. */
     forgetChain: (chainId: number) =>
       Effect.gen(function* () {
         const removed =
           yield* sql`DELETE FROM billing.relayer_transactions WHERE chain_id = ${chainId} RETURNING id`;
-        yield* sql`DELETE FROM billing.relayer_spending WHERE chain_id = ${chainId}`;
-        const sequences = yield* sql`SELECT relname AS name FROM pg_class c
-            JOIN pg_namespace n ON n.oid = c.relnamespace
-          WHERE n.nspname = 'billing' AND c.relkind = 'S' AND starts_with(relname, ${`rnonce_${chainId}_`})`.pipe(
-          Effect.flatMap(decodeNames),
-        );
-        for (const { name } of sequences) yield* sql.unsafe(`DROP SEQUENCE IF EXISTS billing.${name}`);
+        yield* spending.forgetSpending(chainId);
+        yield* relayerNonces(sql).dropNonceSequences(chainId);
         return removed.length;
       }),
   };

@@ -1,9 +1,13 @@
 /**
  * The relayer's tracker: every second, each pending transaction of the relayer's account gets a
- * receipt recorded, its bytes sent again if the node lost them, or (next in line and unmined after
- * `bumpAfter`) a replacement with the same nonce and fees raised by 12.5%. Nonces below our pending
- * transactions that nothing of ours will fill (the chain lost the blocks that had them) are filled
- * first. The decisions are pure (relayer-tracking.ts); this gathers their inputs and applies them.
+ * receipt recorded (its cost: gas used × effective price, plus the L1 data fee where the receipt
+ * reports one), its bytes sent again if the node lost them (once the base fee allows, for bytes held
+ * back by the fee ceiling), or (next in line and unmined after `bumpAfter`) a replacement with the same
+ * nonce and fees raised by 12.5%, within the chain's bounds: never above the fee ceiling, at most
+ * `gas.max_replacements` times, and only while the raised fees fit the hourly budget. Nonces below our
+ * pending transactions that nothing of ours will fill (the chain lost the blocks that had them) are
+ * filled first. The decisions are pure (relayer-tracking.ts, relayer-fees.ts); this gathers their
+ * inputs and applies them.
  */
 import { Clock, Duration, Effect, Option } from "effect";
 import { SqlClient } from "effect/sql";
@@ -14,10 +18,18 @@ import { ChainClients } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
 import { ChainRegistry } from "./registry.ts";
 import { RelayerAccount } from "./relayer-account.ts";
+import { capFees, feeCeiling, mineableAt, RelayerFees } from "./relayer-fees.ts";
+import { hold, rebroadcast, replace } from "./relayer-resend.ts";
 import { RelayerStore, type TransactionRow } from "./relayer-store.ts";
-import { decideTracking, nonceGaps, replacementFees } from "./relayer-tracking.ts";
+import { decideTracking, l1FeeOf, nonceGaps } from "./relayer-tracking.ts";
 
-type TrackerRequirements = SqlClient.SqlClient | ChainRegistry | ChainClients | RelayerAccount | RelayerStore;
+type TrackerRequirements =
+  | SqlClient.SqlClient
+  | ChainRegistry
+  | ChainClients
+  | RelayerAccount
+  | RelayerStore
+  | RelayerFees;
 
 const SUPERSEDED_RECHECK = Duration.seconds(1);
 
@@ -47,11 +59,13 @@ const receiptOf = (row: TransactionRow) =>
       if (Option.isNone(receipt)) answered = false;
       else if (receipt.value !== null) {
         const { status, blockNumber, gasUsed, effectiveGasPrice, logs } = receipt.value;
+        const l1FeeWei = l1FeeOf(receipt.value);
         const found = {
           status: status === "success" ? ("mined" as const) : ("reverted" as const),
           blockNumber,
           hash,
-          spentWei: gasUsed * effectiveGasPrice,
+          spentWei: gasUsed * effectiveGasPrice + (l1FeeWei ?? 0n),
+          l1FeeWei,
           // The items an authorizeMany carried that the escrow skipped: each is recorded as failed.
           skipped: skippedActions(chain.id, chain.escrow.address, logs),
         };
@@ -67,6 +81,7 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
     const clients = yield* ChainClients;
     const account = yield* RelayerAccount;
     const store = yield* RelayerStore;
+    const fees = yield* RelayerFees;
     const chain = registry.byId(row.chain_id);
     const address = account.address;
     if (!chain || !address) return;
@@ -87,14 +102,18 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
         Effect.map((tx) => tx !== null),
         Effect.option,
       );
+    const current = yield* fees.current(chain).pipe(Effect.option);
+    const nodeHasTransaction = Option.getOrUndefined(known);
     const decision = decideTracking({
       nonce: row.nonce,
       receipt: undefined,
       receiptsAnswered: first.answered,
       minedNonce: Option.getOrUndefined(mined),
-      nodeHasTransaction: Option.getOrUndefined(known),
+      nodeHasTransaction,
       ageMs: (yield* Clock.currentTimeMillis) - row.last_broadcast_at.getTime(),
       bumpAfterMs: Duration.toMillis(Duration.fromInputUnsafe(bumpAfter)),
+      baseFeePerGas: Option.getOrUndefined(Option.map(current, (f) => f.baseFeePerGas)),
+      maxFeePerGas: row.max_fee_per_gas,
     });
     switch (decision.kind) {
       case "wait":
@@ -110,27 +129,12 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
         if (!again.answered) return;
         return yield* store.recordSuperseded(row.id);
       }
+      case "hold_for_fees":
+        return yield* hold(chain, row, "fee_ceiling", "send");
       case "rebroadcast":
-        return yield* account.broadcast(chain, row.raw as Hex);
-      case "replace": {
-        const current = yield* account.rpc("fees", () => client.estimateFeesPerGas()).pipe(Effect.option);
-        const fees = replacementFees(
-          { maxFeePerGas: row.max_fee_per_gas, maxPriorityFeePerGas: row.max_priority_fee_per_gas },
-          Option.getOrUndefined(current),
-        );
-        const signed = yield* account.sign(chain, {
-          to: row.to_address as Hex,
-          data: row.data as Hex,
-          nonce: row.nonce,
-          gas: row.gas_limit,
-          ...fees,
-        });
-        yield* store.recordReplacement(row.id, { ...signed, ...fees });
-        yield* Effect.logInfo("replaced a stuck transaction with higher fees").pipe(
-          Effect.annotateLogs({ chain: chain.id, nonce: row.nonce, purpose: row.purpose }),
-        );
-        return yield* account.broadcast(chain, signed.raw);
-      }
+        return yield* rebroadcast(chain, row);
+      case "replace":
+        return yield* replace(chain, row, current, nodeHasTransaction);
     }
   });
 
@@ -164,7 +168,10 @@ const fillNonceGaps = (chain: ResolvedChain) =>
         yield* store.lockAccount(chain.id, from);
         const gaps = yield* gapsNow;
         if (gaps.length === 0) return;
-        const fees = yield* account.rpc("fees", () => client.estimateFeesPerGas());
+        // Within the ceiling like every other transaction (a filler the base fee outprices waits too).
+        const current = yield* (yield* RelayerFees).current(chain);
+        const fees = capFees(current, feeCeiling(chain));
+        if (!mineableAt(fees.maxFeePerGas, current.baseFeePerGas)) return;
         for (const nonce of gaps) {
           const signed = yield* account.sign(chain, {
             to: address,

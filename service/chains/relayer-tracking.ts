@@ -1,7 +1,9 @@
 /**
  * What the relayer's tracker does with a pending transaction, decided from what the chain says. Pure,
- * so each rule is unit-tested; the tracker (relayer.ts) only gathers the inputs and applies the answer.
+ * so each rule is unit-tested; the tracker (relayer-tracker.ts) only gathers the inputs and applies the
+ * answer.
  */
+import { Option, Schema } from "effect";
 
 export interface TrackingInput {
   readonly nonce: number;
@@ -16,6 +18,10 @@ export interface TrackingInput {
   /** Time since the newest bytes were signed. */
   readonly ageMs: number;
   readonly bumpAfterMs: number;
+  /** The chain's base fee now; undefined when it could not be read. */
+  readonly baseFeePerGas: bigint | undefined;
+  /** The fee cap the newest bytes offer. */
+  readonly maxFeePerGas: bigint;
 }
 
 export type TrackingDecision =
@@ -26,6 +32,8 @@ export type TrackingDecision =
   | { readonly kind: "rebroadcast" }
   /** Next in line and unmined for too long: the same nonce with higher fees. */
   | { readonly kind: "replace" }
+  /** The node lacks the bytes and they cannot be mined at the base fee now: keep them until it falls. */
+  | { readonly kind: "hold_for_fees" }
   /** The node has it and it is young, or waits behind a lower nonce: nothing to send. */
   | { readonly kind: "wait" };
 
@@ -40,7 +48,10 @@ export const decideTracking = (input: TrackingInput): TrackingDecision => {
   // Higher fees help only the next nonce to mine; a later one waits for it (or for a gap to be filled).
   const nextInLine = input.minedNonce === input.nonce;
   if (nextInLine && input.ageMs >= input.bumpAfterMs) return { kind: "replace" };
-  if (input.nodeHasTransaction === false) return { kind: "rebroadcast" };
+  if (input.nodeHasTransaction === false)
+    return input.baseFeePerGas !== undefined && input.baseFeePerGas > input.maxFeePerGas
+      ? { kind: "hold_for_fees" }
+      : { kind: "rebroadcast" };
   return { kind: "wait" };
 };
 
@@ -59,28 +70,18 @@ export const nonceGaps = (poolNonce: number, pendingNonces: readonly number[]): 
   return gaps;
 };
 
-/**
- * Gas limit for the gas one simulated run used: that figure is net of refunds (at most a fifth of it,
- * EIP-3529) and the run had its access list warm, so the limit keeps 50% of headroom: refund, the 63/64
- * rule, cold accesses and a little state change before it is mined.
- */
-export const gasLimitForUsed = (used: bigint): bigint => (used * 3n) / 2n;
+const Quantity = Schema.Union([
+  Schema.BigInt,
+  Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{1,64}$/)),
+]);
+const decodeL1Fee = Schema.decodeUnknownOption(Schema.Struct({ l1Fee: Quantity }));
 
 /**
- * Fees of a replacement: each at least 12.5% above the old one (nodes require 10%) and no less than
- * the chain asks now; the fee cap never below the tip.
+ * The L1 data fee an OP-stack receipt reports (`l1Fee`, paid on top of gas used × effective price);
+ * undefined for a receipt without one. viem passes fields it does not know through unformatted (hex).
  */
-export const replacementFees = (
-  old: { readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint },
-  current: { readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint } | undefined,
-) => {
-  const larger = (a: bigint, b: bigint) => (a > b ? a : b);
-  const bump = (previous: bigint, now: bigint | undefined) =>
-    larger((previous * 1125n) / 1000n + 1n, now ?? 0n);
-  const maxPriorityFeePerGas = bump(old.maxPriorityFeePerGas, current?.maxPriorityFeePerGas);
-  const maxFeePerGas = larger(bump(old.maxFeePerGas, current?.maxFeePerGas), maxPriorityFeePerGas);
-  return { maxFeePerGas, maxPriorityFeePerGas };
-};
-
-/** Whether a transaction costing at most `cost` wei fits the hourly budget after `spent`. */
-export const withinBudget = (spent: bigint, cost: bigint, budget: bigint): boolean => spent + cost <= budget;
+export const l1FeeOf = (receipt: unknown): bigint | undefined =>
+  Option.match(decodeL1Fee(receipt), {
+    onNone: () => undefined,
+    onSome: ({ l1Fee }) => (typeof l1Fee === "bigint" ? l1Fee : BigInt(l1Fee)),
+  });

@@ -2,15 +2,25 @@
 import { Unavailable } from "../errors.ts";
 import type { ChainUnavailable } from "./chain-clients.ts";
 import { type ResolvedChain, tokenOf } from "./config.ts";
-import { type RelayerError, relayerBudgetExhausted } from "./relayer.ts";
+import type { RelayerError } from "./relayer-account.ts";
+import { relayerBudgetExhausted } from "./relayer-budget.ts";
+
+/** 503 while the relayer's balance on the chain is below the chain's `gas.min_balance_wei`. */
+export const relayerBalanceLow = new Unavailable({
+  code: "relayer_balance_low",
+  message:
+    "This service's relayer account on the chain is below its minimum balance, so nothing was sent or recorded. Retry once the operator has topped it up.",
+});
 
 export const unavailable = (error: ChainUnavailable | RelayerError): Unavailable =>
   error._tag === "RelayerError" && error.reason === "budget_exhausted"
     ? relayerBudgetExhausted
-    : new Unavailable({
-        code: "chain_unavailable",
-        message: `The chain did not answer (${error.message}). Nothing was changed; retry shortly.`,
-      });
+    : error._tag === "RelayerError" && error.reason === "balance_below_floor"
+      ? relayerBalanceLow
+      : new Unavailable({
+          code: "chain_unavailable",
+          message: `The chain did not answer (${error.message}). Nothing was changed; retry shortly.`,
+        });
 
 export const relayerUnavailable = (what: string) =>
   new Unavailable({

@@ -788,6 +788,19 @@ export const migrations = {
     // The portal reads a customer's subscriptions (mandates have mandates_customer).
     "CREATE INDEX subscriptions_customer ON billing.subscriptions (merchant_id, customer)",
   ),
+  "0036_relayer_gas_bounds": statements(
+    // signed_at: when the bytes were last signed (a replacement signs again); a transaction's cost counts
+    // in the hourly budget from that minute, so a replacement's fees count within the budget. Null on
+    // older rows, which read created_at instead.
+    // held_reason: why a pending transaction is held back: not sent while the base fee is above its fee
+    // cap (fee_ceiling), or not replaced any more (replacement_limit, budget).
+    // l1_fee_wei: the L1 data fee an OP-stack receipt reports (`l1Fee`), part of spent_wei.
+    `ALTER TABLE billing.relayer_transactions ADD COLUMN signed_at timestamptz,
+      ADD COLUMN held_reason text CHECK (held_reason IN ('fee_ceiling', 'replacement_limit', 'budget')),
+      ADD COLUMN held_since timestamptz, ADD COLUMN l1_fee_wei numeric`,
+    `CREATE INDEX relayer_transactions_held ON billing.relayer_transactions (chain_id, held_reason)
+      WHERE held_reason IS NOT NULL`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -41,6 +41,42 @@ const makeInstruments = (registry: Registry) => {
       labelNames: ["chain_id"] as const,
       registers,
     }),
+    relayerFloorRefusals: new Counter({
+      name: "billing_relayer_floor_refusals_total",
+      help: "Relayer transactions refused because the relayer's balance on the chain was below gas.min_balance_wei.",
+      labelNames: ["chain_id"] as const,
+      registers,
+    }),
+    relayerFeeCeilingHolds: new Counter({
+      name: "billing_relayer_fee_ceiling_holds_total",
+      help: "Relayer transactions held back (recorded, not sent) because the chain's base fee was above their fee cap, bounded by gas.max_fee_per_gas_wei.",
+      labelNames: ["chain_id"] as const,
+      registers,
+    }),
+    relayerReplacements: new Counter({
+      name: "billing_relayer_replacements_total",
+      help: "Stuck relayer transactions replaced with higher fees.",
+      labelNames: ["chain_id"] as const,
+      registers,
+    }),
+    relayerReplacementsHeld: new Counter({
+      name: "billing_relayer_replacements_held_total",
+      help: "Stuck relayer transactions left unreplaced, by reason: fee_ceiling (no 10% room under the ceiling), replacement_limit (gas.max_replacements reached), budget (the raised fees would pass the hourly budget).",
+      labelNames: ["chain_id", "reason"] as const,
+      registers,
+    }),
+    relayerBalanceLow: new Gauge({
+      name: "billing_relayer_balance_low",
+      help: "1 while the relayer's balance on the chain is below gas.low_balance_wei (or its floor).",
+      labelNames: ["chain_id"] as const,
+      registers,
+    }),
+    relayerBalanceBelowFloor: new Gauge({
+      name: "billing_relayer_balance_below_floor",
+      help: "1 while the relayer's balance on the chain is below gas.min_balance_wei: new transactions are refused.",
+      labelNames: ["chain_id"] as const,
+      registers,
+    }),
     relaySkippedFacts: new Counter({
       name: "billing_relay_skipped_facts_total",
       help: "Chain facts the fact relay skipped (not reported as events), by reason.",

@@ -23,6 +23,12 @@ interface DatabaseCounts {
   readonly deliveriesFailed: number;
   readonly invoicesOpen: number;
   readonly relayerPending: ReadonlyMap<number, number>;
+  /** Pending relayer transactions held back per chain, by reason (migration 0036). */
+  readonly relayerHeld: ReadonlyArray<{
+    readonly chainId: number;
+    readonly kind: string;
+    readonly n: number;
+  }>;
   readonly subscriptionsDue: ReadonlyMap<number, number>;
   readonly depositsDue: ReadonlyMap<number, number>;
   /** Held-back transfers per chain, by what they are. */
@@ -59,46 +65,53 @@ const databaseCounts = (chains: ReadonlyArray<ChainWatchEntry>) =>
         ? []
         : [sql`(chain_id = ${entry.chainId} AND next_billing_at <= ${entry.head.timestamp})`],
     );
-    const [totals, relayerPending, subscriptionsDue, depositsDue, heldBack, indexed] = yield* Effect.all(
-      [
-        sql`SELECT
+    const [totals, relayerPending, relayerHeld, subscriptionsDue, depositsDue, heldBack, indexed] =
+      yield* Effect.all(
+        [
+          sql`SELECT
               (SELECT count(*) FROM billing.webhook_deliveries WHERE status = 'pending')::text AS deliveries_pending,
               (SELECT count(*) FROM billing.webhook_deliveries WHERE status = 'failed')::text AS deliveries_failed,
               (SELECT count(*) FROM billing.invoices WHERE status = 'open')::text AS invoices_open`.pipe(
-          Effect.flatMap(decodeTotals),
-        ),
-        // chain_id is a bigint there, which the driver answers as text: without the cast, any pending
-        // transaction made the row fail its schema and the whole scrape a 500.
-        sql`SELECT chain_id::int AS chain_id, count(*)::text AS n FROM billing.relayer_transactions
+            Effect.flatMap(decodeTotals),
+          ),
+          // chain_id is a bigint there, which the driver answers as text: without the cast, any pending
+          // transaction made the row fail its schema and the whole scrape a 500.
+          sql`SELECT chain_id::int AS chain_id, count(*)::text AS n FROM billing.relayer_transactions
             WHERE status = 'pending' AND carrier_id IS NULL GROUP BY chain_id`.pipe(
-          Effect.flatMap(decodePerChain),
-        ),
-        dueClauses.length === 0
-          ? Effect.succeed([])
-          : sql`SELECT chain_id, count(*)::text AS n FROM billing.subscriptions
+            Effect.flatMap(decodePerChain),
+          ),
+          // From the partial index relayer_transactions_held.
+          sql`SELECT chain_id::int AS chain_id, held_reason AS kind, count(*)::text AS n
+            FROM billing.relayer_transactions WHERE held_reason IS NOT NULL GROUP BY chain_id, held_reason`.pipe(
+            Effect.flatMap(decodeHeldBack),
+          ),
+          dueClauses.length === 0
+            ? Effect.succeed([])
+            : sql`SELECT chain_id, count(*)::text AS n FROM billing.subscriptions
                 WHERE status IN ('active', 'past_due') AND ${sql.or(dueClauses)}
                 GROUP BY chain_id`.pipe(Effect.flatMap(decodePerChain)),
-        sql`SELECT chain_id::int AS chain_id, count(*)::text AS n FROM billing.payments
+          sql`SELECT chain_id::int AS chain_id, count(*)::text AS n FROM billing.payments
             WHERE sweep_due GROUP BY chain_id`.pipe(Effect.flatMap(decodePerChain)),
-        // Each from the partial index of its held-back items (migration 0031).
-        sql`SELECT chain_id::int AS chain_id, 'charge_release' AS kind, count(*)::text AS n
+          // Each from the partial index of its held-back items (migration 0031).
+          sql`SELECT chain_id::int AS chain_id, 'charge_release' AS kind, count(*)::text AS n
               FROM billing.charges WHERE release_failure_code IS NOT NULL GROUP BY chain_id
             UNION ALL SELECT chain_id::int, 'payment_sweep', count(*)::text
               FROM billing.payments WHERE sweep_failure_code IS NOT NULL GROUP BY chain_id
             UNION ALL SELECT chain_id::int, 'payment_release', count(*)::text
               FROM billing.payments WHERE release_failure_code IS NOT NULL GROUP BY chain_id`.pipe(
-          Effect.flatMap(decodeHeldBack),
-        ),
-        indexedHeads,
-      ],
-      { concurrency: "unbounded" },
-    );
+            Effect.flatMap(decodeHeldBack),
+          ),
+          indexedHeads,
+        ],
+        { concurrency: "unbounded" },
+      );
     const [total] = totals;
     return {
       deliveriesPending: total?.deliveries_pending ?? 0,
       deliveriesFailed: total?.deliveries_failed ?? 0,
       invoicesOpen: total?.invoices_open ?? 0,
       relayerPending: perChain(relayerPending),
+      relayerHeld: relayerHeld.map((h) => ({ chainId: h.chain_id, kind: h.kind, n: h.n })),
       subscriptionsDue: perChain(subscriptionsDue),
       depositsDue: perChain(depositsDue),
       heldBack: heldBack.map((h) => ({ chainId: h.chain_id, kind: h.kind, n: h.n })),
@@ -254,6 +267,20 @@ export const operatorGaugesLayer = Layer.effectDiscard(
       (set, s) =>
         Option.map(s.database, (db) => {
           for (const entry of s.chains) set(chainLabel(entry), db.relayerPending.get(entry.chainId) ?? 0);
+        }),
+    );
+    gauge(
+      "billing_relayer_transactions_held",
+      "Pending relayer transactions held back, by reason: fee_ceiling (not sent: the base fee is above their fee cap, gas.max_fee_per_gas_wei), replacement_limit and budget (stuck and not replaced any more).",
+      ["chain_id", "reason"],
+      (set, s) =>
+        Option.map(s.database, (db) => {
+          for (const entry of s.chains)
+            for (const reason of ["fee_ceiling", "replacement_limit", "budget"])
+              set(
+                { ...chainLabel(entry), reason },
+                db.relayerHeld.find((h) => h.chainId === entry.chainId && h.kind === reason)?.n ?? 0,
+              );
         }),
     );
     gauge(

@@ -10,6 +10,7 @@ import { encodeFunctionData, type Hex, parseAbi } from "viem";
 import type { ResolvedChain } from "../chains/config.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
+import { unavailable as refusal } from "../chains/unavailable.ts";
 import { outsideTransaction } from "../db/client.ts";
 import type { ErrorCode } from "../error-codes.ts";
 import { InvalidRequest, Unavailable } from "../errors.ts";
@@ -60,7 +61,8 @@ export const mintTestFunds = (
                   param: null,
                 }),
               )
-            : Effect.fail(unavailable(error.message)),
+            : // The budget or the balance floor keep their own codes; anything else is the chain's.
+              Effect.fail(refusal(error)),
       ),
     );
     if (mined === undefined || mined.status !== "mined")

@@ -81,6 +81,8 @@ const fakeChainClients = (state: FakeChain) =>
           ? Effect.fail(new ChainUnavailable({ chainId: chain.id, message: "execution reverted" }))
           : Effect.succeed(GAS_PER_CHARGE * BigInt(ids.length));
       }),
+    measureCall: (chain) =>
+      Effect.fail(new ChainUnavailable({ chainId: chain.id, message: "fake chain: no gas measurement" })),
     simulateOutcome: (_chain, _from, functionName, args) => outcome(state, functionName, args),
     rpc: (chain, what) =>
       Effect.fail(new ChainUnavailable({ chainId: chain.id, message: `fake chain: no ${what}` })),

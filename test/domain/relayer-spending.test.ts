@@ -3,8 +3,9 @@
  * kept by the statements that write the transactions. Property: after any sequence of inserts,
  * receipts, supersessions and replacements, at any times and on any of the pool's connections, the
  * budget's figure for a window equals the sum of every transaction's cost (gas limit × max fee while
- * pending, gas used × price once mined, nothing once superseded) over the transactions created since
- * the start of the window's first minute: never less than the exact hour's spending.
+ * pending, gas used × price once mined, nothing once superseded) over the transactions last signed
+ * (created, or replaced: a replacement moves the whole cost to its own minute) since the start of the
+ * window's first minute: never less than the exact hour's spending.
  */
 
 import { Clock, Effect } from "effect";
@@ -12,7 +13,8 @@ import { SqlClient } from "effect/sql";
 import fc from "fast-check";
 import type { Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RelayerStore, startOfMinute } from "../../service/chains/relayer-store.ts";
+import { startOfMinute } from "../../service/chains/relayer-spending.ts";
+import { RelayerStore } from "../../service/chains/relayer-store.ts";
 import { type RelayerStoreRuntime, relayerStoreRuntime } from "./harness.ts";
 
 const FROM = "0x0000000000000000000000000000000000000e1a";
@@ -47,7 +49,7 @@ type Op =
   | { readonly kind: "insert"; readonly offsetMs: number; readonly gasLimit: bigint; readonly maxFee: bigint }
   | { readonly kind: "receipt"; readonly pick: number; readonly spent: bigint }
   | { readonly kind: "superseded"; readonly pick: number }
-  | { readonly kind: "replaced"; readonly pick: number; readonly maxFee: bigint };
+  | { readonly kind: "replaced"; readonly pick: number; readonly offsetMs: number; readonly maxFee: bigint };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   fc.record({
@@ -65,6 +67,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   fc.record({
     kind: fc.constant("replaced" as const),
     pick: fc.nat(),
+    offsetMs: fc.integer({ min: 0, max: 3 * 3_600_000 }),
     maxFee: fc.bigInt({ min: 1n, max: 10n ** 12n }),
   }),
 );
@@ -75,7 +78,8 @@ const directSum = (chainId: number, since: Date) =>
     SqlClient.SqlClient,
     (sql) => sql<{ value: string }>`SELECT coalesce(sum(coalesce(spent_wei,
         CASE WHEN status = 'superseded' THEN 0 ELSE gas_limit * max_fee_per_gas END)), 0)::text AS value
-      FROM billing.relayer_transactions WHERE chain_id = ${chainId} AND created_at >= ${since}`,
+      FROM billing.relayer_transactions
+      WHERE chain_id = ${chainId} AND coalesce(signed_at, created_at) >= ${since}`,
   ).pipe(Effect.map((rows) => BigInt(rows[0]?.value ?? "0")));
 
 let chains = 40_000;
@@ -110,6 +114,7 @@ describe("the relayer's budget totals", () => {
                         raw: "0x",
                         purpose: `spending:${chainId}:${n}`,
                         action: null,
+                        heldForFees: false,
                       }),
                     ),
                   ),
@@ -126,6 +131,7 @@ describe("the relayer's budget totals", () => {
                         blockNumber: 1n,
                         hash: "0x01",
                         spentWei: step.spent,
+                        l1FeeWei: undefined,
                         skipped: [],
                       }),
                     ),
@@ -138,13 +144,16 @@ describe("the relayer's budget totals", () => {
               case "replaced":
                 if (id !== undefined)
                   await run(
-                    Effect.flatMap(RelayerStore, (store) =>
-                      store.recordReplacement(id, {
-                        raw: "0x02",
-                        hash: "0x02",
-                        maxFeePerGas: step.maxFee,
-                        maxPriorityFeePerGas: 1n,
-                      }),
+                    at(
+                      T0 + step.offsetMs,
+                      Effect.flatMap(RelayerStore, (store) =>
+                        store.recordReplacement(id, {
+                          raw: "0x02",
+                          hash: "0x02",
+                          maxFeePerGas: step.maxFee,
+                          maxPriorityFeePerGas: 1n,
+                        }),
+                      ),
                     ),
                   );
                 break;

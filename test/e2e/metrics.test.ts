@@ -155,6 +155,13 @@ describe("GET /metrics", () => {
         expect(value(samples, "billing_token_paused", { ...chain, token: "USDC" })).toBe(0);
         for (const kind of ["charge_release", "payment_sweep", "payment_release"])
           expect(value(samples, "billing_transfers_held_back", { ...chain, kind })).toBeGreaterThanOrEqual(0);
+        for (const reason of ["fee_ceiling", "replacement_limit", "budget"])
+          expect(
+            value(samples, "billing_relayer_transactions_held", { ...chain, reason }),
+          ).toBeGreaterThanOrEqual(0);
+        // No thresholds on these chains: never low, never below a floor.
+        expect(value(samples, "billing_relayer_balance_low", chain)).toBe(0);
+        expect(value(samples, "billing_relayer_balance_below_floor", chain)).toBe(0);
       }
       expect(value(samples, "billing_metrics_database_up")).toBe(1);
       expect(value(samples, "billing_webhook_deliveries", { status: "pending" })).toBeGreaterThanOrEqual(0);

@@ -53,6 +53,7 @@ const nodeClients = (node: Node) =>
     latestTime: () => Effect.die("latestTime is not the cache's source"),
     simulateEscrow: () => Effect.die("unused"),
     measureEscrow: () => Effect.die("unused"),
+    measureCall: () => Effect.die("unused"),
     simulateOutcome: () => Effect.die("unused"),
     rpc: () => Effect.die("unused"),
     rpcUrls: () => [],

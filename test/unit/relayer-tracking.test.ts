@@ -1,14 +1,16 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { relayerBudgetExhausted } from "../../service/chains/relayer.ts";
+import { gasLimitForUsed } from "../../service/chains/gas-measure.ts";
+import { RelayerError } from "../../service/chains/relayer-account.ts";
+import { relayerBudgetExhausted, withinBudget } from "../../service/chains/relayer-budget.ts";
+import { replacementFees } from "../../service/chains/relayer-fees.ts";
 import {
   decideTracking,
-  gasLimitForUsed,
+  l1FeeOf,
   nonceGaps,
-  replacementFees,
   type TrackingInput,
-  withinBudget,
 } from "../../service/chains/relayer-tracking.ts";
+import { unavailable } from "../../service/chains/unavailable.ts";
 import { RateLimited } from "../../service/errors.ts";
 import { toErrorResponse } from "../../service/http/error-response.ts";
 import { clientAddress, pageRequestKeys, tokenOfPath } from "../../service/http/page-rate-limit.ts";
@@ -21,6 +23,8 @@ const base: TrackingInput = {
   nodeHasTransaction: true,
   ageMs: 1_000,
   bumpAfterMs: 30_000,
+  baseFeePerGas: 1_000_000_000n,
+  maxFeePerGas: 2_000_000_000n,
 };
 
 describe("relayer tracking decisions", () => {
@@ -55,6 +59,14 @@ describe("relayer tracking decisions", () => {
     expect(decideTracking({ ...base, ageMs: 30_000 })).toEqual({ kind: "replace" });
   });
 
+  it("keeps lost bytes the base fee outprices until it falls, then re-sends them", () => {
+    const held = { ...base, nodeHasTransaction: false, baseFeePerGas: 3_000_000_000n };
+    expect(decideTracking(held)).toEqual({ kind: "hold_for_fees" });
+    expect(decideTracking({ ...held, baseFeePerGas: 2_000_000_000n })).toEqual({ kind: "rebroadcast" });
+    // Unknown base fee: sent as before (the node says whether it takes them).
+    expect(decideTracking({ ...held, baseFeePerGas: undefined })).toEqual({ kind: "rebroadcast" });
+  });
+
   it("waits when the node does not answer", () => {
     expect(decideTracking({ ...base, minedNonce: undefined, nodeHasTransaction: undefined })).toEqual({
       kind: "wait",
@@ -73,19 +85,36 @@ describe("relayer tracking decisions", () => {
           nodeHasTransaction: fc.option(fc.boolean(), { nil: undefined }),
           ageMs: fc.nat(100_000),
           bumpAfterMs: fc.integer({ min: 1, max: 100_000 }),
+          baseFeePerGas: fc.option(fc.bigInt({ min: 0n, max: 100n }), { nil: undefined }),
+          maxFeePerGas: fc.bigInt({ min: 0n, max: 100n }),
         }),
         (input) => {
           const decision = decideTracking(input);
           if (decision.kind === "rebroadcast") {
             expect(input.nodeHasTransaction).toBe(false);
             expect(input.minedNonce).toBeLessThanOrEqual(input.nonce);
+            // Never bytes the base fee outprices: a node refuses them, and they could not be mined.
+            if (input.baseFeePerGas !== undefined)
+              expect(input.baseFeePerGas).toBeLessThanOrEqual(input.maxFeePerGas);
           }
+          if (decision.kind === "hold_for_fees")
+            expect(input.baseFeePerGas).toBeGreaterThan(input.maxFeePerGas);
           if (decision.kind === "replace") expect(input.minedNonce).toBe(input.nonce);
           if (input.receipt === undefined) expect(decision.kind).not.toBe("record");
           if (decision.kind === "superseded") expect(input.receiptsAnswered).toBe(true);
         },
       ),
     );
+  });
+});
+
+describe("L1 data fee", () => {
+  it("reads an OP-stack receipt's l1Fee, raw or formatted, and nothing from another receipt", () => {
+    expect(l1FeeOf({ status: "success", l1Fee: "0x2386f26fc10000" })).toBe(10n ** 16n);
+    expect(l1FeeOf({ l1Fee: 42n })).toBe(42n);
+    expect(l1FeeOf({ status: "success" })).toBeUndefined();
+    expect(l1FeeOf({ l1Fee: "lots" })).toBeUndefined();
+    expect(l1FeeOf(null)).toBeUndefined();
   });
 });
 
@@ -137,6 +166,21 @@ describe("refusals in the error shape", () => {
       code: "relayer_budget_exhausted",
       param: null,
     });
+  });
+
+  it("a relayer below its balance floor is a retryable 503 of its own", () => {
+    const response = toErrorResponse(
+      unavailable(new RelayerError({ reason: "balance_below_floor", message: "below" })),
+    );
+    expect(response.status).toBe(503);
+    expect(response.body.error).toMatchObject({
+      type: "api_error",
+      code: "relayer_balance_low",
+      param: null,
+    });
+    // A chain that did not answer stays what it was.
+    const other = toErrorResponse(unavailable(new RelayerError({ reason: "rpc_failed", message: "down" })));
+    expect(other.body.error.code).toBe("chain_unavailable");
   });
 
   it("a rate limit is a 429 with Retry-After", () => {

@@ -1,0 +1,208 @@
+/**
+ * Authorisations go in groups: each chain's collector takes the authorisations submitted within a few
+ * milliseconds (or while earlier groups are on their way) and sends them as one `authorizeMany` (gas:
+ * the sum of the items' own measurements, or one run of the group), with a row per item (its purpose and
+ * action, as a lone transaction's) beside the row of the transaction that carries them. Each caller's
+ * own checks and writes run in the group's database transaction (a savepoint each: a refused item
+ * leaves the others), and each caller is answered once the bytes are broadcast. The escrow skips an
+ * item it refuses on chain; the tracker records that item as reverted.
+ */
+import { Deferred, Duration, Effect, Exit, Queue, Semaphore } from "effect";
+import { SqlClient, type SqlError } from "effect/sql";
+import type { Hex } from "viem";
+import { newId } from "../ids.ts";
+import { recordMetric } from "../metrics/metrics.ts";
+import { type AuthorizationItem, authorizeManyData, takeGroup } from "./authorization-groups.ts";
+import type { ResolvedChain } from "./config.ts";
+import { ChainRegistry } from "./registry.ts";
+import { RelayerAccount, RelayerError } from "./relayer-account.ts";
+import { RelayerStore } from "./relayer-store.ts";
+import {
+  answering,
+  type makeSubmissionSteps,
+  noRelayerKey,
+  type RelayedTransaction,
+  toRelayed,
+} from "./relayer-submission.ts";
+
+/** One authorisation for the chain's next `authorizeMany` group. */
+export interface GroupedAuthorization<E> {
+  readonly item: AuthorizationItem;
+  readonly purpose: string;
+  readonly action: string;
+  /** The item's own call (`authorize`/`authorizeWithPermit`), recorded on its row. */
+  readonly data: Hex;
+  /** Gas the caller's own run of that call used (`ChainClients.measureEscrow`), when it has one. */
+  readonly gasUsed?: bigint;
+  /**
+   * The caller's checks and writes, run inside the group's database transaction before the item is
+   * recorded (in a savepoint: a failure is the caller's answer and leaves the rest of the group), and
+   * only when nothing answers the item already (its purpose, or a pending or mined attempt of its action).
+   */
+  readonly admit: Effect.Effect<void, E>;
+}
+
+/** An authorisation waiting in its chain's collector. */
+interface Waiting
+  extends Pick<GroupedAuthorization<unknown>, "item" | "purpose" | "action" | "data" | "gasUsed"> {
+  /** Runs the caller's checks; false when they refused (the caller then has its answer already). */
+  readonly admit: Effect.Effect<boolean>;
+  readonly answer: (
+    exit: Exit.Exit<RelayedTransaction, RelayerError | SqlError.SqlError>,
+  ) => Effect.Effect<void>;
+}
+
+/** How long a chain's collector gathers authorisations after the first one of a group arrives. */
+const GROUP_WINDOW = Duration.millis(5);
+/** How many groups of authorisations of one chain may be on their way at once. */
+export const GROUPS_IN_FLIGHT = 4;
+/**
+ * Most authorisations in one group: ~130,000-210,000 gas each, so a group stays far below a block's gas
+ * limit however many customers sign at once (the rest wait for the next group).
+ */
+export const GROUP_MAX = 50;
+
+export const makeAuthorizationGroups = (steps: Effect.Success<typeof makeSubmissionSteps>) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient;
+    const registry = yield* ChainRegistry;
+    const account = yield* RelayerAccount;
+    const store = yield* RelayerStore;
+
+    /**
+     * Sends a group: measures it once, then in one database transaction admits each item (its caller's
+     * checks, or the attempt already live for its action), signs one `authorizeMany` of the admitted
+     * items and records it with a row per item; broadcasts after the commit. Returns each admitted or
+     * already answered item's row.
+     */
+    const sendGroupOnce = (
+      chain: ResolvedChain,
+      waiting: ReadonlyArray<Waiting>,
+      address: Hex,
+      from: string,
+    ) =>
+      Effect.gen(function* () {
+        const to = chain.escrow.address;
+        // In one order (by action, which names the mandate) in every group: two groups never take the
+        // same mandates' row locks in opposite orders.
+        const ordered = [...waiting].sort((a, b) => (a.action < b.action ? -1 : a.action > b.action ? 1 : 0));
+        // Each item's own call was measured by its caller (an authorize alone costs more than an item of
+        // authorizeMany, which shares the transaction's base cost); otherwise the group is measured once.
+        // Items dropped below only make the call cheaper.
+        const gas = ordered.every((w) => w.gasUsed !== undefined)
+          ? ordered.reduce((sum, w) => sum + (w.gasUsed ?? 0n), 0n)
+          : yield* steps.measure(chain, address, to, authorizeManyData(ordered.map((w) => w.item)));
+        const purpose = `authorizeMany:${chain.id}:${yield* newId("request")}`;
+        const prepared = yield* steps.prepare(chain, address, from, purpose);
+        return yield* sql.withTransaction(
+          Effect.gen(function* () {
+            yield* store.holdItems(
+              chain.id,
+              from,
+              ordered.map((w) => ({ purpose: w.purpose, action: w.action })),
+            );
+            const answers: Array<readonly [Waiting, RelayedTransaction]> = [];
+            const admitted = new Map<string, Waiting>();
+            const sameAction: Waiting[] = [];
+            // What `existing` reads for one submission, read for the whole group in one statement.
+            const found = yield* store.byPurposeOrAction(chain.id, ordered);
+            for (const [n, w] of ordered.entries()) {
+              if (admitted.has(w.action)) {
+                sameAction.push(w);
+                continue;
+              }
+              const answered = answering(found.get(n), w.purpose);
+              if (answered) answers.push([w, answered]);
+              else if (yield* w.admit) admitted.set(w.action, w);
+            }
+            if (admitted.size === 0) return answers;
+            const items = [...admitted.values()];
+            const data = authorizeManyData(items.map((w) => w.item));
+            const carrier = yield* steps.signAndRecord(chain, from, prepared, gas, { to, data, purpose });
+            const rows = yield* store.insertItems(
+              carrier,
+              items.map((w) => ({ purpose: w.purpose, action: w.action, data: w.data })),
+            );
+            const byAction = new Map(rows.map((row) => [row.action, toRelayed(row)]));
+            for (const w of [...items, ...sameAction]) {
+              const row = byAction.get(w.action);
+              if (row) answers.push([w, row]);
+            }
+            return answers;
+          }),
+        );
+      });
+
+    /** Sends a group and answers every caller in it: its item's row, or the group's failure. */
+    const sendGroup = (chain: ResolvedChain, waiting: ReadonlyArray<Waiting>) =>
+      Effect.gen(function* () {
+        const { address, from } = account;
+        const sent = yield* Effect.exit(
+          address === undefined || from === undefined
+            ? Effect.fail(noRelayerKey())
+            : sendGroupOnce(chain, waiting, address, from),
+        );
+        if (Exit.isSuccess(sent)) for (const [w, row] of sent.value) yield* w.answer(Exit.succeed(row));
+        // Every caller not answered above (a failed group answers all; an answer is given once only).
+        const failed = Exit.isFailure(sent)
+          ? Exit.failCause(sent.cause)
+          : Exit.fail(
+              new RelayerError({ reason: "simulation_failed", message: "the group left this item out" }),
+            );
+        for (const w of waiting) yield* w.answer(failed);
+      });
+
+    // One collector per chain: once an authorisation waits, it gathers those submitted in the next few
+    // milliseconds and sends them as a group. At most GROUPS_IN_FLIGHT groups of a chain are on their
+    // way at once (each a database transaction and a nonce of its own); while they all are, what is
+    // submitted waits and forms the next group.
+    const collectors = new Map<number, Queue.Queue<Waiting>>();
+    /** `billing_relayer_authorizations_waiting`: what a chain's collector holds now (set, so it never drifts). */
+    const countWaiting = (chainId: number, queue: Queue.Queue<Waiting>) =>
+      recordMetric((m) =>
+        m.authorizationsWaiting.set({ chain_id: String(chainId) }, Queue.sizeUnsafe(queue)),
+      );
+    for (const chain of registry.all) {
+      const queue = yield* Queue.unbounded<Waiting>();
+      collectors.set(chain.id, queue);
+      const inFlight = yield* Semaphore.make(GROUPS_IN_FLIGHT);
+      const group = Effect.gen(function* () {
+        yield* Semaphore.take(inFlight, 1);
+        const waiting = yield* takeGroup(queue, GROUP_MAX, GROUP_WINDOW);
+        yield* countWaiting(chain.id, queue);
+        yield* Effect.forkScoped(
+          sendGroup(chain, waiting).pipe(Effect.ensuring(Semaphore.release(inFlight, 1))),
+        );
+      });
+      yield* Effect.forkScoped(Effect.forever(group));
+    }
+
+    /** Submits an authorisation in its chain's next `authorizeMany` group; answers after the broadcast. */
+    const submitAuthorization = <E>(
+      chainId: number,
+      grouped: GroupedAuthorization<E>,
+    ): Effect.Effect<RelayedTransaction, E | RelayerError | SqlError.SqlError> =>
+      Effect.gen(function* () {
+        if (account.address === undefined) return yield* noRelayerKey();
+        const queue = collectors.get(chainId);
+        if (queue === undefined)
+          return yield* new RelayerError({ reason: "unknown_chain", message: `no chain ${chainId}` });
+        const done = yield* Deferred.make<RelayedTransaction, E | RelayerError | SqlError.SqlError>();
+        yield* Queue.offer(queue, {
+          item: grouped.item,
+          purpose: grouped.purpose,
+          action: grouped.action,
+          data: grouped.data,
+          gasUsed: grouped.gasUsed,
+          admit: sql.withTransaction(grouped.admit).pipe(
+            Effect.as(true),
+            Effect.catchCause((cause) => Effect.as(Deferred.failCause(done, cause), false)),
+          ),
+          answer: (exit) => Effect.asVoid(Deferred.done(done, exit)),
+        });
+        yield* countWaiting(chainId, queue);
+        return yield* Deferred.await(done);
+      });
+
+    return { submitAuthorization };
+  });
