@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, rpc, startAnvil } from "../../scripts/stack/anvil.ts";
-import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEY } from "../../scripts/stack/local-chain.ts";
+import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
 import { ChainHeads } from "../../service/chains/chain-heads.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
@@ -338,7 +338,7 @@ describe("the API below the relayer's balance floor", () => {
       writeFileSync(file, JSON.stringify(config, null, 2));
       const floored = await startSecondService({
         CHAINS_CONFIG: file,
-        RELAYER_PRIVATE_KEY: LOCAL_RELAYER_KEY,
+        RELAYER_PRIVATE_KEY: stack().relayerKey,
       });
       const m = await merchantOnTestChain();
       const at = (baseUrl: string | undefined, path: string, body: unknown) =>
