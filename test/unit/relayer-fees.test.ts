@@ -145,6 +145,7 @@ const live = {
   name: "Base",
   livemode: true,
   rpc: { http: ["https://rpc.example"] },
+  native_currency: { name: "Ether", symbol: "ETH", decimals: 18 },
   escrow: { address: "0x1111111111111111111111111111111111111111", start_block: 100 },
   tokens: [{ symbol: "USDC", decimals: 6, address: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913" }],
   subscriptions_available: true,
