@@ -46,6 +46,7 @@ const stack = await startStack({
   ...(env.devApiKey ? { devApiKey: env.devApiKey } : {}),
   postgresPort: env.postgresPort,
   persistent: true,
+  chainSaveSeconds: env.localChainSaveSeconds,
   restartStalledIndexer: true,
   ...(env.metricsToken ? { metricsToken: env.metricsToken } : {}),
   ...(env.indexerStallSeconds ? { indexerStallSeconds: env.indexerStallSeconds } : {}),
