@@ -47,6 +47,7 @@ const stack = await startStack({
   relayerKey: env.relayerKey,
   postgresPort: env.postgresPort,
   persistent: true,
+  chainSaveSeconds: env.localChainSaveSeconds,
   restartStalledIndexer: true,
   ...(env.metricsToken ? { metricsToken: env.metricsToken } : {}),
   ...(env.indexerStallSeconds ? { indexerStallSeconds: env.indexerStallSeconds } : {}),

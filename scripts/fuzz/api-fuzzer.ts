@@ -985,9 +985,14 @@ export const runFuzz = async (options: FuzzOptions): Promise<FuzzReport> => {
 };
 
 /** The hosted page itself answers HTML (its 404 is a page for the customer, not an API error). */
+/**
+ * A hosted page's HTML answer to a GET of its path. The path is the one the server sees: a URL's dot
+ * segments are resolved by the client and the server alike, so `/authorize/./session` is the page of the
+ * token `session`, not the session route.
+ */
 const isHtmlPage = (request: FuzzRequest, answer: FuzzAnswer) =>
   request.method === "GET" &&
-  /^\/authorize\/[^/]*$/.test(request.target.split("?")[0] ?? "") &&
+  /^\/authorize\/[^/]*$/.test(new URL(request.target, "http://fuzz.invalid").pathname) &&
   answer.text.startsWith("<!");
 
 export const formatReport = (report: FuzzReport): string => {

@@ -73,6 +73,8 @@ export const startAnvil = async (options: {
   readonly chainId: number;
   /** Keeps the chain across restarts: loaded at start, dumped on exit and every few seconds. */
   readonly stateFile?: string;
+  /** With `stateFile`: seconds between two saves of the state (anvil's --state-interval). */
+  readonly stateSaveSeconds?: number;
   /** Mine every N seconds, like a real chain; default: mine on each transaction. */
   readonly blockTime?: number;
   /** Record every opcode, for `debug_traceTransaction` struct logs (bench/gas-trace.ts). */
@@ -96,7 +98,8 @@ export const startAnvil = async (options: {
   if (options.withoutCreate2Proxy) args.push("--disable-default-create2-deployer");
   if (options.stateFile) {
     usableStateFile(options.stateFile);
-    args.push("--state", options.stateFile, "--state-interval", "5", "--preserve-historical-states");
+    const interval = String(options.stateSaveSeconds ?? 5);
+    args.push("--state", options.stateFile, "--state-interval", interval, "--preserve-historical-states");
   }
   const url = `http://127.0.0.1:${options.port}`;
   if (await rpcAnswers(url))

@@ -36,6 +36,8 @@ export interface StackOptions {
   readonly databaseUrl?: string;
   /** Keep the database and local chains across restarts. */
   readonly persistent: boolean;
+  /** With `persistent`: how often each local chain saves its state (default 5 s). */
+  readonly chainSaveSeconds?: number;
   /** Local chains keep only this many recent states in memory (anvil's --prune-history): long benchmarks. */
   readonly anvilStates?: number;
   readonly devApiKey?: string;
@@ -245,7 +247,12 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       const anvil: RunningAnvil = await startAnvil({
         port: chain.local.port === 0 ? await freePort() : chain.local.port,
         chainId: chain.id,
-        ...(options.persistent ? { stateFile: join(options.dataDir, `anvil-${chain.id}.json`) } : {}),
+        ...(options.persistent
+          ? {
+              stateFile: join(options.dataDir, `anvil-${chain.id}.json`),
+              stateSaveSeconds: options.chainSaveSeconds ?? 5,
+            }
+          : {}),
         ...(options.anvilStates === undefined ? {} : { keptStates: options.anvilStates }),
         onOutput: (line) => options.onOutput(`anvil ${chain.id}`, line),
         signal,

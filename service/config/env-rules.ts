@@ -193,6 +193,11 @@ export const env = {
     integer(1, 1_000),
   ),
   STACK_VERBOSE: variable("STACK_VERBOSE", "1 or 0", oneOf(["1", "0"])),
+  LOCAL_CHAIN_SAVE_SECONDS: variable(
+    "LOCAL_CHAIN_SAVE_SECONDS",
+    "an integer from 1 to 3600",
+    integer(1, 3_600),
+  ),
   METRICS_TOKEN: variable(
     "METRICS_TOKEN",
     "16 to 256 printable ASCII characters without spaces",

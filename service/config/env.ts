@@ -188,6 +188,8 @@ export interface StackEnv {
   readonly logFormat: "json" | "pretty";
   readonly logLevel: LogLevel.LogLevel;
   readonly verbose: boolean;
+  /** LOCAL_CHAIN_SAVE_SECONDS: how often each local chain saves its state to the data directory. */
+  readonly localChainSaveSeconds: number;
   /** METRICS_TOKEN; unset: the stack generates one per data directory. */
   readonly metricsToken: string | undefined;
   /** INDEXER_STALL_SECONDS; unset: the stack's own default. */
@@ -202,6 +204,7 @@ export const stackEnvFromEnv: Effect.Effect<StackEnv, EnvInvalid> = decodeAll({
   dataDir: env.DATA_DIR.pipe(withDefault(".data")),
   devApiKey: env.DEV_API_KEY,
   verbose: env.STACK_VERBOSE.pipe(withDefault<"0" | "1">("0")),
+  localChainSaveSeconds: env.LOCAL_CHAIN_SAVE_SECONDS.pipe(withDefault(5)),
 }).pipe(
   Effect.map((e) => ({
     port: e.port,
@@ -214,6 +217,7 @@ export const stackEnvFromEnv: Effect.Effect<StackEnv, EnvInvalid> = decodeAll({
     logFormat: logFormatOf(e.logFormat, e.nodeEnv, "development"),
     logLevel: e.logLevel,
     verbose: e.verbose === "1",
+    localChainSaveSeconds: e.localChainSaveSeconds,
     metricsToken: Option.getOrUndefined(e.metricsToken),
     indexerStallSeconds: Option.getOrUndefined(e.indexerStallSeconds),
   })),

@@ -365,22 +365,54 @@ export const hostedPageBrowser = (shots: string) => {
     return page;
   };
 
+  const shot = (page: Page, name: string) =>
+    page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
+  const focusedText = (page: Page) => page.evaluate(() => document.activeElement?.textContent?.trim() ?? "");
+  /** From now on, the page's calls to `window.close` are counted (`closeCalls`) instead of closing it. */
+  const countCloseCalls = (page: Page) =>
+    page.evaluate(() => {
+      const counted = window as Window & { closeCalls?: number };
+      counted.closeCalls = 0;
+      counted.close = () => {
+        counted.closeCalls = (counted.closeCalls ?? 0) + 1;
+      };
+    });
+  const closeCalls = (page: Page) =>
+    page.evaluate(() => (window as Window & { closeCalls?: number }).closeCalls ?? 0);
+
+  /**
+   * A finished page's 30-second countdown (`?close=1&delay=30` on `url`), on the page's own clock: its
+   * picture, "Keep this tab open" focused, and 60 s of the page's time after it with no call to
+   * window.close, where the same countdown left alone calls it once.
+   */
+  const expectKeepOpen = async (url: string) => {
+    const kept = await openPage(`${url}?close=1&delay=30`, null, { fakeClock: true });
+    await countCloseCalls(kept);
+    const countdown = kept.locator("#countdown");
+    await countdown.filter({ hasText: "This tab will close in 30 seconds." }).waitFor();
+    await kept.clock.runFor(1000);
+    await countdown.filter({ hasText: "This tab will close in 29 seconds." }).waitFor();
+    await shot(kept, "closing");
+    expect(await focusedText(kept)).toBe("Keep this tab open");
+    await kept.keyboard.press("Enter");
+    await countdown.waitFor({ state: "hidden" });
+    await kept.clock.runFor(60_000);
+    expect(await closeCalls(kept)).toBe(0);
+    await kept.close();
+    const alone = await openPage(`${url}?close=1&delay=30`, null, { fakeClock: true });
+    await countCloseCalls(alone);
+    await alone.locator("#countdown").filter({ hasText: "This tab will close in 30 seconds." }).waitFor();
+    await alone.clock.runFor(31_000);
+    expect(await closeCalls(alone)).toBe(1);
+    await alone.close();
+  };
+
   return {
     openPage,
-    shot: (page: Page, name: string) => page.screenshot({ path: `${shots}/${name}.png`, fullPage: true }),
+    shot,
     button: (page: Page, name: string) => page.getByRole("button", { name, exact: true }),
-    focusedText: (page: Page) => page.evaluate(() => document.activeElement?.textContent?.trim() ?? ""),
-    /** From now on, the page's calls to `window.close` are counted (`closeCalls`) instead of closing it. */
-    countCloseCalls: (page: Page) =>
-      page.evaluate(() => {
-        const counted = window as Window & { closeCalls?: number };
-        counted.closeCalls = 0;
-        counted.close = () => {
-          counted.closeCalls = (counted.closeCalls ?? 0) + 1;
-        };
-      }),
-    closeCalls: (page: Page) =>
-      page.evaluate(() => (window as Window & { closeCalls?: number }).closeCalls ?? 0),
+    focusedText,
+    expectKeepOpen,
     expectNoProblems: () => {
       expect(problems.splice(0)).toEqual([]);
     },

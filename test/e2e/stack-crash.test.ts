@@ -107,6 +107,9 @@ describe("the local stack after a power cut", () => {
       PORT: String(port),
       PG_PORT: String(pgPort),
       DEV_API_KEY: KEY,
+      // A save every 20 s: the charge, the clock advance and their indexing fit between two saves on a
+      // loaded machine too (at 5 s they missed five windows in a row at a load of 12).
+      LOCAL_CHAIN_SAVE_SECONDS: "20",
     };
     const base = `http://127.0.0.1:${port}`;
     const call = async (path: string, body?: unknown) => {
@@ -171,7 +174,7 @@ describe("the local stack after a power cut", () => {
       const mandate = await authorizedMandate();
       const previous = savedAt();
       await waitFor(async () => savedAt() !== previous, {
-        timeoutMs: 15_000,
+        timeoutMs: 30_000,
         intervalMs: 20,
         what: "a state save",
       });
@@ -254,5 +257,5 @@ describe("the local stack after a power cut", () => {
     );
     await agreement();
     expect(existsSync(join(dataDir, "stack.json"))).toBe(true);
-  });
+  }, 240_000);
 });

@@ -46,6 +46,7 @@ describe("environment rules", () => {
       logFormat: "pretty",
       logLevel: "Info",
       verbose: false,
+      localChainSaveSeconds: 5,
     });
   });
 
@@ -141,6 +142,7 @@ describe("environment rules", () => {
       'CHAINS_CONFIG must be the path of an existing chain config file, got "config/nope.json"',
     ],
     ["STACK_VERBOSE", "yes", 'STACK_VERBOSE must be 1 or 0, got "yes"'],
+    ["LOCAL_CHAIN_SAVE_SECONDS", "0", 'LOCAL_CHAIN_SAVE_SECONDS must be an integer from 1 to 3600, got "0"'],
     ["NODE_ENV", "prod", 'NODE_ENV must be one of production, development, test, got "prod"'],
     ["HOST", "local host", 'HOST must be an IP address or a host name, got "local host"'],
   ])("refuses %s=%j in npm start", (name, value, message) => {
