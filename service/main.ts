@@ -7,7 +7,6 @@ import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
 import { Cause, Effect, Exit, ManagedRuntime, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
-import { privateKeyToAccount } from "viem/accounts";
 import type { ApiKeys } from "./auth/api-keys.ts";
 import type { ConsoleSessions } from "./auth/console-sessions.ts";
 import { verifyChains } from "./chains/chain-verification.ts";
@@ -16,6 +15,7 @@ import { ChainWatch, describeStalled } from "./chains/indexer-watchdog.ts";
 import type { MerchantChains } from "./chains/merchant-chains.ts";
 import { chainHeads } from "./chains/onchain.ts";
 import { ChainRegistry } from "./chains/registry.ts";
+import { relayerAddressesOf } from "./chains/relayer-keys.ts";
 import { describePaused, TokenStates } from "./chains/token-states.ts";
 import type { Charges } from "./charges/charges.ts";
 import { PAGE_LIMIT_DEFAULTS, type ServiceConfig, serviceConfigFromEnv } from "./config/env.ts";
@@ -160,12 +160,9 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
   const verified = await Effect.runPromiseExit(
     loadChainsFile(config.chainsFile).pipe(
       Effect.flatMap((file) =>
-        verifyChains(file.chains, {
-          relayer:
-            config.relayerKey === undefined
-              ? undefined
-              : privateKeyToAccount(Redacted.value(config.relayerKey)).address,
-        }),
+        Effect.flatMap(relayerAddressesOf(file.chains, config.relayerKey), (relayers) =>
+          verifyChains(file.chains, { relayers }),
+        ),
       ),
     ),
   );

@@ -21,7 +21,7 @@ import {
   maxUint256,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
+import { MandateEscrowAbi, MandateEscrowBytecode } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import type { ChainConfig } from "../../service/chains/config.ts";
 import {
@@ -43,6 +43,13 @@ export const LOCAL_DEPLOYER_KEY: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb4
  * account of its own, so its nonces never race the deployer's or a test's transactions. Test use only.
  */
 export const LOCAL_RELAYER_KEY: Hex = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
+
+/**
+ * anvil's seventh default account: the operator `config/chains.json` names, as an operator's cold key
+ * or Safe would be on a real chain. Its mandates are charged by the relayer it names (the stack names
+ * it at every start); with its key a newcomer can rotate the relayer (docs/operations.md). Test use only.
+ */
+export const LOCAL_OPERATOR_KEY: Hex = "0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e";
 
 /** anvil's eighth default account: the local USDC's test faucet, a minter of its own. Test use only. */
 export const LOCAL_FAUCET_KEY: Hex = "0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356";
@@ -254,6 +261,8 @@ export const resolveLocalChain = async (
   // A relayer other than anvil's own accounts (RELAYER_PRIVATE_KEY) starts with nothing to pay gas with.
   if ((await publicClient.getBalance({ address: relayer })) === 0n)
     await rpc(anvil.http, "anvil_setBalance", [relayer, `0x${(10n ** 22n).toString(16)}`]);
+  if (chain.operator !== undefined && escrow.address !== undefined)
+    await nameRelayer(publicClient, anvil.http, escrow.address as Hex, getAddress(chain.operator), relayer);
   const safeFactory = known.SafeProxyFactory?.address;
   const walletFactories = [...(chain.wallet_factories ?? [])];
   if (safeFactory && !walletFactories.some((f) => f.toLowerCase() === safeFactory.toLowerCase()))
@@ -270,6 +279,37 @@ export const resolveLocalChain = async (
     escrow,
     wallet_factories: walletFactories,
   };
+};
+
+/**
+ * The chain's operator names the relayer on the escrow (`setRelayer`), unless it has already: anvil
+ * lets the stack send as any address, as the operator's owner would sign on a real chain.
+ */
+const nameRelayer = async (
+  publicClient: ReturnType<typeof createPublicClient>,
+  rpcUrl: string,
+  escrow: Hex,
+  operator: Hex,
+  relayer: Hex,
+) => {
+  const read = { address: escrow, abi: MandateEscrowAbi } as const;
+  if (await publicClient.readContract({ ...read, functionName: "isRelayer", args: [operator, relayer] }))
+    return;
+  await rpc(rpcUrl, "anvil_impersonateAccount", [operator]);
+  try {
+    if ((await publicClient.getBalance({ address: operator })) === 0n)
+      await rpc(rpcUrl, "anvil_setBalance", [operator, `0x${(10n ** 18n).toString(16)}`]);
+    const hash = await createWalletClient({ account: operator, transport: http(rpcUrl) }).writeContract({
+      ...read,
+      chain: null,
+      functionName: "setRelayer",
+      args: [relayer, true],
+    });
+    const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+    if (receipt.status !== "success") throw new Error(`setRelayer(${relayer}) by ${operator} reverted`);
+  } finally {
+    await rpc(rpcUrl, "anvil_stopImpersonatingAccount", [operator]);
+  }
 };
 
 /**

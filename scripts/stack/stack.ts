@@ -11,6 +11,7 @@ import { SqlClient } from "effect/sql";
 import { privateKeyToAccount } from "viem/accounts";
 import { verifyChains } from "../../service/chains/chain-verification.ts";
 import { type ChainConfig, loadChainsFile } from "../../service/chains/config.ts";
+import { relayerAddressesOf } from "../../service/chains/relayer-keys.ts";
 import type { ServiceConfig } from "../../service/config/env.ts";
 import { ONCHAIN_SCHEMA } from "../../service/db/client.ts";
 import { type RunningService, startService } from "../../service/main.ts";
@@ -271,7 +272,11 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     }
     // Chains that are not local must be what the config says before anything indexes or sends on them.
     const verified = await Effect.runPromise(
-      Effect.result(verifyChains(chains, { relayer: relayer.address })),
+      Effect.result(
+        Effect.flatMap(relayerAddressesOf(chains, Redacted.make(relayerKey)), (relayers) =>
+          verifyChains(chains, { relayers }),
+        ),
+      ),
     );
     if (verified._tag === "Failure") throw new Error(`refusing to start:\n${verified.failure.message}`);
     mark("chains");

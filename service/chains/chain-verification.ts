@@ -3,7 +3,7 @@
  * escrow address would have payers send money to deposit addresses nothing can sweep, a wrong RPC would
  * index another chain, a missing `start_block` would backfill from genesis. Each problem is one line
  * naming the chain and the rule; the caller refuses to start on any. Local chains are the stack's own
- * (it deployed them a moment ago) and are not checked.
+ * (it deployed them a moment ago, and named its relayer) and are not checked.
  */
 import { Effect, Schema } from "effect";
 import { createPublicClient, erc20Abi, type Hex, http, type PublicClient } from "viem";
@@ -31,6 +31,7 @@ export interface ChainToVerify {
   readonly id: number;
   readonly name: string;
   readonly local?: unknown;
+  readonly operator?: string;
   readonly rpc?: { readonly http: readonly string[] };
   readonly escrow: { readonly address?: string; readonly start_block?: number };
   readonly tokens: ReadonlyArray<{
@@ -41,8 +42,11 @@ export interface ChainToVerify {
 }
 
 export interface VerifyOptions {
-  /** The relayer's address: a publicly known key is refused. Omitted by the indexer, which has no key. */
-  readonly relayer?: string | undefined;
+  /**
+   * Each chain's relayer address: a publicly known key is refused, and so is one the chain's `operator`
+   * has not named (`isRelayer`). Omitted by the indexer, which has no key.
+   */
+  readonly relayers?: ReadonlyMap<number, string>;
   /** Per RPC call (default 10 s). */
   readonly timeoutMs?: number;
 }
@@ -67,11 +71,13 @@ const problemsOf = (chain: ChainToVerify, options: VerifyOptions): Effect.Effect
       refuse(
         "escrow.start_block is missing (the indexer would read the chain from genesis; npm run deploy prints it)",
       );
-    const relayerKey = options.relayer === undefined ? undefined : publiclyKnownAddress(options.relayer);
+    const relayer = options.relayers?.get(chain.id);
+    const relayerKey = relayer === undefined ? undefined : publiclyKnownAddress(relayer);
     if (relayerKey !== undefined)
-      refuse(
-        `the relayer key (RELAYER_PRIVATE_KEY) is publicly known (${relayerKey}); use a key of your own`,
-      );
+      refuse(`the relayer key is publicly known (${relayerKey}); use a key of your own`);
+    const operatorKey = chain.operator === undefined ? undefined : publiclyKnownAddress(chain.operator);
+    if (operatorKey !== undefined)
+      refuse(`operator ${chain.operator} is a publicly known account (${operatorKey}); name one of your own`);
     const urls = chain.rpc?.http ?? [];
     if (urls.length === 0) {
       refuse("rpc.http is missing");
@@ -135,6 +141,26 @@ const problemsOf = (chain: ChainToVerify, options: VerifyOptions): Effect.Effect
       else if (named.success.toLowerCase() !== expected)
         refuse(`escrow ${escrow} names collector ${named.success}, not ${expected} (its nonce-1 contract)`);
       else yield* codeMatches(expected, COLLECTOR_CODE, "the escrow's collector");
+      const operator = chain.operator as Hex | undefined;
+      if (
+        operator !== undefined &&
+        relayer !== undefined &&
+        operator.toLowerCase() !== relayer.toLowerCase()
+      ) {
+        const named = yield* call(() =>
+          client.readContract({
+            address: escrow,
+            abi: MandateEscrowAbi,
+            functionName: "isRelayer",
+            args: [operator, relayer as Hex],
+          }),
+        );
+        if (named._tag === "Failure") refuse(`escrow ${escrow}: isRelayer() failed (${named.failure})`);
+        else if (!named.success)
+          refuse(
+            `operator ${operator} has not named relayer ${relayer} on the escrow (npm run cli -- relayer name --chain ${chain.id})`,
+          );
+      }
     }
 
     yield* Effect.forEach(

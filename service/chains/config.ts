@@ -82,6 +82,24 @@ export type GasConfig = typeof GasConfig.Type;
 /** How many times a stuck transaction is replaced when the chain config names no `gas.max_replacements`. */
 export const DEFAULT_MAX_REPLACEMENTS = 10;
 
+const EnvName = Schema.String.check(
+  Schema.isPattern(/^[A-Z_][A-Z0-9_]{0,63}$/, {
+    message: "must be an environment variable's name (A-Z, 0-9, _)",
+  }),
+);
+
+/**
+ * Where the chain's relayer key comes from; the chains file never holds a secret. `key_env`: the
+ * environment variable holding the key (0x and 64 hex digits); `keystore`: an encrypted Web3 Secret
+ * Storage (V3) file, as geth and `cast wallet import` write it, and the variable holding its password.
+ * Without either, the chain uses RELAYER_PRIVATE_KEY.
+ */
+const RelayerKeySource = Schema.Union([
+  Schema.Struct({ key_env: EnvName }),
+  Schema.Struct({ keystore: Schema.String.check(Schema.isBetweenLength(1, 4096)), password_env: EnvName }),
+]);
+export type RelayerKeySource = typeof RelayerKeySource.Type;
+
 const EscrowConfig = Schema.Struct({
   address: Schema.optionalKey(Address),
   start_block: Schema.optionalKey(NonNegativeInt),
@@ -127,6 +145,14 @@ export const ChainConfig = Schema.Struct({
   escrow_available: Schema.Boolean,
   hold_seconds: NonNegativeInt,
   confirmations: NonNegativeInt,
+  /**
+   * The address new mandates' and payments' terms name as their operator: a cold key or a Safe that
+   * names the relayer keys allowed to act for it (`setRelayer`), so a relayer key rotates without any
+   * customer signing again. Default: the relayer's own address (then a new key means new terms).
+   */
+  operator: Schema.optionalKey(Address),
+  /** Where the relayer key of this chain comes from (default: RELAYER_PRIVATE_KEY). */
+  relayer: Schema.optionalKey(RelayerKeySource),
   /** Most the relayer may spend on gas on this chain in any hour (default 10^18 wei). */
   relayer_budget_wei_per_hour: Schema.optionalKey(Wei),
   /** Fee ceilings, replacements, the gas-limit method and balance thresholds of the relayer. */

@@ -1,12 +1,15 @@
 /**
- * The relayer's account on each chain: the key (none: the service cannot send), signing, and the
- * broadcast of signed bytes. Shared by submissions (relayer.ts) and the tracker (relayer-tracker.ts).
+ * The relayer's account on each chain: its key (relayer-keys.ts; none: the service sends nothing there),
+ * the operator new terms name there, signing, and the broadcast of signed bytes. Shared by submissions
+ * (relayer.ts) and the tracker (relayer-tracker.ts).
  */
 import { Context, Effect, Layer, Redacted, Schema } from "effect";
 import { type Hex, keccak256 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { ChainClients } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
+import { ChainRegistry } from "./registry.ts";
+import { relayerKeysOf } from "./relayer-keys.ts";
 
 export class RelayerError extends Schema.TaggedError<RelayerError>()("RelayerError", {
   reason: Schema.Literals([
@@ -35,10 +38,13 @@ const isBenignBroadcastError = (error: unknown) =>
     String(error),
   );
 
-const make = (key: Redacted.Redacted<Hex> | undefined) =>
+const make = (fallback: Redacted.Redacted<Hex> | undefined) =>
   Effect.gen(function* () {
     const clients = yield* ChainClients;
-    const account = key ? privateKeyToAccount(Redacted.value(key)) : undefined;
+    const registry = yield* ChainRegistry;
+    const keys = yield* relayerKeysOf(registry.all, fallback);
+    const accounts = new Map(Array.from(keys, ([id, key]) => [id, privateKeyToAccount(Redacted.value(key))]));
+    const accountOf = (chainId: number) => accounts.get(chainId);
 
     const rpc = <A>(what: string, f: () => Promise<A>) =>
       Effect.tryPromise({
@@ -49,10 +55,11 @@ const make = (key: Redacted.Redacted<Hex> | undefined) =>
 
     const sign = (chain: ResolvedChain, tx: UnsignedTransaction) =>
       Effect.gen(function* () {
+        const account = accountOf(chain.id);
         if (!account)
           return yield* new RelayerError({
             reason: "no_relayer_key",
-            message: "RELAYER_PRIVATE_KEY is not set",
+            message: `no relayer key for chain ${chain.id} (RELAYER_PRIVATE_KEY, or the chain's relayer block)`,
           });
         const raw = yield* Effect.promise(() =>
           account.signTransaction({ type: "eip1559", chainId: chain.id, ...tx }),
@@ -74,10 +81,28 @@ const make = (key: Redacted.Redacted<Hex> | undefined) =>
       );
 
     return {
-      /** The account's address; undefined without a key. */
-      address: account?.address,
-      /** The address as stored (lower case). */
-      from: account?.address.toLowerCase(),
+      /** The relayer's address on the chain; undefined without a key there. */
+      address: (chainId: number): Hex | undefined => accountOf(chainId)?.address,
+      /** The same as stored (lower case). */
+      from: (chainId: number): string | undefined => accountOf(chainId)?.address.toLowerCase(),
+      /**
+       * The operator new terms name on the chain: its `operator` (which names this relayer on chain),
+       * else the relayer itself. Undefined without a relayer key: nothing could act for it.
+       */
+      operator: (chain: ResolvedChain): Hex | undefined => {
+        const relayer = accountOf(chain.id)?.address;
+        return relayer === undefined ? undefined : ((chain.operator as Hex | undefined) ?? relayer);
+      },
+      /**
+       * The operators whose mandates and payments the relayer acts for on the chain: the chain's
+       * `operator` and the relayer itself (terms made before an operator was configured name it).
+       */
+      actsFor: (chain: ResolvedChain, operator: string): boolean => {
+        const relayer = accountOf(chain.id)?.address.toLowerCase();
+        if (relayer === undefined) return false;
+        const named = operator.toLowerCase();
+        return named === relayer || named === chain.operator?.toLowerCase();
+      },
       rpc,
       sign,
       broadcast,
@@ -88,6 +113,7 @@ export class RelayerAccount extends Context.Service<
   RelayerAccount,
   Effect.Success<ReturnType<typeof make>>
 >()("RelayerAccount") {
-  static readonly layer = (key: Redacted.Redacted<Hex> | undefined) =>
-    Layer.effect(RelayerAccount, make(key));
+  /** `fallback`: RELAYER_PRIVATE_KEY, the key of every chain whose config names no other. */
+  static readonly layer = (fallback: Redacted.Redacted<Hex> | undefined) =>
+    Layer.effect(RelayerAccount, make(fallback));
 }

@@ -67,7 +67,7 @@ const make = Effect.gen(function* () {
   /** Reads the balance now; undefined without a key or an answer. */
   const read = (chain: ResolvedChain) =>
     Effect.gen(function* () {
-      const address = account.address;
+      const address = account.address(chain.id);
       if (address === undefined) return undefined;
       const balance = yield* clients
         .rpc(chain, "relayer balance", () => clients.client(chain).getBalance({ address }))

@@ -136,7 +136,8 @@ export const makeAuthorizationGroups = (steps: Effect.Success<typeof makeSubmiss
     /** Sends a group and answers every caller in it: its item's row, or the group's failure. */
     const sendGroup = (chain: ResolvedChain, waiting: ReadonlyArray<Waiting>) =>
       Effect.gen(function* () {
-        const { address, from } = account;
+        const address = account.address(chain.id);
+        const from = account.from(chain.id);
         const sent = yield* Effect.exit(
           address === undefined || from === undefined
             ? Effect.fail(noRelayerKey())
@@ -183,7 +184,7 @@ export const makeAuthorizationGroups = (steps: Effect.Success<typeof makeSubmiss
       grouped: GroupedAuthorization<E>,
     ): Effect.Effect<RelayedTransaction, E | RelayerError | SqlError.SqlError> =>
       Effect.gen(function* () {
-        if (account.address === undefined) return yield* noRelayerKey();
+        if (account.address(chainId) === undefined) return yield* noRelayerKey();
         const queue = collectors.get(chainId);
         if (queue === undefined)
           return yield* new RelayerError({ reason: "unknown_chain", message: `no chain ${chainId}` });

@@ -70,7 +70,8 @@ export const rebroadcast = (chain: ResolvedChain, row: TransactionRow) =>
 /**
  * A stuck transaction's replacement within the chain's bounds (ceiling, count, budget: the raised cost
  * counts from now, so what the window already counts of it is set against it). Without one, bytes the
- * node lost are still sent again when the base fee allows.
+ * node lost are still sent again when the base fee allows. A transaction of a key this process no longer
+ * holds (rotated out: docs/operations.md) is never replaced, only sent again while a node lacks it.
  */
 export const replace = (
   chain: ResolvedChain,
@@ -84,6 +85,11 @@ export const replace = (
     const old = { maxFeePerGas: row.max_fee_per_gas, maxPriorityFeePerGas: row.max_priority_fee_per_gas };
     const baseFee = Option.map(current, (fees) => fees.baseFeePerGas).pipe(Option.getOrUndefined);
     const mineable = (maxFee: bigint) => baseFee === undefined || mineableAt(maxFee, baseFee);
+    const from = account.from(chain.id);
+    if (from !== row.from_address)
+      return nodeHasTransaction === false && mineable(old.maxFeePerGas)
+        ? yield* rebroadcast(chain, row)
+        : undefined;
     const unreplaced = (reason: HeldReason) =>
       nodeHasTransaction === false && !mineable(old.maxFeePerGas)
         ? hold(chain, row, "fee_ceiling", "send")
@@ -100,7 +106,6 @@ export const replace = (
     });
     if (decided.kind === "held") return yield* unreplaced(decided.reason);
     const { fees } = decided;
-    const from = account.from ?? row.from_address;
     const counted = row.signed_at >= (yield* budgetWindowStart) ? row.gas_limit * old.maxFeePerGas : 0n;
     const spent = yield* spentThisHour(store, chain, from);
     if (!withinBudget(spent, row.gas_limit * fees.maxFeePerGas - counted, relayerBudget(chain)))

@@ -257,9 +257,9 @@ const make = Effect.gen(function* () {
       }),
 
     /** Chains on which the account has pending transactions. */
-    chainsWithPending: (from: string) =>
+    chainsWithPending: (chainIds: ReadonlyArray<number>) =>
       sql`SELECT DISTINCT chain_id::int AS chain_id FROM billing.relayer_transactions
-        WHERE status = 'pending' AND from_address = ${from} AND carrier_id IS NULL`.pipe(
+        WHERE status = 'pending' AND chain_id = ANY(${chainIds}::bigint[]) AND carrier_id IS NULL`.pipe(
         Effect.flatMap(decodeChains),
         Effect.map((rows) => rows.map((row) => row.chain_id)),
       ),
@@ -268,9 +268,10 @@ const make = Effect.gen(function* () {
         Effect.map((rows) => rows.map((row) => row.nonce)),
       ),
     /** The account's pending transactions (not the items they carry), by chain and nonce. */
-    pendingIds: (from: string) =>
+    pendingIds: (chainIds: ReadonlyArray<number>) =>
       sql`SELECT id FROM billing.relayer_transactions
-        WHERE status = 'pending' AND from_address = ${from} AND carrier_id IS NULL ORDER BY chain_id, nonce`.pipe(
+        WHERE status = 'pending' AND chain_id = ANY(${chainIds}::bigint[]) AND carrier_id IS NULL
+        ORDER BY chain_id, from_address, nonce`.pipe(
         Effect.flatMap(decodeIds),
         Effect.map((rows) => rows.map((row) => row.id)),
       ),

@@ -75,7 +75,10 @@ export const answering = (
     : undefined;
 
 export const noRelayerKey = () =>
-  new RelayerError({ reason: "no_relayer_key", message: "RELAYER_PRIVATE_KEY is not set" });
+  new RelayerError({
+    reason: "no_relayer_key",
+    message: "no relayer key for this chain (RELAYER_PRIVATE_KEY, or the chain's relayer block)",
+  });
 
 /** What a transaction needs read before its database transaction. */
 export interface Prepared {
@@ -104,8 +107,10 @@ export const makeSubmissionSteps = Effect.gen(function* () {
           Effect.provideService(SqlClient.SqlClient, sql),
           Effect.tap(() => Effect.sync(() => sequences.add(chainId))),
         );
-  for (const chain of registry.all)
-    if (account.from !== undefined) yield* ensureNonces(chain.id, account.from);
+  for (const chain of registry.all) {
+    const from = account.from(chain.id);
+    if (from !== undefined) yield* ensureNonces(chain.id, from);
+  }
 
   /** Gas a call uses; a call that would revert fails here, so it is never recorded or sent. */
   const measure = (chain: ResolvedChain, address: Hex, to: Hex, data: Hex) =>

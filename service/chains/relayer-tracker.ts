@@ -83,8 +83,9 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
     const store = yield* RelayerStore;
     const fees = yield* RelayerFees;
     const chain = registry.byId(row.chain_id);
-    const address = account.address;
-    if (!chain || !address) return;
+    // The row's own account: a key rotated out still has its transactions tracked to the end.
+    const address = row.from_address as Hex;
+    if (!chain) return;
     const client = clients.client(chain);
     // The nonce is read before the receipts: a transaction of ours mined in between then shows its
     // receipt below instead of passing for one that another transaction superseded.
@@ -151,7 +152,8 @@ const fillNonceGaps = (chain: ResolvedChain) =>
     const clients = yield* ChainClients;
     const account = yield* RelayerAccount;
     const store = yield* RelayerStore;
-    const { address, from } = account;
+    const address = account.address(chain.id);
+    const from = account.from(chain.id);
     if (!address || !from) return;
     const client = clients.client(chain);
     const gapsNow = Effect.gen(function* () {
@@ -192,20 +194,19 @@ const fillNonceGaps = (chain: ResolvedChain) =>
     Effect.catchTag("RelayerError", (error) => Effect.logWarning("nonce gap check failed", error.message)),
   );
 
-/** One tracking pass over the account's pending transactions, each tracked by one process (SKIP LOCKED). */
+/** One tracking pass over the chains' pending transactions, each tracked by one process (SKIP LOCKED). */
 export const trackPending = (bumpAfter: Duration.Input) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient;
     const registry = yield* ChainRegistry;
-    const account = yield* RelayerAccount;
     const store = yield* RelayerStore;
-    const from = account.from;
-    if (from === undefined) return;
-    for (const chainId of yield* store.chainsWithPending(from)) {
+    const chainIds = registry.all.map((chain) => chain.id);
+    for (const chainId of yield* store.chainsWithPending(chainIds)) {
       const chain = registry.byId(chainId);
       if (chain) yield* fillNonceGaps(chain);
     }
-    for (const id of yield* store.pendingIds(from))
+    // Every account's, not only the current key's: a key rotated out leaves transactions to see mined.
+    for (const id of yield* store.pendingIds(chainIds))
       yield* sql.withTransaction(
         Effect.gen(function* () {
           const row = yield* store.lockPending(id);

@@ -73,10 +73,11 @@ const make = Effect.gen(function* () {
     tx: RelayerSubmission,
   ): Effect.Effect<RelayedTransaction, RelayerError | SqlError.SqlError> =>
     Effect.gen(function* () {
-      const { address, from } = account;
-      if (address === undefined || from === undefined) return yield* noRelayerKey();
       const chain = registry.byId(chainId);
       if (!chain) return yield* new RelayerError({ reason: "unknown_chain", message: `no chain ${chainId}` });
+      const address = account.address(chainId);
+      const from = account.from(chainId);
+      if (address === undefined || from === undefined) return yield* noRelayerKey();
       const answered = yield* existing(chainId, tx);
       if (answered) return answered;
       const gas = tx.gasUsed ?? (yield* steps.measure(chain, address, tx.to, tx.data));
@@ -133,7 +134,11 @@ const make = Effect.gen(function* () {
     }).pipe(Effect.timeoutOption(timeout), Effect.map(Option.getOrUndefined));
 
   return {
+    /** The relayer's address on a chain (the sender of its transactions); undefined without a key. */
     address: account.address,
+    /** The operator new terms name on a chain (see RelayerAccount). */
+    operator: account.operator,
+    actsFor: account.actsFor,
     submit,
     submitAuthorization: groups.submitAuthorization,
     find,

@@ -65,7 +65,7 @@ const make = Effect.gen(function* () {
       const { address, deployment } = request;
       if (!factoryAllowed(chain, deployment.factory))
         return yield* failed(address, `${deployment.factory} is not a wallet factory this chain allows`);
-      if (relayer.address === undefined) return yield* relayerUnavailable("deploy wallets");
+      if (relayer.address(chain.id) === undefined) return yield* relayerUnavailable("deploy wallets");
       const purpose = `wallet-deployment:${chain.id}:${address.toLowerCase()}`;
       if ((yield* relayer.find(chain.id, purpose)) === undefined)
         yield* sql.withTransaction(

@@ -115,8 +115,8 @@ const make = Effect.gen(function* () {
           "mandate_not_authorized",
           "The customer has not signed this mandate yet: send them to its authorization_url.",
         );
-      if (relayer.address === undefined) return yield* relayerUnavailable("send charges");
-      if (mandate.operator_address.toLowerCase() !== relayer.address.toLowerCase())
+      if (relayer.address(chain.id) === undefined) return yield* relayerUnavailable("send charges");
+      if (!relayer.actsFor(chain, mandate.operator_address))
         return yield* refusal(
           "mandate_not_chargeable",
           "This mandate names another operator than this service, so the service cannot charge it.",
@@ -143,8 +143,9 @@ const make = Effect.gen(function* () {
     Effect.gen(function* () {
       // Usually the whole batch succeeds: one run of it gives the relayer its gas too. Otherwise the
       // simulations find which charges fail, and the relayer measures what is left.
-      const operator = batch[0]?.mandate.operator_address as Hex;
-      const isolated = yield* isolateFailures(chain, operator, batch, chargeCall).pipe(
+      // Simulated from the sender: the relayer the operator named (or the operator itself).
+      const sender = relayer.address(chain.id) ?? (batch[0]?.mandate.operator_address as Hex);
+      const isolated = yield* isolateFailures(chain, sender, batch, chargeCall).pipe(
         Effect.mapError(unavailable),
       );
       const failures = new Map(isolated.failing.map(({ item, revert }) => [item, revert] as const));

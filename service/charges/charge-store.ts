@@ -189,14 +189,14 @@ const make = Effect.gen(function* () {
           release_failed_since = NULL, release_retry_at = NULL, updated_at = now() WHERE id = ${id}`),
 
     /**
-     * Held charges whose hold ended at chain time `now`, on mandates `operator` runs, whose release is
+     * Held charges whose hold ended at chain time `now`, on mandates naming one of `operators`, whose release is
      * not held back at `at` (the service's time) and whose token is not among `pausedTokens`; locked,
      * skipping others'.
      */
     lockReleasable: (
       chainId: number,
       now: number,
-      operator: string,
+      operators: ReadonlyArray<string>,
       limit: number,
       at: Date,
       pausedTokens: ReadonlyArray<string>,
@@ -207,7 +207,7 @@ const make = Effect.gen(function* () {
           c.release_failed_since
         FROM billing.charges c JOIN billing.mandates m ON m.id = c.mandate_id
         WHERE c.chain_id = ${chainId} AND c.status = 'succeeded' AND c.release_at > 0
-          AND c.release_at <= ${now} AND c.pending_action IS NULL AND lower(m.operator_address) = ${operator}
+          AND c.release_at <= ${now} AND c.pending_action IS NULL AND lower(m.operator_address) = ANY(${operators}::text[])
           AND (c.release_retry_at IS NULL OR c.release_retry_at <= ${at})
           AND NOT (lower(m.token_address) = ANY (${pausedTokens}::text[]))
         ORDER BY c.release_at LIMIT ${limit}

@@ -114,7 +114,12 @@ export class Charges extends Context.Service<
           const mandate = yield* mandates.load(scope, charge.mandate_id);
           const args = [mandate.onchain_id, charge.period];
           const refused = yield* clients
-            .simulateOutcome(chain, mandate.operator_address as Hex, "returnCharge", args)
+            .simulateOutcome(
+              chain,
+              relayer.address(chain.id) ?? (mandate.operator_address as Hex),
+              "returnCharge",
+              args,
+            )
             .pipe(Effect.mapError(unavailable));
           if (refused !== undefined)
             return yield* refuse(`The escrow refused the return (${refused.reason ?? refused.errorName}).`);

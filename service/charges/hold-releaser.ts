@@ -64,7 +64,7 @@ const retryCleared = (chain: ResolvedChain, at: Date) =>
   }).pipe(Effect.catchTag("ChainUnavailable", () => Effect.void));
 
 /** One chain's due releases, in one transaction; returns how many charges were submitted. */
-const releaseChain = (chain: ResolvedChain, now: number, operator: Hex) =>
+const releaseChain = (chain: ResolvedChain, now: number, sender: Hex, operators: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient;
     const store = yield* ChargeStore;
@@ -78,10 +78,10 @@ const releaseChain = (chain: ResolvedChain, now: number, operator: Hex) =>
     return yield* sql.withTransaction(
       Effect.gen(function* () {
         const due = [
-          ...(yield* store.lockReleasable(chain.id, now, operator.toLowerCase(), RELEASE_BATCH, at, paused)),
+          ...(yield* store.lockReleasable(chain.id, now, operators, RELEASE_BATCH, at, paused)),
         ].sort(byPayout);
         if (due.length === 0) return 0;
-        const isolated = yield* isolateFailures(chain, operator, due, releaseCall);
+        const isolated = yield* isolateFailures(chain, sender, due, releaseCall);
         const pausedNow = new Set<string>();
         for (const { item, revert } of isolated.failing) {
           const verdict = yield* explainTransfer(chain, item.token_address, revert, {
@@ -126,14 +126,15 @@ export const releaseDueHolds = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
   const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
-  const operator = relayer.address;
-  if (operator === undefined) return 0;
   let submitted = 0;
   for (const chain of registry.all) {
-    if (!chain.escrow_available) continue;
+    const sender = relayer.address(chain.id);
+    const operator = relayer.operator(chain);
+    if (!chain.escrow_available || sender === undefined || operator === undefined) continue;
     const now = yield* heads.latestTime(chain).pipe(Effect.option);
     if (now._tag === "None") continue;
-    submitted += yield* releaseChain(chain, now.value, operator).pipe(
+    const operators = [...new Set([operator.toLowerCase(), sender.toLowerCase()])];
+    submitted += yield* releaseChain(chain, now.value, sender, operators).pipe(
       Effect.catchTag("ChainUnavailable", (error) =>
         Effect.as(
           Effect.logWarning("releases not simulated; will retry").pipe(

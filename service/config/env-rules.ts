@@ -49,6 +49,15 @@ export const required =
 
 const matching = (pattern: RegExp) => Schema.String.check(Schema.isPattern(pattern));
 
+/** A private key in the named variable: RELAYER_PRIVATE_KEY, or one a chain's `relayer.key_env` names. */
+export const privateKeyVariable = (name: string) =>
+  variable(name, "0x followed by 64 hex digits (a 32-byte private key)", matching(/^0x[0-9a-fA-F]{64}$/), {
+    secret: true,
+  });
+
+/** A secret in the named variable (a chain's `relayer.password_env`: its keystore's password). */
+export const secretVariable = (name: string) => variable(name, "a string", Schema.String, { secret: true });
+
 const integer = (min: number, max: number) =>
   Schema.String.check(Schema.isPattern(/^\d{1,9}$/)).pipe(
     Schema.decodeTo(
@@ -164,12 +173,7 @@ export const env = {
     secretsKeySchema,
     { secret: true },
   ),
-  RELAYER_PRIVATE_KEY: variable(
-    "RELAYER_PRIVATE_KEY",
-    "0x followed by 64 hex digits (a 32-byte private key)",
-    matching(/^0x[0-9a-fA-F]{64}$/),
-    { secret: true },
-  ),
+  RELAYER_PRIVATE_KEY: privateKeyVariable("RELAYER_PRIVATE_KEY"),
   RELAYER_BUMP_AFTER_SECONDS: variable(
     "RELAYER_BUMP_AFTER_SECONDS",
     "an integer from 1 to 3600",

@@ -421,7 +421,8 @@ const make = Effect.gen(function* () {
       // A permit is a call of the token, which its issuer's pause refuses: 503, nothing sent.
       if (item.permit !== null) yield* tokenStates.guard(chain, mandate.token_address);
       const { functionName, args } = authorizeCall(item);
-      if (relayer.address === undefined) return yield* relayerUnavailable("send transactions");
+      const sender = relayer.address(chain.id);
+      if (sender === undefined) return yield* relayerUnavailable("send transactions");
       // One run of the call checks the signature as the escrow will (an EOA's by recovery, a contract
       // wallet's by ERC-1271) and the nonce against the chain's, and gives the relayer its gas; only a
       // call that fails it costs the simulation that names the escrow's error. Recovering the signature
@@ -430,11 +431,11 @@ const make = Effect.gen(function* () {
       // an earlier attempt of this same action, which the relayer answers instead of sending; and an
       // item the chain refuses after all is skipped alone.
       const measured = yield* clients
-        .measureEscrow(chain, relayer.address, functionName, args, "latest")
+        .measureEscrow(chain, sender, functionName, args, "latest")
         .pipe(Effect.option);
       if (Option.isNone(measured)) {
         const refused = yield* clients
-          .simulateOutcome(chain, relayer.address, functionName, args)
+          .simulateOutcome(chain, sender, functionName, args)
           .pipe(Effect.mapError(unavailable));
         if (refused?.errorName === "InvalidSignature")
           return yield* refuse(

@@ -166,7 +166,7 @@ export class Mandates extends Context.Service<
       const open = (scope: MerchantScope, terms: MandateTerms) =>
         Effect.gen(function* () {
           yield* requireRecurringOpen(terms.chain, "chain", "");
-          const operator = relayer.address;
+          const operator = relayer.operator(terms.chain);
           if (!operator) return yield* relayerUnavailable("open mandates");
           // Period 0 starts now, as the chain tells time (a test clock moves it), unless the terms say when.
           const anchor =
@@ -219,16 +219,16 @@ export class Mandates extends Context.Service<
       /** Puts a lower cap on chain: checked by a simulation first (nothing is sent when it would fail). */
       const sendLowerCap = (chain: ResolvedChain, mandate: MandateRow, cap: bigint) =>
         Effect.gen(function* () {
-          const operator = relayer.address;
-          if (operator === undefined) return yield* relayerUnavailable("lower a cap on chain");
-          if (mandate.operator_address.toLowerCase() !== operator.toLowerCase())
+          const sender = relayer.address(chain.id);
+          if (sender === undefined) return yield* relayerUnavailable("lower a cap on chain");
+          if (!relayer.actsFor(chain, mandate.operator_address))
             return yield* refuse(
               "mandate_not_chargeable",
               "This mandate names another operator than this service, so the service cannot lower its cap on chain.",
             );
           const args = [mandate.onchain_id, cap];
           const refused = yield* clients
-            .simulateOutcome(chain, operator, "lowerCap", args)
+            .simulateOutcome(chain, sender, "lowerCap", args)
             .pipe(Effect.mapError(unavailable));
           if (refused?.errorName === "Revoked")
             return yield* refuse("mandate_revoked", "The customer revoked this mandate on chain.");

@@ -133,14 +133,15 @@ const make = Effect.gen(function* () {
       const deadline = BigInt(input.deadline);
       const now = yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable));
       if (deadline < BigInt(now)) return yield* refusalOf("SignatureExpired");
-      if (relayer.address === undefined) return yield* relayerUnavailable("send a revocation");
+      const sender = relayer.address(chain.id);
+      if (sender === undefined) return yield* relayerUnavailable("send a revocation");
       const args = [onchainId, deadline, input.signature];
       const measured = yield* clients
-        .measureEscrow(chain, relayer.address, "revokeWithSignature", args, "latest")
+        .measureEscrow(chain, sender, "revokeWithSignature", args, "latest")
         .pipe(Effect.option);
       if (Option.isNone(measured)) {
         const refused = yield* clients
-          .simulateOutcome(chain, relayer.address, "revokeWithSignature", args)
+          .simulateOutcome(chain, sender, "revokeWithSignature", args)
           .pipe(Effect.mapError(unavailable));
         if (refused !== undefined) return yield* refusalOf(refused.errorName);
       }

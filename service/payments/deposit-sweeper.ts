@@ -83,13 +83,13 @@ export const sweepDeposits = Effect.gen(function* () {
   const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const store = yield* PaymentStore;
-  const from = relayer.address;
-  if (from === undefined) return;
   yield* store.retryRevertedSweeps;
   yield* Effect.forEach(
     registry.all,
     (chain) =>
       Effect.gen(function* () {
+        const from = relayer.address(chain.id);
+        if (from === undefined) return;
         const at = new Date(yield* Clock.currentTimeMillis);
         yield* retryCleared(chain, "sweep", at);
         if (!(yield* store.workOn(chain.id, at)).sweep_due) return;

@@ -225,8 +225,8 @@ const make = Effect.gen(function* () {
   /** The relayer's call, simulated: the token's own refusal, mapped to our codes. */
   const simulate = (chain: ResolvedChain, token: Hex, data: Hex) =>
     Effect.gen(function* () {
-      if (relayer.address === undefined) return yield* relayerUnavailable("send gasless payments");
-      const from = relayer.address;
+      const from = relayer.address(chain.id);
+      if (from === undefined) return yield* relayerUnavailable("send gasless payments");
       const outcome = yield* Effect.tryPromise({
         try: () => clients.client(chain).call({ account: from, to: token, data, blockTag: "pending" }),
         catch: (error) => error,

@@ -71,13 +71,13 @@ export const releasePaymentHolds = Effect.gen(function* () {
   const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const store = yield* PaymentStore;
-  const from = relayer.address;
-  if (from === undefined) return;
   yield* store.clearRevertedActions;
   yield* Effect.forEach(
     registry.all.filter((chain) => chain.escrow_available),
     (chain) =>
       Effect.gen(function* () {
+        const from = relayer.address(chain.id);
+        if (from === undefined) return;
         const at = new Date(yield* Clock.currentTimeMillis);
         yield* retryCleared(chain, "release", at);
         if (!(yield* store.workOn(chain.id, at)).held) return;

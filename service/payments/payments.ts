@@ -133,7 +133,7 @@ export class Payments extends Context.Service<
           const amount = parseDecimal(input.amount_decimal, token.decimals, MAX_CAP_UNITS);
           if (Result.isFailure(amount))
             return yield* invalidParam("amount_decimal", `amount_decimal ${amount.failure.message}.`);
-          const operator = relayer.address;
+          const operator = relayer.operator(chain);
           if (!operator) return yield* relayerUnavailable("take payments");
           // Expiry counts in chain time, as the chain tells it (a test clock moves it).
           const head = yield* heads.latestBlock(chain).pipe(Effect.mapError(unavailable));
@@ -225,7 +225,12 @@ export class Payments extends Context.Service<
             );
           const args = [depositTermsOf(row), getAddress(to)] as const;
           const refused = yield* clients
-            .simulateOutcome(chain, row.operator_address as Hex, "returnPayment", args)
+            .simulateOutcome(
+              chain,
+              relayer.address(chain.id) ?? (row.operator_address as Hex),
+              "returnPayment",
+              args,
+            )
             .pipe(Effect.mapError(unavailable));
           if (refused !== undefined)
             return yield* notReturnable(

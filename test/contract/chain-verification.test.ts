@@ -11,6 +11,7 @@ import { Effect } from "effect";
 import { createPublicClient, createWalletClient, type Hex, http, type PublicClient, parseEther } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { TestUSDCAbi, TestUSDCBytecode } from "../../abis/TestUSDC.ts";
 import { TestWalletRuntime } from "../../abis/TestWallet.ts";
 import { deployDeterministic, ensureCreate2Proxy } from "../../scripts/contracts/deterministic-deployment.ts";
@@ -69,7 +70,8 @@ afterAll(async () => {
 
 /** The lines a chain is refused with ([] when it passes). */
 const problems = async (chain: ChainToVerify, relayer?: string) => {
-  const result = await Effect.runPromise(Effect.result(verifyChains([chain], { relayer })));
+  const relayers = new Map(relayer === undefined ? [] : [[chain.id, relayer]]);
+  const result = await Effect.runPromise(Effect.result(verifyChains([chain], { relayers })));
   return result._tag === "Success" ? [] : result.failure.problems;
 };
 
@@ -136,9 +138,45 @@ describe("the start checks of a chain that is not local", () => {
   it("refuse a publicly known relayer key", async () => {
     expect(await problems(base, privateKeyToAccount(LOCAL_RELAYER_KEY).address)).toEqual([
       at(
-        "the relayer key (RELAYER_PRIVATE_KEY) is publicly known (account 2 of anvil's and Hardhat's default mnemonic); use a key of your own",
+        "the relayer key is publicly known (account 2 of anvil's and Hardhat's default mnemonic); use a key of your own",
       ),
     ]);
+  });
+
+  it("refuse an operator that has not named the relayer, and pass once it has (setRelayer)", async () => {
+    const operator = privateKeyToAccount(generatePrivateKey());
+    const relayer = privateKeyToAccount(generatePrivateKey()).address;
+    const chain = { ...base, operator: operator.address };
+    expect(await problems(chain, relayer)).toEqual([
+      at(
+        `operator ${operator.address} has not named relayer ${relayer} on the escrow (npm run cli -- relayer name --chain ${CHAIN_ID})`,
+      ),
+    ]);
+    const url = base.rpc.http[0];
+    await rpc(url, "anvil_setBalance", [operator.address, `0x${parseEther("1").toString(16)}`]);
+    const writer = createWalletClient({ account: operator, transport: http(url) });
+    const hash = await writer.writeContract({
+      address: escrow,
+      abi: MandateEscrowAbi,
+      functionName: "setRelayer",
+      args: [relayer, true],
+      chain: null,
+    });
+    expect((await client.waitForTransactionReceipt({ hash })).status).toBe("success");
+    expect(await problems(chain, relayer)).toEqual([]);
+    // The operator as its own relayer needs no naming.
+    expect(await problems(chain, operator.address)).toEqual([]);
+  });
+
+  it("refuse a publicly known operator", async () => {
+    const anvils0 = privateKeyToAccount(LOCAL_RELAYER_KEY).address;
+    const relayer = privateKeyToAccount(generatePrivateKey()).address;
+    const found = await problems({ ...base, operator: anvils0 }, relayer);
+    expect(found[0]).toBe(
+      at(
+        `operator ${anvils0} is a publicly known account (account 2 of anvil's and Hardhat's default mnemonic); name one of your own`,
+      ),
+    );
   });
 });
 
@@ -203,7 +241,7 @@ describe("refusing to start", () => {
     expect(lines[0]).toBe("Refusing to start:");
     expect(lines).toContain(
       at(
-        "the relayer key (RELAYER_PRIVATE_KEY) is publicly known (account 2 of anvil's and Hardhat's default mnemonic); use a key of your own",
+        "the relayer key is publicly known (account 2 of anvil's and Hardhat's default mnemonic); use a key of your own",
       ),
     );
     expect(

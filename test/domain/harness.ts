@@ -110,7 +110,9 @@ const outcome = (state: FakeChain, functionName: string, args: readonly unknown[
 const fakeRelayer = (state: FakeChain) => {
   const sent = new Map<string, RelayedTransaction>();
   return Layer.succeed(Relayer, {
-    address: RELAYER,
+    address: () => RELAYER,
+    operator: () => RELAYER,
+    actsFor: (_chain, operator) => operator.toLowerCase() === RELAYER,
     submit: (chainId, tx) =>
       Effect.sync(() => {
         const known = sent.get(tx.purpose);
