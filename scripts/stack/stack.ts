@@ -351,7 +351,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       const processes = [...anvils.map((a) => a.pid), ponder.pid];
       writeFileSync(
         stackFile,
-        `${JSON.stringify({ databaseUrl, apiUrl: service.url, ponderUrl: ponder.url, processes }, null, 2)}\n`,
+        `${JSON.stringify({ databaseUrl, apiUrl: service.url, ponderUrl: ponder.url, chainsFile, processes }, null, 2)}\n`,
       );
     };
     writeStackFile();

@@ -158,7 +158,7 @@ const problemsOf = (chain: ChainToVerify, options: VerifyOptions): Effect.Effect
         if (named._tag === "Failure") refuse(`escrow ${escrow}: isRelayer() failed (${named.failure})`);
         else if (!named.success)
           refuse(
-            `operator ${operator} has not named relayer ${relayer} on the escrow (npm run cli -- relayer name --chain ${chain.id})`,
+            `operator ${operator} has not named relayer ${relayer} on the escrow (npm run relayer -- sign --chain ${chain.id} --relayer ${relayer} --allowed true, then submit)`,
           );
       }
     }

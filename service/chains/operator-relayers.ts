@@ -5,6 +5,8 @@
  * submitted by anyone). Rotating a relayer key changes no terms, so no customer signs again.
  */
 
+import type { Hex } from "viem";
+
 /** What an operator signs to name (`allowed`) or remove a relayer; `nonce` is its `relayerNonce`. */
 export const SET_RELAYER_TYPES = {
   SetRelayer: [
@@ -14,3 +16,19 @@ export const SET_RELAYER_TYPES = {
     { name: "deadline", type: "uint64" },
   ],
 } as const;
+
+export interface SetRelayerMessage {
+  readonly relayer: Hex;
+  readonly allowed: boolean;
+  readonly nonce: bigint;
+  readonly deadline: bigint;
+}
+
+/** The typed data an operator signs for `setRelayerWithSignature` on the escrow at `escrow`. */
+export const setRelayerTypedData = (chainId: number, escrow: Hex, message: SetRelayerMessage) =>
+  ({
+    domain: { name: "MandateEscrow", version: "1", chainId, verifyingContract: escrow },
+    types: SET_RELAYER_TYPES,
+    primaryType: "SetRelayer",
+    message,
+  }) as const;

@@ -11,7 +11,7 @@ import { Effect, Option, Redacted, Schema } from "effect";
 import type { Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { privateKeyVariable, secretVariable } from "../config/env-rules.ts";
-import type { ChainConfig } from "./config.ts";
+import type { ChainConfig, RelayerKeySource } from "./config.ts";
 
 export class RelayerKeysRefused extends Schema.TaggedError<RelayerKeysRefused>()("RelayerKeysRefused", {
   problems: Schema.Array(Schema.String),
@@ -52,25 +52,30 @@ const fromKeystore = (path: string, passwordEnv: string) =>
     const password = yield* variableValue<string>(secretVariable(passwordEnv), passwordEnv);
     const text = yield* Effect.tryPromise({
       try: () => readFile(path, "utf8"),
-      catch: (error) => `relayer.keystore: cannot read ${path} (${firstLine(error)})`,
+      catch: (error) => `keystore: cannot read ${path} (${firstLine(error)})`,
     });
     const wallet = yield* Effect.tryPromise({
       try: () => Wallet.fromV3(text, password, true),
-      catch: (error) => `relayer.keystore ${path}: ${firstLine(error)}`,
+      catch: (error) => `keystore ${path}: ${firstLine(error)}`,
     });
     return wallet.getPrivateKeyString() as Hex;
   });
 
+/** The key a source names (the operator CLI reads the operator's key the same way); fails with the problem. */
+export const keyFromSource = (source: RelayerKeySource): Effect.Effect<Redacted.Redacted<Hex>, string> =>
+  Effect.map(
+    "key_env" in source
+      ? variableValue<Hex>(privateKeyVariable(source.key_env), source.key_env)
+      : fromKeystore(source.keystore, source.password_env),
+    (hex) => Redacted.make(hex),
+  );
+
 const keyOf = (chain: KeyChain, fallback: Redacted.Redacted<Hex> | undefined) => {
   const source = chain.relayer;
   if (source === undefined) return Effect.succeed(fallback);
-  const key =
-    "key_env" in source
-      ? variableValue<Hex>(privateKeyVariable(source.key_env), source.key_env).pipe(
-          Effect.mapError((problem) => `relayer.key_env: ${problem}`),
-        )
-      : fromKeystore(source.keystore, source.password_env);
-  return Effect.map(key, (hex) => Redacted.make(hex));
+  return keyFromSource(source).pipe(
+    Effect.mapError((problem) => ("key_env" in source ? `relayer.key_env: ${problem}` : problem)),
+  );
 };
 
 /** Every chain's key; fails with every chain's problem at once. */

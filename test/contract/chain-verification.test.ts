@@ -149,7 +149,7 @@ describe("the start checks of a chain that is not local", () => {
     const chain = { ...base, operator: operator.address };
     expect(await problems(chain, relayer)).toEqual([
       at(
-        `operator ${operator.address} has not named relayer ${relayer} on the escrow (npm run cli -- relayer name --chain ${CHAIN_ID})`,
+        `operator ${operator.address} has not named relayer ${relayer} on the escrow (npm run relayer -- sign --chain ${CHAIN_ID} --relayer ${relayer} --allowed true, then submit)`,
       ),
     ]);
     const url = base.rpc.http[0];

@@ -31,7 +31,7 @@ import {
   usdcAbi,
 } from "../../scripts/stack/circle-usdc.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
-import { SET_RELAYER_TYPES } from "../../service/chains/operator-relayers.ts";
+import { setRelayerTypedData } from "../../service/chains/operator-relayers.ts";
 import { PERMIT_TYPES, REVOKE_TYPES, TERMS_TYPES } from "../../service/mandates/terms.ts";
 import {
   TRANSFER_WITH_AUTHORIZATION_TYPES,
@@ -348,13 +348,7 @@ export const startChain = async (options: { readonly stepsTracing?: boolean } = 
     message: { relayer: Address; allowed: boolean; nonce: bigint; deadline: bigint },
     verifyingContract: Address = escrow,
     chainId = 31337,
-  ) =>
-    signer.signTypedData({
-      domain: { name: "MandateEscrow", version: "1", chainId, verifyingContract },
-      types: SET_RELAYER_TYPES,
-      primaryType: "SetRelayer",
-      message,
-    });
+  ) => signer.signTypedData(setRelayerTypedData(chainId, verifyingContract, message));
 
   const signPermit = async (owner: PrivateKeyAccount, token: Address, value: bigint, deadline: bigint) => {
     const nonce = await read<bigint>(token, usdcAbi, "nonces", [owner.address]);

@@ -55,9 +55,12 @@ export default async function setup(project: TestProject) {
   const dataDir = mkdtempSync(join(tmpdir(), "billing-e2e-"));
   const relayerKey = generatePrivateKey();
   const relayer = privateKeyToAccount(relayerKey).address;
+  // The operator terms name is not the relayer, as in production: a key of its own that names the
+  // relayer on each escrow (the stack does it, as its owner would with npm run relayer).
+  const testChain = { ...TEST_CHAIN, operator: privateKeyToAccount(generatePrivateKey()).address };
   const liveAnvil = await startAnvil({ port: await freePort(), chainId: 31338, blockTime: 1 });
   const live = await resolveLocalChain(
-    { ...TEST_CHAIN, id: 31338, name: "Live chain by RPC", livemode: false },
+    { ...testChain, id: 31338, name: "Live chain by RPC", livemode: false },
     liveAnvil,
     join(dataDir, "live-deployments.json"),
     relayer,
@@ -67,6 +70,7 @@ export default async function setup(project: TestProject) {
     name: "Live chain by RPC",
     livemode: true,
     rpc: { http: [liveAnvil.http], ws: liveAnvil.ws },
+    operator: testChain.operator,
     native_currency: { name: "Ether", symbol: "ETH", decimals: 18 },
     escrow: live.escrow,
     tokens: live.tokens.map(({ symbol, decimals, address }) => ({
@@ -81,7 +85,7 @@ export default async function setup(project: TestProject) {
     confirmations: 2,
   };
   const closedTestChain: ChainConfig = {
-    ...TEST_CHAIN,
+    ...testChain,
     id: 31339,
     name: "Local chain, subscriptions closed, 2 confirmations",
     subscriptions_available: false,
@@ -89,7 +93,7 @@ export default async function setup(project: TestProject) {
     confirmations: 2,
   };
   const chainsConfig = join(dataDir, "chains.json");
-  writeFileSync(chainsConfig, JSON.stringify({ chains: [TEST_CHAIN, liveChain, closedTestChain] }, null, 2));
+  writeFileSync(chainsConfig, JSON.stringify({ chains: [testChain, liveChain, closedTestChain] }, null, 2));
 
   // The stack's own output (indexer, anvil) goes to a file for when a test needs explaining.
   mkdirSync("test-results", { recursive: true });

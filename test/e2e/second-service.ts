@@ -13,7 +13,11 @@ afterAll(() => {
 });
 
 /** Starts a second service process (with `env` added); resolves to its base URL once it is ready. */
-export const startSecondService = async (env: Record<string, string> = {}): Promise<string> => {
+export const startSecondService = async (env: Record<string, string> = {}): Promise<string> =>
+  (await startServiceProcess(env)).url;
+
+/** The same, with a way to stop it: resolves once the process has exited. */
+export const startServiceProcess = async (env: Record<string, string> = {}) => {
   const port = await freePort();
   const child = spawn(process.execPath, ["service/main.ts"], {
     env: {
@@ -28,13 +32,25 @@ export const startSecondService = async (env: Record<string, string> = {}): Prom
       LOG_FORMAT: "json",
       ...env,
     },
-    stdio: "ignore",
+    stdio: ["ignore", "ignore", "pipe"],
   });
   children.push(child);
+  // The last of its error output, to say why it never became ready.
+  let errors = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    errors = (errors + chunk.toString()).slice(-2000);
+  });
   const url = `http://127.0.0.1:${port}`;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   await waitFor(async () => (await fetch(`${url}/ready`).catch(() => undefined))?.status === 200, {
     timeoutMs: 30_000,
     what: "second service process",
+  }).catch((error: unknown) => {
+    throw new Error(`${error instanceof Error ? error.message : error}; its stderr: ${errors || "(none)"}`);
   });
-  return url;
+  const stop = async () => {
+    child.kill("SIGTERM");
+    await exited;
+  };
+  return { url, stop };
 };

@@ -84,8 +84,8 @@ describe("relayer keys per chain", () => {
     expect(problems).toEqual([
       "chain 1 (chain 1): relayer.key_env: UNSET_KEY is not set",
       "chain 2 (chain 2): relayer.key_env: BAD_KEY must be 0x followed by 64 hex digits (a 32-byte private key)",
-      expect.stringMatching(/^chain 3 \(chain 3\): relayer\.keystore .*base\.json: Key derivation failed/),
-      expect.stringMatching(/^chain 4 \(chain 4\): relayer\.keystore: cannot read .*missing\.json \(ENOENT/),
+      expect.stringMatching(/^chain 3 \(chain 3\): keystore .*base\.json: Key derivation failed/),
+      expect.stringMatching(/^chain 4 \(chain 4\): keystore: cannot read .*missing\.json \(ENOENT/),
       "chain 5 (chain 5): UNSET_PASSWORD is not set",
     ]);
     expect(problems.join("\n")).not.toContain(PASSWORD);
