@@ -28,6 +28,9 @@ const Wei = (description: string) =>
     description: `${description}, in wei (base units of the chain's native currency)`,
   });
 const Natural = Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0));
+/** Up to the end of year 9999, Postgres' and JavaScript's common range of times. */
+const UnixSeconds = Natural.check(Schema.isLessThanOrEqualTo(253_402_300_799));
+const ChainId = Natural.check(Schema.isLessThanOrEqualTo(Number.MAX_SAFE_INTEGER));
 
 export const GasCostObject = Schema.Struct({
   id: Schema.String.annotate({ description: "gc_…" }),
@@ -61,9 +64,11 @@ export const GasCostObject = Schema.Struct({
 export type GasCostObject = typeof GasCostObject.Type;
 
 const TimeRange = {
-  chain: Schema.optionalKey(Natural.annotate({ description: "Only this chain (EIP-155 id)" })),
-  from: Schema.optionalKey(Natural.annotate({ description: "Earliest `created`, unix seconds, inclusive" })),
-  to: Schema.optionalKey(Natural.annotate({ description: "Latest `created`, unix seconds, exclusive" })),
+  chain: Schema.optionalKey(ChainId.annotate({ description: "Only this chain (EIP-155 id)" })),
+  from: Schema.optionalKey(
+    UnixSeconds.annotate({ description: "Earliest `created`, unix seconds, inclusive" }),
+  ),
+  to: Schema.optionalKey(UnixSeconds.annotate({ description: "Latest `created`, unix seconds, exclusive" })),
 };
 
 export const ListGasCostsQuery = Schema.Struct({

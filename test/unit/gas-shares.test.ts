@@ -5,16 +5,20 @@ import { splitCost } from "../../service/chains/gas-shares.ts";
 describe("a transaction's cost split over the objects it carried", () => {
   it("gives each object a share; the shares sum exactly to the total and differ by at most one wei, the larger first", () => {
     fc.assert(
-      fc.property(fc.bigInt({ min: 0n, max: 2n ** 200n }), fc.integer({ min: 1, max: 500 }), (total, count) => {
-        const shares = splitCost(total, count);
-        expect(shares).toHaveLength(count);
-        expect(shares.reduce((sum, share) => sum + share, 0n)).toBe(total);
-        const base = total / BigInt(count);
-        const larger = Number(total % BigInt(count));
-        shares.forEach((share, i) => {
-          expect(share).toBe(i < larger ? base + 1n : base);
-        });
-      }),
+      fc.property(
+        fc.bigInt({ min: 0n, max: 2n ** 200n }),
+        fc.integer({ min: 1, max: 500 }),
+        (total, count) => {
+          const shares = splitCost(total, count);
+          expect(shares).toHaveLength(count);
+          expect(shares.reduce((sum, share) => sum + share, 0n)).toBe(total);
+          const base = total / BigInt(count);
+          const larger = Number(total % BigInt(count));
+          shares.forEach((share, i) => {
+            expect(share).toBe(i < larger ? base + 1n : base);
+          });
+        },
+      ),
     );
   });
 
