@@ -1,7 +1,7 @@
 /**
  * The relayer's tracker: every second, each pending transaction of the relayer's account gets a
  * receipt recorded (its cost: gas used × effective price, plus the L1 data fee where the receipt
- * reports one), its bytes sent again if the node lost them (once the base fee allows, for bytes held
+ * reports one, kept and split over what it carried by gas-costs.ts in the same transaction), its bytes sent again if the node lost them (once the base fee allows, for bytes held
  * back by the fee ceiling), or (next in line and unmined after `bumpAfter`) a replacement with the same
  * nonce and fees raised by 12.5%, within the chain's bounds: never above the fee ceiling, at most
  * `gas.max_replacements` times, and only while the raised fees fit the hourly budget. Nonces below our
