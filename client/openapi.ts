@@ -347,6 +347,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/gas_costs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The gas the service paid on chain for your objects, newest first: one entry per object a transaction carried.
+         * @description Every relayer transaction that was mined or reverted (a revert costs gas too) costs gas used × effective gas price, plus the L1 data fee on an OP-stack chain. A transaction that carried several objects (a batch of charges, a sweep of deposit addresses, a group of authorizations) is split between them in whole wei that sum to its total, the first objects by id taking one wei more until the remainder is used up. A replaced transaction that was never mined costs nothing. Filter by chain, by object (`source`), by `kind` and by `created` (`from`, `to`: unix seconds).
+         */
+        get: operations["listGasCosts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/gas_cost_totals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Your gas costs summed per calendar month (UTC) and chain, newest month first.
+         * @description The sums of `GET /v1/gas_costs` by month of `created` and chain, in wei of each chain's native currency. Filter by chain and by `created` (`from`, `to`: unix seconds).
+         */
+        get: operations["listGasCostTotals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/prices": {
         parameters: {
             query?: never;
@@ -1247,6 +1287,106 @@ export interface components {
             /** @enum {string} */
             object: "list";
             data: components["schemas"]["ReconciliationEntry"][];
+            has_more: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        ListGasCostsQuery: {
+            /** @description 1-100, default 10 */
+            limit?: number;
+            /** @description Cursor: the id of the last object of the previous page; the page holds older objects */
+            starting_after?: string;
+            /** @description Cursor: the id of the first object of the current page; the page holds the newer objects just before it (not with starting_after) */
+            ending_before?: string;
+            /** @description Only this chain (EIP-155 id) */
+            chain?: number;
+            /** @description Earliest `created`, unix seconds, inclusive */
+            from?: number;
+            /** @description Latest `created`, unix seconds, exclusive */
+            to?: number;
+            /** @description Only the costs of this object (a charge, payment or mandate id) */
+            source?: string;
+            /** @enum {string} */
+            kind?: "charge" | "release" | "return" | "sweep" | "payment_release" | "payment_return" | "gasless_transfer" | "authorization" | "revocation" | "cap_lowering" | "wallet_deployment" | "test_funding";
+        };
+        GasCostTransaction: {
+            hash: string;
+            block_number: number;
+            /**
+             * @description A reverted transaction costs gas too
+             * @enum {string}
+             */
+            status: "mined" | "reverted";
+            gas_used: string;
+            /** @description Price per gas paid, in wei (base units of the chain's native currency) */
+            effective_gas_price: string;
+            /** @description The L1 data fee of an OP-stack chain (0 elsewhere), in wei (base units of the chain's native currency) */
+            l1_fee_wei: string;
+            /** @description gas_used × effective_gas_price + l1_fee_wei, in wei (base units of the chain's native currency) */
+            total_wei: string;
+            /** @description How many objects the transaction carried; the total is split over them evenly, the first ones by id taking a wei more until the remainder is used up */
+            objects: number;
+        } & {
+            [key: string]: unknown;
+        };
+        GasCost: {
+            /** @description gc_… */
+            id: string;
+            /** @enum {string} */
+            object: "gas_cost";
+            livemode: boolean;
+            /** @description Unix seconds: when the transaction's receipt was recorded */
+            created: number;
+            chain: number;
+            /** @description The symbol of the coin the gas was paid in */
+            native_currency: string;
+            /** @description This object's share of the transaction's cost, in wei (base units of the chain's native currency) */
+            amount_wei: string;
+            /** @enum {string} */
+            kind: "charge" | "release" | "return" | "sweep" | "payment_release" | "payment_return" | "gasless_transfer" | "authorization" | "revocation" | "cap_lowering" | "wallet_deployment" | "test_funding";
+            /** @description The id of the object the transaction carried (ch_…, pay_…, mdt_…) */
+            source: string;
+            /** @enum {string} */
+            source_type: "charge" | "payment" | "mandate";
+            transaction: components["schemas"]["GasCostTransaction"];
+        } & {
+            [key: string]: unknown;
+        };
+        GasCostList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["GasCost"][];
+            has_more: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        GasCostTotalsQuery: {
+            /** @description Only this chain (EIP-155 id) */
+            chain?: number;
+            /** @description Earliest `created`, unix seconds, inclusive */
+            from?: number;
+            /** @description Latest `created`, unix seconds, exclusive */
+            to?: number;
+        };
+        GasCostTotal: {
+            /** @enum {string} */
+            object: "gas_cost_total";
+            livemode: boolean;
+            /** @description The calendar month (UTC) of `created`, YYYY-MM */
+            month: string;
+            chain: number;
+            native_currency: string;
+            /** @description The sum of the month's gas costs on the chain, in wei (base units of the chain's native currency) */
+            amount_wei: string;
+            /** @description How many gas costs (objects carried) it sums */
+            count: number;
+        } & {
+            [key: string]: unknown;
+        };
+        GasCostTotalList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["GasCostTotal"][];
             has_more: boolean;
         } & {
             [key: string]: unknown;
@@ -4438,6 +4578,214 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["ReconciliationList"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listGasCosts: {
+        parameters: {
+            query?: {
+                limit?: number;
+                starting_after?: string;
+                ending_before?: string;
+                chain?: number;
+                from?: number;
+                to?: number;
+                source?: string;
+                kind?: "charge" | "release" | "return" | "sweep" | "payment_release" | "payment_return" | "gasless_transfer" | "authorization" | "revocation" | "cap_lowering" | "wallet_deployment" | "test_funding";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "id": "gc_01KJQ44DA0R3W8ZT6N2M5C7XHB",
+                     *           "object": "gas_cost",
+                     *           "livemode": false,
+                     *           "created": 1772450107,
+                     *           "chain": 31337,
+                     *           "native_currency": "ETH",
+                     *           "amount_wei": "43251667000000",
+                     *           "kind": "charge",
+                     *           "source": "ch_01KJQ44CS0JX48ZENK50GPCWWA",
+                     *           "source_type": "charge",
+                     *           "transaction": {
+                     *             "hash": "0xae9bab13865a42e6d6d6cf772e882b56a9f8315ae0542479d54d4589319c3c41",
+                     *             "block_number": 1843,
+                     *             "status": "mined",
+                     *             "gas_used": "129755",
+                     *             "effective_gas_price": "1000000000",
+                     *             "l1_fee_wei": "0",
+                     *             "total_wei": "129755000000000",
+                     *             "objects": 3
+                     *           }
+                     *         }
+                     *       ],
+                     *       "has_more": false
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GasCostList"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listGasCostTotals: {
+        parameters: {
+            query?: {
+                chain?: number;
+                from?: number;
+                to?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "object": "gas_cost_total",
+                     *           "livemode": false,
+                     *           "month": "2026-03",
+                     *           "chain": 31337,
+                     *           "native_currency": "ETH",
+                     *           "amount_wei": "612840000000000",
+                     *           "count": 9
+                     *         }
+                     *       ],
+                     *       "has_more": false
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GasCostTotalList"];
                 };
             };
             /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */

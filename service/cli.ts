@@ -7,11 +7,14 @@
  *   keys create --merchant mer_… --mode test|live   create an API key (shown once)
  *   keys list --merchant mer_…
  *   keys revoke key_…
+ *   gas totals [--chain 8453] [--since 2026-11-01]   what the relayer paid per chain (mined and reverted)
  */
 import { existsSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Cause, Effect, Exit, Layer } from "effect";
+import { formatEther } from "viem";
 import { ApiKeys } from "./auth/api-keys.ts";
+import { GasCosts } from "./chains/gas-costs.ts";
 import { databaseLayer } from "./db/client.ts";
 import { runMigrations } from "./db/migrations.ts";
 import { Merchants } from "./merchants/merchants.ts";
@@ -23,7 +26,8 @@ const USAGE = `usage: npm run cli -- <command>
   merchants list
   keys create --merchant <mer_id> --mode <test|live>
   keys list --merchant <mer_id>
-  keys revoke <key_id>`;
+  keys revoke <key_id>
+  gas totals [--chain <chain_id>] [--since <date or time, ISO 8601>]`;
 
 const databaseUrl = (): string | undefined => {
   if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
@@ -37,7 +41,13 @@ const program = (argv: string[]) =>
     const { positionals, values } = parseArgs({
       args: argv,
       allowPositionals: true,
-      options: { name: { type: "string" }, merchant: { type: "string" }, mode: { type: "string" } },
+      options: {
+        name: { type: "string" },
+        merchant: { type: "string" },
+        mode: { type: "string" },
+        chain: { type: "string" },
+        since: { type: "string" },
+      },
     });
     const [group, command, target] = positionals;
     const merchants = yield* Merchants;
@@ -69,6 +79,28 @@ const program = (argv: string[]) =>
         );
       return;
     }
+    if (group === "gas" && command === "totals") {
+      const chainId = values.chain === undefined ? undefined : Number(values.chain);
+      const since = values.since === undefined ? undefined : new Date(values.since);
+      if (
+        (chainId !== undefined && !Number.isSafeInteger(chainId)) ||
+        (since && Number.isNaN(since.getTime()))
+      )
+        return yield* Effect.sync(() => {
+          console.error("--chain takes a chain id, --since a date or time (ISO 8601).");
+          process.exitCode = 2;
+        });
+      const totals = yield* (yield* GasCosts).chainTotals({
+        ...(chainId === undefined ? {} : { chainId }),
+        ...(since === undefined ? {} : { since }),
+      });
+      yield* line("chain\tcurrency\ttransactions\treverted\twei\tl1_fee_wei\tnative");
+      for (const t of totals)
+        yield* line(
+          `${t.chain_id}\t${t.native_currency}\t${t.transactions}\t${t.reverted}\t${t.total_wei}\t${t.l1_fee_wei}\t${formatEther(t.total_wei)} ${t.native_currency}`,
+        );
+      return;
+    }
     if (group === "keys" && command === "revoke" && target) {
       const key = yield* keys.revoke(target);
       return yield* line(`${key.id}\trevoked`);
@@ -85,7 +117,7 @@ if (import.meta.main) {
     console.error("No database: set DATABASE_URL, or start the local stack with `npm start` first.");
     process.exit(2);
   }
-  const layer = Layer.mergeAll(ApiKeys.layer, Merchants.layer).pipe(
+  const layer = Layer.mergeAll(ApiKeys.layer, Merchants.layer, GasCosts.layer).pipe(
     Layer.provide(Layer.effectDiscard(runMigrations).pipe(Layer.provideMerge(databaseLayer(url, 2)))),
   );
   const exit = await Effect.runPromiseExit(program(process.argv.slice(2)).pipe(Effect.provide(layer)));

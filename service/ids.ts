@@ -24,6 +24,7 @@ export const ID_PREFIXES = {
   relayerTransaction: "rtx",
   consoleSession: "cs",
   portalSession: "bps",
+  gasCost: "gc",
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 
@@ -47,6 +48,7 @@ export const ID_NOUNS: Record<IdKind, string> = {
   relayerTransaction: "relayer transaction",
   consoleSession: "console session",
   portalSession: "portal session",
+  gasCost: "gas cost",
 };
 
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";

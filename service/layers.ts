@@ -9,6 +9,7 @@ import { ApiKeys } from "./auth/api-keys.ts";
 import { ConsoleSessions } from "./auth/console-sessions.ts";
 import { ChainClients } from "./chains/chain-clients.ts";
 import { ChainHeads } from "./chains/chain-heads.ts";
+import { GasCosts } from "./chains/gas-costs.ts";
 import { ChainWatch, indexerWatchdog } from "./chains/indexer-watchdog.ts";
 import { MerchantChains } from "./chains/merchant-chains.ts";
 import { ChainRegistry } from "./chains/registry.ts";
@@ -110,6 +111,7 @@ export const infrastructureLayer = (config: ServiceConfig) => {
 
 /** The one writer of each table. */
 export const storesLayer = Layer.mergeAll(
+  GasCosts.layer,
   MandateStore.layer,
   ChargeStore.layer,
   RelayerStore.layer,

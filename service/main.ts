@@ -11,6 +11,7 @@ import type { ApiKeys } from "./auth/api-keys.ts";
 import type { ConsoleSessions } from "./auth/console-sessions.ts";
 import { verifyChains } from "./chains/chain-verification.ts";
 import { loadChainsFile } from "./chains/config.ts";
+import type { GasCosts } from "./chains/gas-costs.ts";
 import { ChainWatch, describeStalled } from "./chains/indexer-watchdog.ts";
 import type { MerchantChains } from "./chains/merchant-chains.ts";
 import { chainHeads } from "./chains/onchain.ts";
@@ -32,6 +33,7 @@ import type { AnyRoute } from "./http/route.ts";
 import { authorizationRoutes } from "./http/routes/authorization.ts";
 import { chainRoutes } from "./http/routes/chains.ts";
 import { eventRoutes } from "./http/routes/events.ts";
+import { gasCostRoutes } from "./http/routes/gas-costs.ts";
 import { mandateRoutes } from "./http/routes/mandates.ts";
 import { payPageRoutes } from "./http/routes/pay-page.ts";
 import { paymentRoutes } from "./http/routes/payments.ts";
@@ -77,6 +79,7 @@ export type AppServices =
   | ChainRegistry
   | Idempotency
   | Reconciliation
+  | GasCosts
   | Mandates
   | Charges
   | Events
@@ -107,6 +110,7 @@ export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...eventRoutes,
   ...testHelperRoutes,
   ...reconciliationRoutes,
+  ...gasCostRoutes,
   ...subscriptionRoutes,
   ...webhookRoutes,
   ...portalSessionRoutes,

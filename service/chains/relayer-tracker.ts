@@ -1,7 +1,7 @@
 /**
  * The relayer's tracker: every second, each pending transaction of the relayer's account gets a
  * receipt recorded (its cost: gas used × effective price, plus the L1 data fee where the receipt
- * reports one), its bytes sent again if the node lost them (once the base fee allows, for bytes held
+ * reports one, kept and split over what it carried by gas-costs.ts in the same transaction), its bytes sent again if the node lost them (once the base fee allows, for bytes held
  * back by the fee ceiling), or (next in line and unmined after `bumpAfter`) a replacement with the same
  * nonce and fees raised by 12.5%, within the chain's bounds: never above the fee ceiling, at most
  * `gas.max_replacements` times, and only while the raised fees fit the hourly budget. Nonces below our
@@ -16,6 +16,7 @@ import type { Worker } from "../workers/worker.ts";
 import { skippedActions } from "./authorization-groups.ts";
 import { ChainClients } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
+import { GasCosts } from "./gas-costs.ts";
 import { ChainRegistry } from "./registry.ts";
 import { RelayerAccount } from "./relayer-account.ts";
 import { capFees, feeCeiling, mineableAt, RelayerFees } from "./relayer-fees.ts";
@@ -29,7 +30,8 @@ type TrackerRequirements =
   | ChainClients
   | RelayerAccount
   | RelayerStore
-  | RelayerFees;
+  | RelayerFees
+  | GasCosts;
 
 const SUPERSEDED_RECHECK = Duration.seconds(1);
 
@@ -65,6 +67,8 @@ const receiptOf = (row: TransactionRow) =>
           blockNumber,
           hash,
           spentWei: gasUsed * effectiveGasPrice + (l1FeeWei ?? 0n),
+          gasUsed,
+          effectiveGasPrice,
           l1FeeWei,
           // The items an authorizeMany carried that the escrow skipped: each is recorded as failed.
           skipped: skippedActions(chain.id, chain.escrow.address, logs),
@@ -73,6 +77,15 @@ const receiptOf = (row: TransactionRow) =>
       }
     }
     return { answered, found: undefined };
+  });
+
+type Found = NonNullable<Effect.Success<ReturnType<typeof receiptOf>>["found"]>;
+
+/** The receipt and, beside it in the same transaction, the cost it accounts (gas-costs.ts). */
+const recordFinal = (chain: ResolvedChain, row: TransactionRow, receipt: Found) =>
+  Effect.gen(function* () {
+    yield* (yield* RelayerStore).recordReceipt(row.id, receipt);
+    yield* (yield* GasCosts).recordFinal(chain, row, receipt);
   });
 
 const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
@@ -93,7 +106,7 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
       .rpc("nonce", () => client.getTransactionCount({ address }))
       .pipe(Effect.option);
     const first = yield* receiptOf(row);
-    if (first.found) return yield* store.recordReceipt(row.id, first.found);
+    if (first.found) return yield* recordFinal(chain, row, first.found);
     const newest = row.hashes[row.hashes.length - 1] as Hex;
     // Asked before sending: re-sending bytes the node already holds only fills its log with "already
     // imported" (and, behind a nonce gap, did so every second forever).
@@ -126,7 +139,7 @@ const trackOne = (row: TransactionRow, bumpAfter: Duration.Input) =>
         // nonces before it serves the block's receipts would do that; so did a failed lookup, before.
         yield* Effect.sleep(SUPERSEDED_RECHECK);
         const again = yield* receiptOf(row);
-        if (again.found) return yield* store.recordReceipt(row.id, again.found);
+        if (again.found) return yield* recordFinal(chain, row, again.found);
         if (!again.answered) return;
         return yield* store.recordSuperseded(row.id);
       }

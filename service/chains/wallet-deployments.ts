@@ -19,6 +19,7 @@ import type { Hex } from "viem";
 import { InvalidRequest, Unavailable } from "../errors.ts";
 import { ChainClients } from "./chain-clients.ts";
 import type { ResolvedChain } from "./config.ts";
+import { GasCosts } from "./gas-costs.ts";
 import { Relayer } from "./relayer.ts";
 import { relayerUnavailable, unavailable } from "./unavailable.ts";
 import { factoryAllowed, type WalletDeployment } from "./wallet-signatures.ts";
@@ -32,6 +33,8 @@ export interface DeploymentRequest<E> {
   readonly deployment: WalletDeployment;
   /** The caller's action for this deployment, under the prefix its daily limit counts. */
   readonly action: string;
+  /** The object whose gas the deployment is accounted to (gas-costs.ts). */
+  readonly source: { readonly object: "mandate" | "payment"; readonly id: string };
   /** The caller's checks (its row lock, its daily limit), in the transaction that records the deployment. */
   readonly admit: Effect.Effect<void, E>;
 }
@@ -47,6 +50,7 @@ const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
   const clients = yield* ChainClients;
   const relayer = yield* Relayer;
+  const gasCosts = yield* GasCosts;
 
   const hasCode = (chain: ResolvedChain, address: Hex) =>
     clients
@@ -87,6 +91,9 @@ const make = Effect.gen(function* () {
                   ),
                 ),
               );
+            yield* gasCosts.carries(chain.id, purpose, "wallet_deployment", request.source.object, [
+              request.source.id,
+            ]);
           }),
         );
       const mined = yield* relayer.waitMined(chain.id, purpose, MINED_WITHIN);

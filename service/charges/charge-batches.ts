@@ -15,6 +15,7 @@ import { isolateFailures } from "../chains/batch-isolation.ts";
 import { tokenRefusal } from "../chains/blocked-transfers.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
@@ -73,6 +74,7 @@ const make = Effect.gen(function* () {
   const relayer = yield* Relayer;
   const mandateStore = yield* MandateStore;
   const chargeStore = yield* ChargeStore;
+  const gasCosts = yield* GasCosts;
   const failureEvents = yield* ChargeFailureEvents;
   const tokenStates = yield* TokenStates;
 
@@ -223,6 +225,13 @@ const make = Effect.gen(function* () {
           ...(isolated.gasUsed === undefined ? {} : { gasUsed: isolated.gasUsed }),
         })
         .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
+      yield* gasCosts.carries(
+        chain.id,
+        purpose,
+        "charge",
+        "charge",
+        sending.map((s) => s.id),
+      );
       return outcomes;
     }).pipe(Effect.provideService(ChainClients, clients), Effect.provideService(TokenStates, tokenStates));
 

@@ -8,6 +8,7 @@ import type { SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
@@ -71,6 +72,7 @@ export class Charges extends Context.Service<
       const relayer = yield* Relayer;
       const batches = yield* ChargeBatches;
       const store = yield* ChargeStore;
+      const gasCosts = yield* GasCosts;
       const mandates = yield* MandateStore;
       const render = (row: ChargeRow) => toChargeObject(row, registry.byId(row.chain_id));
 
@@ -133,6 +135,7 @@ export class Charges extends Context.Service<
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
           yield* store.startAction(id, "return", sent.purpose);
+          yield* gasCosts.carries(chain.id, sent.purpose, "return", "charge", [id]);
           return render(yield* store.reload(id));
         });
 

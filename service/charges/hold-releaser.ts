@@ -22,6 +22,7 @@ import { explainTransfer, nextAttemptAt } from "../chains/blocked-transfers.ts";
 import type { ChainClients } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
@@ -116,6 +117,13 @@ const releaseChain = (chain: ResolvedChain, now: number, sender: Hex, operators:
         const submitted = yield* submitPassing(chain, isolated, sending, releaseCall, purpose, "releases");
         if (!submitted) return 0;
         for (const charge of sending) yield* store.startAction(charge.id, "release", purpose);
+        yield* (yield* GasCosts).carries(
+          chain.id,
+          purpose,
+          "release",
+          "charge",
+          sending.map((c) => c.id),
+        );
         return sending.length;
       }),
     );
@@ -157,6 +165,7 @@ export const holdReleaser: Worker<
   | ChargeStore
   | TokenStates
   | Outbox
+  | GasCosts
 > = {
   name: "hold-releaser",
   pass: Effect.asVoid(releaseDueHolds),

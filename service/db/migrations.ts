@@ -801,6 +801,55 @@ export const migrations = {
     `CREATE INDEX relayer_transactions_held ON billing.relayer_transactions (chain_id, held_reason)
       WHERE held_reason IS NOT NULL`,
   ),
+  "0037_gas_costs": statements(
+    // What each relayer transaction carried, written by the caller in the transaction that submits it
+    // (the owner tables' purpose columns are cleared or overwritten later): one row per object, keyed by
+    // the purpose of the relayer row that carries it (an authorizeMany item's own purpose).
+    `CREATE TABLE billing.gas_carried (
+      chain_id bigint NOT NULL,
+      purpose text NOT NULL,
+      object_id text NOT NULL,
+      object text NOT NULL CHECK (object IN ('charge', 'payment', 'mandate')),
+      kind text NOT NULL,
+      merchant_id text NOT NULL,
+      livemode boolean NOT NULL,
+      PRIMARY KEY (chain_id, purpose, object_id)
+    )`,
+    // One cost per final (mined or reverted) relayer transaction, kept for good: no foreign key to
+    // relayer_transactions, and nothing prunes it (only the local stack's crash recovery forgets a chain).
+    `CREATE TABLE billing.gas_costs (
+      relayer_transaction_id text PRIMARY KEY,
+      chain_id bigint NOT NULL,
+      native_currency text NOT NULL,
+      from_address text NOT NULL,
+      transaction_hash text NOT NULL,
+      block_number bigint NOT NULL,
+      status text NOT NULL CHECK (status IN ('mined', 'reverted')),
+      gas_used numeric NOT NULL,
+      effective_gas_price numeric NOT NULL,
+      l1_fee_wei numeric NOT NULL,
+      total_wei numeric NOT NULL CHECK (total_wei = gas_used * effective_gas_price + l1_fee_wei),
+      objects int NOT NULL,
+      created_at timestamptz NOT NULL
+    )`,
+    "CREATE INDEX gas_costs_chain ON billing.gas_costs (chain_id, created_at)",
+    // Each cost split over the objects it carried (merchant_id null: carried nothing known); the shares
+    // of a cost sum to its total_wei.
+    `CREATE TABLE billing.gas_cost_shares (
+      id text PRIMARY KEY,
+      relayer_transaction_id text NOT NULL REFERENCES billing.gas_costs,
+      chain_id bigint NOT NULL,
+      merchant_id text,
+      livemode boolean,
+      object text,
+      object_id text,
+      kind text NOT NULL,
+      amount_wei numeric NOT NULL CHECK (amount_wei >= 0),
+      created_at timestamptz NOT NULL
+    )`,
+    "CREATE INDEX gas_cost_shares_merchant ON billing.gas_cost_shares (merchant_id, livemode, id)",
+    "CREATE INDEX gas_cost_shares_transaction ON billing.gas_cost_shares (relayer_transaction_id)",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -2,13 +2,14 @@
  * Forgetting what the service derived from one chain, through each table's owner: the local stack's
  * crash recovery (scripts/stack/chain-recovery.ts) runs it when a local chain came back older than what
  * was recorded from it. Records go children first, in one transaction: the events about the chain with
- * their deliveries, usage, invoices, subscriptions, charges, mandates, payments, relayer transactions, the relay's
+ * their deliveries, usage, invoices, subscriptions, charges, mandates, payments, relayer transactions and their gas costs, the relay's
  * cursor, and every stored idempotent reply (one could name a record that no longer exists). Merchants,
  * API keys, payout addresses, webhook endpoints, prices and coupons are kept.
  */
 import { PgClient } from "@effect/sql-pg";
 import { Duration, Effect, Layer, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { RelayerStore } from "../chains/relayer-store.ts";
 import { ChargeStore } from "../charges/charge-store.ts";
 import { Outbox } from "../events/outbox.ts";
@@ -35,6 +36,7 @@ export const forgetChain = (chainId: number) =>
     const mandates = yield* MandateStore;
     const payments = yield* PaymentStore;
     const relayer = yield* RelayerStore;
+    const gasCosts = yield* GasCosts;
     const relay = yield* RelayStore;
     const idempotency = yield* Idempotency;
     return yield* sql.withTransaction(
@@ -56,6 +58,8 @@ export const forgetChain = (chainId: number) =>
         removed.mandates = yield* mandates.forgetChain(chainId);
         removed.payments = yield* payments.forgetChain(chainId);
         removed["relayer transactions"] = yield* relayer.forgetChain(chainId);
+        // The blocks that paid these costs are gone with the chain's state.
+        yield* gasCosts.forgetChain(chainId);
         // The chain's facts are relayed afresh from the start: the cursor could name a block that is gone.
         yield* relay.forgetChain(chainId);
         yield* idempotency.forgetAll;
@@ -76,6 +80,7 @@ export const forgetChainLayer = (databaseUrl: string) => {
     MandateStore.layer,
     PaymentStore.layer,
     RelayerStore.layer,
+    GasCosts.layer,
     RelayStore.layer,
     Idempotency.layer(Duration.hours(24)),
   ).pipe(Layer.provideMerge(database));

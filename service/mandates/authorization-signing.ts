@@ -32,6 +32,7 @@ import {
 import { ChainClients, type ChainUnavailable, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
@@ -131,6 +132,7 @@ const make = Effect.gen(function* () {
   const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const store = yield* MandateStore;
+  const gasCosts = yield* GasCosts;
   const tokens = yield* TokenReads;
   const limits = yield* AuthorizationLimits;
   const walletSignatures = yield* WalletSignatures;
@@ -368,6 +370,7 @@ const make = Effect.gen(function* () {
           address: customer,
           deployment: checked.deployment,
           action: `${authorizationPrefix(chain.id, expected.mandateId)}wallet`,
+          source: { object: "mandate", id: mandate.id },
           admit: admitFor(chain, mandate, customer, expected.mandateId),
         });
       return {
@@ -453,15 +456,19 @@ const make = Effect.gen(function* () {
           );
       }
       const action = authorizationAction(chain.id, expected.mandateId, nonce);
+      const purpose = `${action}:${yield* newId("request")}`;
       const sent = yield* relayer
         .submitAuthorization(chain.id, {
           item,
-          purpose: `${action}:${yield* newId("request")}`,
+          purpose,
           action,
           data: escrowCallData(functionName, args),
           gasUsed: Option.getOrUndefined(measured),
           // Inside the group's transaction, before the item is recorded.
-          admit: admitFor(chain, mandate, customer, expected.mandateId),
+          admit: Effect.andThen(
+            admitFor(chain, mandate, customer, expected.mandateId),
+            gasCosts.carries(chain.id, purpose, "authorization", "mandate", [mandate.id]),
+          ),
         })
         .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
       const bound: MandateRow = { ...mandate, customer_address: customer, onchain_id: expected.mandateId };

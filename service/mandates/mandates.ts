@@ -19,6 +19,7 @@ import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { tokenOf } from "../chains/config.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import type { TokenObject } from "../chains/objects.ts";
 import { ChainRegistry } from "../chains/registry.ts";
@@ -148,7 +149,15 @@ export class Mandates extends Context.Service<
   static readonly layer: Layer.Layer<
     Mandates,
     never,
-    MandateStore | ChainRegistry | MerchantChains | ChainHeads | ChainClients | Relayer | Outbox | PublicUrl
+    | MandateStore
+    | ChainRegistry
+    | MerchantChains
+    | ChainHeads
+    | ChainClients
+    | Relayer
+    | Outbox
+    | PublicUrl
+    | GasCosts
   > = Layer.effect(
     Mandates,
     Effect.gen(function* () {
@@ -158,6 +167,7 @@ export class Mandates extends Context.Service<
       const relayer = yield* Relayer;
       const { url: publicUrl } = yield* PublicUrl;
       const store = yield* MandateStore;
+      const gasCosts = yield* GasCosts;
       const clients = yield* ChainClients;
       const outbox = yield* Outbox;
 
@@ -243,7 +253,7 @@ export class Mandates extends Context.Service<
             mandate.signature_version ?? 0,
             cap,
           );
-          yield* relayer
+          const sent = yield* relayer
             .submit(chain.id, {
               to: chain.escrow.address,
               data: escrowCallData("lowerCap", args),
@@ -251,6 +261,7 @@ export class Mandates extends Context.Service<
               action,
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
+          yield* gasCosts.carries(chain.id, sent.purpose, "cap_lowering", "mandate", [mandate.id]);
         });
 
       const update = (scope: MerchantScope, id: string, input: UpdateMandate) =>

@@ -16,6 +16,7 @@ import type { Hex } from "viem";
 import { authorizationPrefix } from "../chains/authorization-groups.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
@@ -90,6 +91,7 @@ const make = Effect.gen(function* () {
   const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const store = yield* MandateStore;
+  const gasCosts = yield* GasCosts;
   const limits = yield* AuthorizationLimits;
   const sql = yield* SqlClient.SqlClient;
 
@@ -153,7 +155,7 @@ const make = Effect.gen(function* () {
             lock: true,
           });
           yield* checkRelayedLimit(relayer, limits, chain, onchainId);
-          return yield* relayer
+          const submitted = yield* relayer
             .submit(chain.id, {
               to: chain.escrow.address,
               data: escrowCallData("revokeWithSignature", args),
@@ -162,6 +164,8 @@ const make = Effect.gen(function* () {
               gasUsed: Option.getOrUndefined(measured),
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
+          yield* gasCosts.carries(chain.id, submitted.purpose, "revocation", "mandate", [mandate.id]);
+          return submitted;
         }),
       );
       return {

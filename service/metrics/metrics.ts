@@ -65,6 +65,12 @@ const makeInstruments = (registry: Registry) => {
       labelNames: ["chain_id", "reason"] as const,
       registers,
     }),
+    relayerGasSpent: new Counter({
+      name: "billing_relayer_gas_spent_wei_total",
+      help: "Wei of the chain's native currency the relayer paid for its mined and reverted transactions (gas used × effective price + L1 fee), as their receipts were recorded by this process. Exact totals: `npm run cli -- gas totals`.",
+      labelNames: ["chain_id", "native_currency"] as const,
+      registers,
+    }),
     relayerBalanceLow: new Gauge({
       name: "billing_relayer_balance_low",
       help: "1 while the relayer's balance on the chain is below gas.low_balance_wei (or its floor).",

@@ -21,6 +21,7 @@ import { explainTransfer } from "../chains/blocked-transfers.ts";
 import type { ChainClients } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
@@ -73,6 +74,13 @@ const sweepBatch = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
           sending.map((row) => row.id),
           purpose,
         );
+        yield* (yield* GasCosts).carries(
+          chain.id,
+          purpose,
+          "sweep",
+          "payment",
+          sending.map((row) => row.id),
+        );
         return due.length;
       }),
     );
@@ -118,6 +126,7 @@ export const depositSweeper: Worker<
   | TokenStates
   | PaymentRender
   | Outbox
+  | GasCosts
 > = {
   name: "deposit-sweeper",
   pass: sweepDeposits,

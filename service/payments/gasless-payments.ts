@@ -32,6 +32,7 @@ import {
 import { ChainClients, ChainUnavailable } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import { type ResolvedChain, tokenOf } from "../chains/config.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
@@ -166,6 +167,7 @@ const make = Effect.gen(function* () {
   const heads = yield* ChainHeads;
   const relayer = yield* Relayer;
   const store = yield* PaymentStore;
+  const gasCosts = yield* GasCosts;
   const sessions = yield* PaySessions;
   const limits = yield* GaslessLimits;
   const walletSignatures = yield* WalletSignatures;
@@ -331,6 +333,7 @@ const make = Effect.gen(function* () {
           address: authorization.from,
           deployment: checked.deployment,
           action: `${action}:wallet:${authorization.from.toLowerCase()}`,
+          source: { object: "payment", id: payment.id },
           admit: admit("deployment"),
         });
       const { from, to, value, validAfter, validBefore, nonce } = authorization;
@@ -363,7 +366,7 @@ const make = Effect.gen(function* () {
       return yield* sql.withTransaction(
         Effect.gen(function* () {
           yield* admit("transfer");
-          return yield* relayer
+          const sent = yield* relayer
             .submit(chain.id, { to: token, data, purpose, action })
             .pipe(
               Effect.catchTag("RelayerError", (error) =>
@@ -377,6 +380,8 @@ const make = Effect.gen(function* () {
                 ),
               ),
             );
+          yield* gasCosts.carries(chain.id, purpose, "gasless_transfer", "payment", [payment.id]);
+          return sent;
         }),
       );
     });

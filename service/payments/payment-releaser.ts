@@ -18,6 +18,7 @@ import { explainTransfer } from "../chains/blocked-transfers.ts";
 import type { ChainClients } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import type { ResolvedChain } from "../chains/config.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
@@ -62,6 +63,13 @@ const releaseChain = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
         const sent = yield* submitPassing(chain, isolated, sending, releaseCall, purpose, "payment release");
         if (!sent) return;
         for (const row of sending) yield* store.startAction(row.id, "release", purpose, null);
+        yield* (yield* GasCosts).carries(
+          chain.id,
+          purpose,
+          "payment_release",
+          "payment",
+          sending.map((row) => row.id),
+        );
       }),
     );
   });
@@ -104,6 +112,7 @@ export const paymentReleaser: Worker<
   | TokenStates
   | PaymentRender
   | Outbox
+  | GasCosts
 > = {
   name: "payment-releaser",
   pass: releasePaymentHolds,

@@ -12,6 +12,7 @@ import { PAYMENT_STATUSES } from "../../src/ledger/payment-machine.ts";
 import { chooseChain, chooseToken, requirePaymentsOpen } from "../chains/chain-choice.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -121,6 +122,7 @@ export class Payments extends Context.Service<
       const heads = yield* ChainHeads;
       const relayer = yield* Relayer;
       const store = yield* PaymentStore;
+      const gasCosts = yield* GasCosts;
       const renderer = yield* PaymentRender;
       const transitions = yield* PaymentTransitions;
 
@@ -246,6 +248,7 @@ export class Payments extends Context.Service<
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
           yield* store.startAction(row.id, "return", sent.purpose, getAddress(to));
+          yield* gasCosts.carries(chain.id, sent.purpose, "payment_return", "payment", [row.id]);
           return yield* renderer.render(yield* store.reload(row.id));
         });
 

@@ -12,6 +12,7 @@ import { chooseChain } from "../chains/chain-choice.ts";
 import { ChainClients } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
 import { tokenOf } from "../chains/config.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
@@ -89,6 +90,7 @@ export class TestHelpers extends Context.Service<
       const clients = yield* ChainClients;
       const heads = yield* ChainHeads;
       const relayer = yield* Relayer;
+      const gasCosts = yield* GasCosts;
       const mandates = yield* Mandates;
       const store = yield* MandateStore;
       const tokens = yield* TokenReads;
@@ -115,9 +117,11 @@ export class TestHelpers extends Context.Service<
             vault,
             amount,
             "test_funding_unsupported",
+            { object: "mandate", id: mandate.id },
           ).pipe(
             Effect.provideService(SqlClient.SqlClient, sql),
             Effect.provideService(Relayer, relayer),
+            Effect.provideService(GasCosts, gasCosts),
             Effect.provideService(TokenStates, tokenStates),
           );
           const balance = yield* tokens

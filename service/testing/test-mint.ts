@@ -8,6 +8,7 @@ import { Duration, Effect } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import { encodeFunctionData, type Hex, parseAbi } from "viem";
 import type { ResolvedChain } from "../chains/config.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
 import { unavailable as refusal } from "../chains/unavailable.ts";
@@ -32,20 +33,29 @@ export const mintTestFunds = (
   to: Hex,
   amount: bigint,
   refusedCode: ErrorCode,
+  /** The object the test funds are for: the mint's gas is accounted to it (gas-costs.ts). */
+  source: { readonly object: "mandate" | "payment"; readonly id: string },
 ): Effect.Effect<
   Hex,
   InvalidRequest | Unavailable | SqlError.SqlError,
-  Relayer | SqlClient.SqlClient | TokenStates
+  Relayer | SqlClient.SqlClient | TokenStates | GasCosts
 > =>
   Effect.gen(function* () {
     yield* (yield* TokenStates).guard(chain, token);
     const relayer = yield* Relayer;
     const sql = yield* SqlClient.SqlClient;
+    const gasCosts = yield* GasCosts;
     const purpose = `fund:${yield* newId("request")}`;
     const data = encodeFunctionData({ abi: mintAbi, functionName: "mint", args: [to, amount] });
     const mined = yield* outsideTransaction(
       Effect.gen(function* () {
-        yield* relayer.submit(chain.id, { to: token, data, purpose });
+        // The mint and what it carries commit together, before its receipt can be recorded.
+        yield* sql.withTransaction(
+          Effect.andThen(
+            relayer.submit(chain.id, { to: token, data, purpose }),
+            gasCosts.carries(chain.id, purpose, "test_funding", source.object, [source.id]),
+          ),
+        );
         return yield* relayer.waitMined(chain.id, purpose, WAIT);
       }),
     ).pipe(

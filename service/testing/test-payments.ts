@@ -10,6 +10,7 @@ import { encodeFunctionData, getAddress, type Hex, parseAbi } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { ChainClients } from "../chains/chain-clients.ts";
 import { tokenOf } from "../chains/config.ts";
+import { GasCosts } from "../chains/gas-costs.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
@@ -75,6 +76,7 @@ export class TestPayments extends Context.Service<
       const clients = yield* ChainClients;
       const store = yield* PaymentStore;
       const relayer = yield* Relayer;
+      const gasCosts = yield* GasCosts;
       const sql = yield* SqlClient.SqlClient;
 
       const pay = (scope: MerchantScope, paymentId: string, input: PayRequest) =>
@@ -96,8 +98,12 @@ export class TestPayments extends Context.Service<
               method: "eth_sendTransaction",
               params: [{ from, to: token, data }],
             } as never) as Promise<Hex>;
-          yield* mintTestFunds(chain, token, from, amount, "test_payment_unsupported").pipe(
+          yield* mintTestFunds(chain, token, from, amount, "test_payment_unsupported", {
+            object: "payment",
+            id: payment.id,
+          }).pipe(
             Effect.provideService(Relayer, relayer),
+            Effect.provideService(GasCosts, gasCosts),
             Effect.provideService(SqlClient.SqlClient, sql),
             Effect.provideService(TokenStates, tokenStates),
           );

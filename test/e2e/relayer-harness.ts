@@ -7,6 +7,7 @@ import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { ChainClients } from "../../service/chains/chain-clients.ts";
 import { ChainHeads } from "../../service/chains/chain-heads.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
+import { GasCosts } from "../../service/chains/gas-costs.ts";
 import { ChainRegistry } from "../../service/chains/registry.ts";
 import { Relayer } from "../../service/chains/relayer.ts";
 import { RelayerAccount } from "../../service/chains/relayer-account.ts";
@@ -24,7 +25,11 @@ export const relayerLayer = (chain: ResolvedChain) => {
     ),
     Metrics.layer,
   );
-  const parts = Layer.mergeAll(RelayerStore.layer, RelayerAccount.layer(Redacted.make(LOCAL_DEPLOYER_KEY)));
+  const parts = Layer.mergeAll(
+    RelayerStore.layer,
+    GasCosts.layer,
+    RelayerAccount.layer(Redacted.make(LOCAL_DEPLOYER_KEY)),
+  );
   return Relayer.layer.pipe(Layer.provideMerge(parts), Layer.provideMerge(base));
 };
 
