@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { getContractAddress, parseTransaction, recoverTransactionAddress } from "viem";
 import { generatePrivateKey } from "viem/accounts";
 import { describe, expect, it } from "vitest";
@@ -6,6 +7,8 @@ import {
   CREATE2_PROXY_COST,
   CREATE2_PROXY_SIGNER,
   CREATE2_PROXY_TRANSACTION,
+  deterministicAddress,
+  ESCROW_CONTRACT,
 } from "../../scripts/contracts/deterministic-deployment.ts";
 import { publiclyKnownKey } from "../../service/chains/public-keys.ts";
 
@@ -42,5 +45,15 @@ describe("publicly known keys", () => {
     );
     expect(publiclyKnownKey(`0x${"0".repeat(63)}1`)).toBe("the private key 1");
     expect(publiclyKnownKey(generatePrivateKey())).toBeUndefined();
+  });
+});
+
+describe("the addresses docs/operations.md shows", () => {
+  it("are this build's: the escrow's CREATE2 address and its collector's", () => {
+    const escrow = deterministicAddress(ESCROW_CONTRACT);
+    const collector = getContractAddress({ from: escrow, nonce: 1n });
+    const docs = readFileSync("docs/operations.md", "utf8");
+    expect(docs).toContain(`MandateEscrow ${escrow}: deployed`);
+    expect(docs).toContain(`DepositCollector ${collector}: created`);
   });
 });
