@@ -55,7 +55,9 @@ if (configured?.local) fail(`chain ${chainId} is local in ${configPath}: npm sta
 const rpcUrl = values.rpc ?? configured?.rpc?.http[0];
 if (rpcUrl === undefined)
   fail(
-    `no RPC for chain ${chainId}: pass --rpc <url>, or list the chain with its rpc in ${configPath}${loaded._tag === "Failure" ? ` (${loaded.failure.message})` : ""}`,
+    loaded._tag === "Failure"
+      ? `${loaded.failure.message} (or pass --rpc <url>)`
+      : `no RPC for chain ${chainId}: pass --rpc <url>, or list the chain with its rpc in ${configPath}`,
   );
 
 const key = process.env.DEPLOYER_PRIVATE_KEY?.trim() ?? "";
