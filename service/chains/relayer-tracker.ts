@@ -1,13 +1,15 @@
 /**
- * The relayer's tracker: every second, each pending transaction of the relayer's account gets a
- * receipt recorded (its cost: gas used × effective price, plus the L1 data fee where the receipt
- * reports one, kept and split over what it carried by gas-costs.ts in the same transaction), its bytes sent again if the node lost them (once the base fee allows, for bytes held
- * back by the fee ceiling), or (next in line and unmined after `bumpAfter`) a replacement with the same
- * nonce and fees raised by 12.5%, within the chain's bounds: never above the fee ceiling, at most
- * `gas.max_replacements` times, and only while the raised fees fit the hourly budget. Nonces below our
- * pending transactions that nothing of ours will fill (the chain lost the blocks that had them) are
- * filled first. The decisions are pure (relayer-tracking.ts, relayer-fees.ts); this gathers their
- * inputs and applies them.
+ * The relayer's tracker: every second, each pending transaction on the process's chains (of every
+ * account: a key rotated out still has its transactions seen to the end) gets a receipt recorded (its
+ * cost: gas used × effective price, plus the L1 data fee where the receipt reports one, kept and split
+ * over what it carried by gas-costs.ts in the same transaction), its bytes sent again if the node lost
+ * them (once the base fee allows, for bytes held back by the fee ceiling), or (next in line and unmined
+ * after `bumpAfter`) a replacement with the same nonce and fees raised by 12.5%, within the chain's
+ * bounds: never above the fee ceiling, at most `gas.max_replacements` times, and only while the raised
+ * fees fit the hourly budget; only the key's holder replaces its transactions. Nonces below our pending
+ * transactions that nothing of ours will fill (the chain lost the blocks that had them) are filled
+ * first. The decisions are pure (relayer-tracking.ts, relayer-fees.ts); this gathers their inputs and
+ * applies them.
  */
 import { Clock, Duration, Effect, Option } from "effect";
 import { SqlClient } from "effect/sql";
