@@ -11,7 +11,14 @@ export interface Received {
 }
 
 export type Answer =
-  | { status: number; body?: string; headers?: Record<string, string>; delayMs?: number }
+  | {
+      status: number;
+      body?: string;
+      headers?: Record<string, string>;
+      delayMs?: number;
+      /** Answered only once this settles (a gate the test opens on a condition it observes). */
+      until?: Promise<void>;
+    }
   | "hang";
 
 export const startReceiver = async (
@@ -46,7 +53,8 @@ export const startReceiver = async (
         res.writeHead(reply.status, { "content-type": "text/plain", ...reply.headers });
         res.end(reply.body ?? "ok");
       };
-      if (reply.delayMs) setTimeout(send, reply.delayMs);
+      if (reply.until) void reply.until.then(send);
+      else if (reply.delayMs) setTimeout(send, reply.delayMs);
       else send();
     });
   });

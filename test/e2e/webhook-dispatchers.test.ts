@@ -4,7 +4,9 @@
  * burst through both processes, each to several endpoints, must reach every endpoint exactly once.
  * Counted at the receivers only once the system reports nothing left to send for those endpoints: every
  * delivery listed, none pending (a delivery is pending until an attempt's outcome is recorded, and its
- * lease is cleared with it), each with one attempt.
+ * lease is cleared with it), each with one attempt. That both dispatchers took part is made certain,
+ * not hoped for: each receiver answers nothing until it holds more requests at once than one process
+ * may have in flight to an endpoint, so a second process must have sent to it.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -16,6 +18,8 @@ import { startSecondService } from "./second-service.ts";
 
 const EVENTS = 90;
 const ENDPOINTS = 3;
+/** Deliveries one process has in flight per endpoint at most: the stack's service's, and the second's. */
+const PER_ENDPOINT = 16;
 
 const receivers: Array<{ close(): Promise<void> }> = [];
 afterAll(async () => {
@@ -36,9 +40,27 @@ const attemptsSent = async (baseUrl: string, token: string) => {
 describe("two webhook dispatchers on one database", () => {
   it("delivers each event once per endpoint, counted after nothing is pending", async () => {
     const token = readFileSync(join(stack().dataDir, "metrics.token"), "utf8").trim();
-    const processes = [stack().apiUrl, await startSecondService({ METRICS_TOKEN: token })];
+    const processes = [
+      stack().apiUrl,
+      await startSecondService({
+        METRICS_TOKEN: token,
+        WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: String(PER_ENDPOINT),
+      }),
+    ];
     const m = await merchantOnTestChain();
-    const hooks = await Promise.all(Array.from({ length: ENDPOINTS }, () => startReceiver()));
+    // Each receiver holds every answer until its request number PER_ENDPOINT + 1 arrives: so many at once
+    // come from two processes. Then it answers them all, and the rest at once.
+    const gatedReceiver = () => {
+      let open = () => {};
+      const opened = new Promise<void>((resolve) => {
+        open = resolve;
+      });
+      return startReceiver((_request, index) => {
+        if (index >= PER_ENDPOINT) open();
+        return { status: 200, until: opened };
+      });
+    };
+    const hooks = await Promise.all(Array.from({ length: ENDPOINTS }, gatedReceiver));
     receivers.push(...hooks);
     const endpoints: string[] = [];
     for (const hook of hooks) {
