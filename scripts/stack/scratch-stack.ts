@@ -2,12 +2,13 @@
  * Throwaway stacks on local chains, each in a fresh temporary directory: for the benchmarks, the fuzzer
  * and the e2e tests that need a stack of their own (to kill, freeze or restart parts of it).
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdtempSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ChainConfig } from "../../service/chains/config.ts";
-import { removePostgresData } from "./postgres-paths.ts";
-import { type RunningStack, type StackOptions, startStack } from "./stack.ts";
+import { abandoned, claim, removeQuietly } from "./abandoned.ts";
+import { removePostgresData, stopStalePostmaster } from "./postgres-paths.ts";
+import { type RunningStack, type StackOptions, startStack, stopLeftovers } from "./stack.ts";
 
 /** A local anvil chain with Circle's USDC, escrow holds of an hour and no confirmations to wait for. */
 export const localChain = (overrides: Partial<ChainConfig> = {}): ChainConfig => ({
@@ -32,9 +33,15 @@ export interface ScratchDir {
   readonly remove: () => void;
 }
 
-/** A fresh data directory (`billing-<name>-…` under the temp dir) holding a chains file. */
+const SCRATCH_PREFIX = "billing-";
+
+/**
+ * A fresh data directory (`billing-<name>-…` under the temp dir) holding a chains file, owned by this
+ * process (see abandoned.ts).
+ */
 export const scratchDir = (name: string, chains: readonly ChainConfig[] = [localChain()]): ScratchDir => {
-  const dataDir = mkdtempSync(join(tmpdir(), `billing-${name}-`));
+  const dataDir = mkdtempSync(join(tmpdir(), `${SCRATCH_PREFIX}${name}-`));
+  claim(dataDir);
   const chainsConfig = join(dataDir, "chains.json");
   writeFileSync(chainsConfig, JSON.stringify({ chains }, null, 2));
   return {
@@ -45,6 +52,24 @@ export const scratchDir = (name: string, chains: readonly ChainConfig[] = [local
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+};
+
+/**
+ * Scratch directories whose owner was killed before removing them: their stack's indexer and chains and
+ * their Postgres are stopped, and the directory goes, with (as root) the cluster kept outside it. A test
+ * run interrupted a few times otherwise leaves gigabytes and running processes behind.
+ */
+export const removeAbandonedScratchDirs = async (): Promise<void> => {
+  for (const dataDir of abandoned(SCRATCH_PREFIX)) {
+    try {
+      await stopLeftovers(join(dataDir, "stack.json"));
+      const link = join(dataDir, "postgres");
+      const linked = lstatSync(link, { throwIfNoEntry: false })?.isSymbolicLink();
+      await stopStalePostmaster(linked ? readlinkSync(link) : link);
+      removePostgresData(link);
+    } catch {}
+    removeQuietly(dataDir);
+  }
 };
 
 export interface ScratchStack extends ScratchDir {
@@ -65,6 +90,7 @@ export const startScratchStack = async (
   name: string,
   { chains, ...options }: ScratchStackOptions = {},
 ): Promise<ScratchStack> => {
+  await removeAbandonedScratchDirs();
   const dir = scratchDir(name, chains);
   try {
     const stack = await startStack({

@@ -127,7 +127,7 @@ const metricsToken = (dataDir: string, given: string | undefined): string => {
 };
 
 /** A stack.json left behind means its supervisor was killed: stop the children it recorded. */
-const stopLeftovers = async (stackFile: string): Promise<void> => {
+export const stopLeftovers = async (stackFile: string): Promise<void> => {
   if (!existsSync(stackFile)) return;
   const { processes = [] } = JSON.parse(readFileSync(stackFile, "utf8")) as { processes?: number[] };
   for (const pid of processes) {

@@ -2,12 +2,10 @@
  * One embedded Postgres for the domain tests (no chain, no indexer): each test file makes a database of
  * its own on it (harness.ts). Started the way the stack starts it.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { startEmbeddedPostgres } from "../../scripts/stack/postgres.ts";
-import { removePostgresData } from "../../scripts/stack/postgres-paths.ts";
+import { removeAbandonedScratchDirs, scratchDir } from "../../scripts/stack/scratch-stack.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
 
 declare module "vitest" {
@@ -17,16 +15,16 @@ declare module "vitest" {
 }
 
 export default async function setup(project: TestProject) {
-  const dataDir = mkdtempSync(join(tmpdir(), "billing-domain-"));
+  await removeAbandonedScratchDirs();
+  const scratch = scratchDir("domain", []);
   const postgres = await startEmbeddedPostgres({
-    dataDir: join(dataDir, "postgres"),
+    dataDir: join(scratch.dataDir, "postgres"),
     port: await freePort(),
     database: "domain",
   });
   project.provide("postgresUrl", postgres.url);
   return async () => {
     await postgres.stop();
-    removePostgresData(join(dataDir, "postgres"));
-    rmSync(dataDir, { recursive: true, force: true });
+    scratch.remove();
   };
 }

@@ -5,14 +5,13 @@
  * The relayer's key is generated for the run: the service refuses anvil's public keys on a chain that is
  * not local (resolveLocalChain funds it on the anvils, playing the operator).
  */
-import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { createWriteStream, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { TestProject } from "vitest/node";
 import { startAnvil } from "../../scripts/stack/anvil.ts";
 import { resolveLocalChain } from "../../scripts/stack/local-chain.ts";
-import { removePostgresData } from "../../scripts/stack/postgres-paths.ts";
+import { removeAbandonedScratchDirs, scratchDir } from "../../scripts/stack/scratch-stack.ts";
 import { startStack } from "../../scripts/stack/stack.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
 import type { ChainConfig } from "../../service/chains/config.ts";
@@ -52,7 +51,9 @@ const TEST_CHAIN = {
 } satisfies ChainConfig;
 
 export default async function setup(project: TestProject) {
-  const dataDir = mkdtempSync(join(tmpdir(), "billing-e2e-"));
+  await removeAbandonedScratchDirs();
+  const scratch = scratchDir("e2e", []);
+  const { dataDir, chainsConfig } = scratch;
   const relayerKey = generatePrivateKey();
   const relayer = privateKeyToAccount(relayerKey).address;
   // The operator terms name is not the relayer, as in production: a key of its own that names the
@@ -92,7 +93,6 @@ export default async function setup(project: TestProject) {
     payments_available: true,
     confirmations: 2,
   };
-  const chainsConfig = join(dataDir, "chains.json");
   writeFileSync(chainsConfig, JSON.stringify({ chains: [testChain, liveChain, closedTestChain] }, null, 2));
 
   // The stack's own output (indexer, anvil) goes to a file for when a test needs explaining.
@@ -131,7 +131,6 @@ export default async function setup(project: TestProject) {
     await stack.stop();
     await liveAnvil.stop();
     log.end();
-    removePostgresData(join(dataDir, "postgres"));
-    rmSync(dataDir, { recursive: true, force: true });
+    scratch.remove();
   };
 }
