@@ -65,7 +65,8 @@ export const chainDriver = (chainId: number) => {
     const request = await wallet.prepareTransactionRequest({ to, data, gas: 1_000_000n });
     const raw = await wallet.signTransaction(request);
     const hash = await client.sendRawTransaction({ serializedTransaction: raw });
-    const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 20 });
+    // Bounded well inside a test's time: a transaction never mined fails naming its hash, not the test's timeout.
+    const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 20, timeout: 30_000 });
     if (receipt.status !== "success") throw new Error(`transaction ${hash} reverted`);
     return { hash, raw, receipt };
   };

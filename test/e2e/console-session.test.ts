@@ -130,7 +130,10 @@ describe("console sessions", () => {
     expect((await withSession("/v1/chains", secondCookie)).status).toBe(200);
 
     const keyId = (await cli("keys", "list", "--merchant", merchantId)).split("\t")[0] ?? "";
+    // The CLI is another process: the stack's service forgets the session when the revocation's NOTIFY
+    // reaches it, a moment later (cleared-caches.ts), and from then on refuses it.
     await cli("keys", "revoke", keyId);
+    await expect.poll(async () => (await withSession("/v1/chains", secondCookie)).status).toBe(401);
     const revoked = await withSession("/v1/chains", secondCookie);
     expect(revoked.status).toBe(401);
     expect(expectErrorShape(revoked.json).code).toBe("console_session_invalid");

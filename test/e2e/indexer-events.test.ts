@@ -178,7 +178,9 @@ describe("reorgs", () => {
 
 /** Ponder's indexing-cache counters for a table, by kind of request (prefetch, hit, miss, complete). */
 const cacheRequests = async (table: string) => {
-  const text = await (await fetch(`${stack().ponderUrl}/metrics`)).text();
+  const text = await (
+    await fetch(`${stack().ponderUrl}/metrics`, { signal: AbortSignal.timeout(15_000) })
+  ).text();
   const counts: Record<string, number> = {};
   for (const match of text.matchAll(
     /^ponder_indexing_cache_requests_total\{table="([^"]+)",type="([^"]+)"\} (\d+)$/gm,
