@@ -281,7 +281,7 @@ export interface paths {
         put?: never;
         /**
          * Test mode: sign the mandate as its customer with a deterministic test wallet.
-         * @description Signs the terms and a permit and submits them like the hosted page does; answers with the mandate once the chain's MandateAuthorized event has been indexed, and `mandate.authorized` is raised from it. Also re-signs a mandate whose approval is spent.
+         * @description Signs the terms and a permit and submits them like the hosted page does; answers with the mandate once the chain's MandateAuthorized event has been indexed, and `mandate.authorized` is raised from it. Signs whatever the mandate needs signed (its first signature, a spent approval, a cap raise); a mandate already signed is answered as it is, and a retry after a 503 waits for the signature already on chain: it never signs twice.
          */
         post: operations["testAuthorizeMandate"];
         delete?: never;

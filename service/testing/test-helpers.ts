@@ -19,6 +19,7 @@ import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
 import { outsideTransaction } from "../db/client.ts";
 import { InvalidRequest, type NotFound, Unavailable } from "../errors.ts";
+import { needsSignature } from "../mandates/authorization-session.ts";
 import { Authorizations, type AuthorizeFailure } from "../mandates/authorization-signing.ts";
 import type { MandateObject } from "../mandates/mandate-object.ts";
 import { MandateStore } from "../mandates/mandate-store.ts";
@@ -138,6 +139,26 @@ export class TestHelpers extends Context.Service<
           };
         });
 
+      /**
+       * The mandate once the signature of `nonce` has been applied: mandate.authorized comes from the
+       * indexed chain event. 503 when the indexer has not caught up in time; a retry waits again.
+       */
+      const appliedRendered = (mandateId: string, nonce: bigint) =>
+        Effect.gen(function* () {
+          const applied = yield* Effect.gen(function* () {
+            for (;;) {
+              const row = yield* store.reload(mandateId);
+              if (BigInt(row.signature_version ?? 0) >= nonce) return row;
+              yield* Effect.sleep("50 millis");
+            }
+          }).pipe(Effect.timeoutOption(WAIT));
+          if (applied._tag === "None")
+            return yield* unavailable(
+              "The chain has the signature but the indexer has not caught up yet; mandate.authorized will follow. Retrying waits for it and signs nothing again.",
+            );
+          return mandates.render(applied.value);
+        });
+
       const authorize = (scope: MerchantScope, mandateId: string) =>
         Effect.gen(function* () {
           const mandate = yield* store.load(scope, mandateId);
@@ -153,6 +174,15 @@ export class TestHelpers extends Context.Service<
             });
           const chain = yield* chainOf(mandate.chain_id);
           const request = yield* authorizations.request(mandate, wallet.address, { resign: true });
+          // A signature the chain has and the service has not applied yet (an earlier call answered 503,
+          // and this is its retry): wait for it, never sign again. A second signature would be a second
+          // authorization on chain, and a second mandate.authorized.
+          const onchainNonce = request.terms.nonce - 1n;
+          if (onchainNonce > BigInt(mandate.signature_version ?? 0))
+            return yield* appliedRendered(mandate.id, onchainNonce);
+          // Signed already, nothing pending (a retry that came after the signature was applied): the
+          // mandate as it is.
+          if (!needsSignature(mandate)) return mandates.render(mandate);
           const signature = yield* Effect.promise(() =>
             wallet.signTypedData({
               domain: termsDomain(chain.id, chain.escrow.address),
@@ -192,19 +222,7 @@ export class TestHelpers extends Context.Service<
             return yield* unavailable(
               "The authorization was not mined in time. Retry with a new Idempotency-Key.",
             );
-          // mandate.authorized comes from the indexed chain event; answer once it has been applied.
-          const applied = yield* Effect.gen(function* () {
-            for (;;) {
-              const row = yield* store.reload(mandate.id);
-              if ((row.signature_version ?? 0) >= Number(submitted.nonce)) return row;
-              yield* Effect.sleep("50 millis");
-            }
-          }).pipe(Effect.timeoutOption(WAIT));
-          if (applied._tag === "None")
-            return yield* unavailable(
-              "The chain has the signature but the indexer has not caught up yet; mandate.authorized will follow.",
-            );
-          return mandates.render(applied.value);
+          return yield* appliedRendered(mandate.id, BigInt(submitted.nonce));
         });
 
       const advanceClock = (scope: MerchantScope, input: typeof AdvanceClockRequest.Type) =>

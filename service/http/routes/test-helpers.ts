@@ -50,7 +50,7 @@ export const testHelperRoutes = [
     tag: "Test helpers",
     summary: "Test mode: sign the mandate as its customer with a deterministic test wallet.",
     description:
-      "Signs the terms and a permit and submits them like the hosted page does; answers with the mandate once the chain's MandateAuthorized event has been indexed, and `mandate.authorized` is raised from it. Also re-signs a mandate whose approval is spent.",
+      "Signs the terms and a permit and submits them like the hosted page does; answers with the mandate once the chain's MandateAuthorized event has been indexed, and `mandate.authorized` is raised from it. Signs whatever the mandate needs signed (its first signature, a spent approval, a cap raise); a mandate already signed is answered as it is, and a retry after a 503 waits for the signature already on chain: it never signs twice.",
     testOnly: true,
     response: MandateObject,
     examples: { params: { id: IDS.mandate }, response: mandate },
