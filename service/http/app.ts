@@ -36,7 +36,11 @@ export interface AppOptions<R> extends OperationalOptions {
   readonly run: Runner<R | ApiKeys | ConsoleSessions | Idempotency>;
   /** The service's public URL: an https one makes the console's cookie `Secure`. */
   readonly publicUrl?: string;
-  /** Checked before every request for the public pages (under `/authorize/`, `/pay/`, `/portal/`, `/assets/`): a refusal to render, if any. */
+  /**
+   * Checked before every request that needs no API key: the public pages (under `/authorize/`, `/pay/`,
+   * `/portal/`, `/assets/`) and the console's page, assets and sign-in (`/console/*`, which Hono also
+   * matches to `/console`). Answers the refusal, if any.
+   */
   readonly limitPage?: (c: HonoContext<Env>) => Promise<ApiFailure | undefined>;
 }
 
@@ -177,7 +181,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
   });
   const limitPage = options.limitPage;
   if (limitPage)
-    for (const pages of ["/authorize/*", "/pay/*", "/portal/*", "/assets/*"])
+    for (const pages of ["/authorize/*", "/pay/*", "/portal/*", "/assets/*", "/console/*"])
       app.use(pages, async (c, next) => {
         const refusal = await limitPage(c);
         if (refusal) return respondFailure(c, refusal);

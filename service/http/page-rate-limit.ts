@@ -1,6 +1,7 @@
 /**
- * Request limits of the hosted pages (`/authorize/…`, `/pay/…`, `/portal/…`), whose routes need no API
- * key: per client address and per page token (an authorization's, a payment's or a portal session's), counted in fixed one-minute
+ * Request limits of the routes that need no API key: the hosted pages (`/authorize/…`, `/pay/…`,
+ * `/portal/…`) and the console's page, assets and sign-in (`/console…`), per client address and per page
+ * token (an authorization's, a payment's or a portal session's), counted in fixed one-minute
  * windows shared by every service process (limits/request-counts.ts). Beyond a limit: 429
  * `rate_limited` with `Retry-After`.
  */
@@ -84,8 +85,8 @@ const socketAddressOf = (c: HonoContext): string | undefined => {
 };
 
 /**
- * The check the HTTP layer runs before every `/authorize/*`, `/pay/*`, `/portal/*` and `/assets/*` request: the refusal to
- * render, if any. A database that does not answer lets the request through (the limits protect the
+ * The check the HTTP layer runs before every `/authorize/*`, `/pay/*`, `/portal/*`, `/assets/*` and
+ * `/console…` request: the refusal, if any. A database that does not answer lets the request through (the limits protect the
  * relayer, which has its own budget, and must not take the page down with them).
  */
 export const pageLimiter =
