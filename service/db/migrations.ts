@@ -875,6 +875,10 @@ export const migrations = {
       WHERE status = 'open' AND charge_id IS NOT NULL AND NOT charge_pending AND amount_paid = 0
         AND NOT return_pending`,
   ),
+  "0041_restricted_keys": statements(
+    // Read-only keys for finance (`rk_test_…`, `rk_live_…`): every GET, no change (auth/api-keys.ts).
+    "ALTER TABLE billing.api_keys ADD COLUMN restricted boolean NOT NULL DEFAULT false",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {
