@@ -56,6 +56,7 @@ const sessionBody = (session: ConsoleSession, token: string) => ({
   object: "console_session",
   livemode: session.caller.livemode,
   merchant: session.caller.merchantId,
+  read_only: session.caller.restricted,
   csrf_token: csrfTokenOf(token),
   expires_at: Math.floor(session.expiresAt.getTime() / 1000),
 });
