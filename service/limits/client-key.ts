@@ -9,11 +9,19 @@ import ipaddr from "ipaddr.js";
 const IPV6_PREFIX_PARTS = 4; // 4 × 16 bits: the /64
 
 /**
+ * The address without a port some proxies append (`1.2.3.4:5678`, `[2001:db8::1]:5678`): a port per
+ * connection must not make a key per connection.
+ */
+const withoutPort = (address: string): string =>
+  /^\[([^\]]+)\](?::\d+)?$/.exec(address)?.[1] ?? /^([\d.]+):\d+$/.exec(address)?.[1] ?? address;
+
+/**
  * The key of a client address: `v4:<address>`, `v6:<prefix>/64`, or, for what is not an address
  * (a trusted proxy's odd entry, no socket), `other:` and its first 64 characters.
  */
-export const clientKey = (address: string): string => {
-  if (!ipaddr.isValid(address)) return `other:${address.slice(0, 64)}`;
+export const clientKey = (written: string): string => {
+  const address = withoutPort(written);
+  if (!ipaddr.isValid(address)) return `other:${written.slice(0, 64)}`;
   const parsed = ipaddr.process(address);
   if (parsed.kind() === "ipv4") return `v4:${parsed.toString()}`;
   const parts = (parsed as ipaddr.IPv6).parts.slice(0, IPV6_PREFIX_PARTS);

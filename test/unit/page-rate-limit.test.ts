@@ -68,6 +68,10 @@ describe("client keys of the rate limits", () => {
     expect(clientKey("2001:db8:1:2:3:4:5:6")).toBe("v6:2001:db8:1:2::/64");
     expect(clientKey("fe80::1%eth0")).toBe("v6:fe80::/64");
     expect(clientKey("unknown")).toBe("other:unknown");
+    // A port a proxy appended is not part of the client.
+    expect(clientKey("203.0.113.9:51234")).toBe("v4:203.0.113.9");
+    expect(clientKey("[2001:db8:1:2::9]:443")).toBe("v6:2001:db8:1:2::/64");
+    expect(clientKey("[::ffff:203.0.113.9]")).toBe("v4:203.0.113.9");
     expect(clientKey("x".repeat(100))).toBe(`other:${"x".repeat(64)}`);
   });
 });
