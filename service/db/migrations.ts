@@ -850,7 +850,7 @@ export const migrations = {
     "CREATE INDEX gas_cost_shares_merchant ON billing.gas_cost_shares (merchant_id, livemode, id)",
     "CREATE INDEX gas_cost_shares_transaction ON billing.gas_cost_shares (relayer_transaction_id)",
   ),
-  "0040_invoice_returns": statements(
+  "0038_invoice_returns": statements(
     // A charge returned during its hold paid nothing: its invoice records what went back and is unpaid
     // again (settle-returned.ts). `return_pending` marks the invoices whose charge was returned and that
     // have not been settled for it, set by a trigger when the charge's return is recorded (as
@@ -875,7 +875,7 @@ export const migrations = {
       WHERE status = 'open' AND charge_id IS NOT NULL AND NOT charge_pending AND amount_paid = 0
         AND NOT return_pending`,
   ),
-  "0041_restricted_keys": statements(
+  "0039_restricted_keys": statements(
     // Read-only keys for finance (`rk_test_…`, `rk_live_…`): every GET, no change (auth/api-keys.ts).
     "ALTER TABLE billing.api_keys ADD COLUMN restricted boolean NOT NULL DEFAULT false",
   ),

@@ -16,7 +16,7 @@
  *
  * Two columns are also written elsewhere, by triggers on `billing.charges`: `charge_pending`, cleared
  * when the linked charge's outcome is recorded (migration 0021), so the settle step reads only invoices
- * whose charge has one; and `return_pending`, set when the linked charge's return is recorded (0040),
+ * whose charge has one; and `return_pending`, set when the linked charge's return is recorded (0038),
  * so the settle-returned step reads only those.
  */
 
