@@ -331,7 +331,7 @@ const runtime = ManagedRuntime.make(
   ),
 );
 const merchantId = "mer_bench";
-const caller: Caller = { merchantId, apiKeyId: "key_bench", livemode: false };
+const caller: Caller = { merchantId, apiKeyId: "key_bench", livemode: false, restricted: false };
 await runtime.runPromise(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient;

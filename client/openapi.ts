@@ -207,7 +207,7 @@ export interface paths {
         put?: never;
         /**
          * Return a payment's held funds to the payer (only during the hold). payment.reversed follows.
-         * @description Sends everything of the payment held in escrow to `address`, or by default to the sender of the payment's (largest) transfer. Only on chains with escrow holds, during the hold, one return at a time: otherwise 400 `payment_not_returnable`.
+         * @description Sends everything of the payment held in escrow to `address`, or by default to the sender of the payment's (largest) transfer. Only on chains with escrow holds, during the hold, one return at a time, and only of a payment whose terms name this service's operator (the payee can return one made under a former operator itself): otherwise 400 `payment_not_returnable`.
          */
         post: operations["returnPayment"];
         delete?: never;
@@ -1700,7 +1700,7 @@ export interface components {
             object: "invoice";
             livemode: boolean;
             /**
-             * @description open: being collected (see attempt_count, next_payment_attempt), or paid in part by another charge of its period (amount_remaining_decimal; no retry); paid; uncollectible: every retry failed, or its period ended unpaid; void: the subscription was canceled before it was paid
+             * @description open: being collected (see attempt_count, next_payment_attempt), or paid in part by another charge of its period (amount_remaining_decimal; no retry), or its charge was returned (amount_returned_decimal; no retry); paid; uncollectible: every retry failed, or its period ended unpaid; void: the subscription was canceled before it was paid
              * @enum {string}
              */
             status: "open" | "paid" | "uncollectible" | "void";
@@ -1739,7 +1739,11 @@ export interface components {
             amount_paid_decimal: string;
             /** @description total − amount_paid; 0 once paid */
             amount_remaining_decimal: string;
-            /** @description Why the latest attempt failed (the charge's failure_code, or period_already_charged when another charge of the period paid less than the total); null once paid */
+            /** @description What its charge paid and the escrow then returned to the customer during the hold (the charge's whole amount); the invoice is then unpaid: amount_paid 0, failure_code charge_returned */
+            amount_returned_decimal: string;
+            /** @description Chain time (unix seconds) of its charge's return */
+            returned_at: number | null;
+            /** @description Why the latest attempt failed (the charge's failure_code; period_already_charged when another charge of the period paid less than the total; charge_returned when its charge was returned); null once paid */
             failure_code: string | null;
             /** @description The latest charge attempt, or the charge that took the invoice's period */
             charge: string | null;
@@ -6538,6 +6542,8 @@ export interface operations {
                      *           "ending_credit_decimal": "0",
                      *           "amount_paid_decimal": "15.992",
                      *           "amount_remaining_decimal": "0",
+                     *           "amount_returned_decimal": "0",
+                     *           "returned_at": null,
                      *           "failure_code": null,
                      *           "charge": "ch_01KJQ7J8D03FXNEMHA94RGC2QB",
                      *           "attempt_count": 1,
@@ -6660,6 +6666,8 @@ export interface operations {
                      *       "ending_credit_decimal": "0",
                      *       "amount_paid_decimal": "15.992",
                      *       "amount_remaining_decimal": "0",
+                     *       "amount_returned_decimal": "0",
+                     *       "returned_at": null,
                      *       "failure_code": null,
                      *       "charge": "ch_01KJQ7J8D03FXNEMHA94RGC2QB",
                      *       "attempt_count": 1,
@@ -6809,7 +6817,7 @@ export interface operations {
                      *         {
                      *           "object": "event_type",
                      *           "type": "invoice.payment_failed",
-                     *           "description": "A subscription invoice's charge failed (failure_code says why); next_payment_attempt says when it is retried (null: no retry left). Also when another charge of the invoice's period paid less than its total (failure_code period_already_charged, amount_remaining_decimal): it is not retried."
+                     *           "description": "A subscription invoice's charge failed (failure_code says why); next_payment_attempt says when it is retried (null: no retry left). Also when another charge of the invoice's period paid less than its total (failure_code period_already_charged, amount_remaining_decimal), and when the invoice's charge was returned to the customer during its hold, even after invoice.paid (failure_code charge_returned, amount_returned_decimal): neither is retried."
                      *         },
                      *         {
                      *           "object": "event_type",

@@ -4,7 +4,8 @@
  *
  *   merchants create --name "Acme"          create a merchant
  *   merchants list
- *   keys create --merchant mer_… --mode test|live   create an API key (shown once)
+ *   keys create --merchant mer_… --mode test|live [--restricted]   create an API key (shown once);
+ *                                            --restricted: rk_…, read-only (for finance)
  *   keys list --merchant mer_…
  *   keys revoke key_…
  *   gas totals [--chain 8453] [--since 2026-11-01]   what the relayer paid per chain (mined and reverted)
@@ -24,7 +25,7 @@ export const STACK_FILE = ".data/stack.json";
 const USAGE = `usage: npm run cli -- <command>
   merchants create --name <name>
   merchants list
-  keys create --merchant <mer_id> --mode <test|live>
+  keys create --merchant <mer_id> --mode <test|live> [--restricted]
   keys list --merchant <mer_id>
   keys revoke <key_id>
   gas totals [--chain <chain_id>] [--since <date or time, ISO 8601>]`;
@@ -45,6 +46,7 @@ const program = (argv: string[]) =>
         name: { type: "string" },
         merchant: { type: "string" },
         mode: { type: "string" },
+        restricted: { type: "boolean" },
         chain: { type: "string" },
         since: { type: "string" },
       },
@@ -68,14 +70,18 @@ const program = (argv: string[]) =>
       values.merchant &&
       (values.mode === "test" || values.mode === "live")
     ) {
-      const created = yield* keys.create({ merchantId: values.merchant, livemode: values.mode === "live" });
+      const created = yield* keys.create({
+        merchantId: values.merchant,
+        livemode: values.mode === "live",
+        restricted: values.restricted === true,
+      });
       yield* line(`${created.record.id}\t${created.secret}`);
       return yield* Effect.sync(() => console.error("Store this key now: it is not shown again."));
     }
     if (group === "keys" && command === "list" && values.merchant) {
       for (const k of yield* keys.list(values.merchant))
         yield* line(
-          `${k.id}\t${k.livemode ? "live" : "test"}\t${k.redacted}\t${k.revoked_at ? `revoked ${k.revoked_at.toISOString()}` : "active"}`,
+          `${k.id}\t${k.livemode ? "live" : "test"}\t${k.restricted ? "restricted" : "secret"}\t${k.redacted}\t${k.revoked_at ? `revoked ${k.revoked_at.toISOString()}` : "active"}`,
         );
       return;
     }

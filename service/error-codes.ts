@@ -41,8 +41,15 @@ export const ERROR_CODES = {
   },
   // Keys and idempotency.
   api_key_missing: { status: 401, when: "No `Authorization` header." },
-  api_key_malformed: { status: 401, when: "The header is not `Bearer sk_test_…` or `Bearer sk_live_…`." },
+  api_key_malformed: {
+    status: 401,
+    when: "The header is not `Bearer <key>` with a key starting `sk_test_`, `sk_live_`, `rk_test_` or `rk_live_`.",
+  },
   api_key_invalid: { status: 401, when: "No such key, or a revoked one." },
+  api_key_restricted: {
+    status: 403,
+    when: "A restricted key (`rk_…`, read-only) or a console session signed in with one asked to change something: only `GET` is allowed.",
+  },
   console_session_invalid: {
     status: 401,
     when: "A console request whose session cookie names no live session (signed out, expired, or its key revoked).",

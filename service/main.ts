@@ -6,7 +6,7 @@
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
 import { Cause, Effect, Exit, ManagedRuntime, Redacted } from "effect";
-import { SqlClient } from "effect/sql";
+import { SqlClient, type SqlError } from "effect/sql";
 import type { ApiKeys } from "./auth/api-keys.ts";
 import type { ConsoleSessions } from "./auth/console-sessions.ts";
 import { verifyChains } from "./chains/chain-verification.ts";
@@ -20,13 +20,14 @@ import { relayerAddressesOf } from "./chains/relayer-keys.ts";
 import { describePaused, TokenStates } from "./chains/token-states.ts";
 import type { Charges } from "./charges/charges.ts";
 import { PAGE_LIMIT_DEFAULTS, type ServiceConfig, serviceConfigFromEnv } from "./config/env.ts";
+import type { NotFound } from "./errors.ts";
 import type { Events } from "./events/events.ts";
 import { makeApp, type Readiness } from "./http/app.ts";
 import { registerAuthorizationPage } from "./http/authorization-page/routes.ts";
 import { answerClientError } from "./http/client-error.ts";
 import { registerConsole } from "./http/console/routes.ts";
 import { buildOpenApi } from "./http/openapi.ts";
-import { pageLimiter } from "./http/page-rate-limit.ts";
+import { type PageKind, type PageTokenExists, pageLimiter } from "./http/page-rate-limit.ts";
 import { registerPayPage } from "./http/pay-page/routes.ts";
 import { registerPortalPage } from "./http/portal-page/routes.ts";
 import type { AnyRoute } from "./http/route.ts";
@@ -237,43 +238,46 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
 
   const metrics = await runtime.runPromise(Effect.service(Metrics));
   const openapi = buildOpenApi(routes, { version: VERSION });
+  // One lookup per kind of page, for the page's own 404 and for its rate limit.
+  const pageSession = (
+    page: PageKind,
+    token: string,
+  ): Effect.Effect<
+    unknown,
+    NotFound | SqlError.SqlError,
+    AuthorizationSessions | PaySessions | PortalSessions
+  > => {
+    switch (page) {
+      case "authorize":
+        return Effect.flatMap(Effect.service(AuthorizationSessions), (sessions) =>
+          sessions.mandateFor(token),
+        );
+      case "pay":
+        return Effect.flatMap(Effect.service(PaySessions), (sessions) => sessions.paymentFor(token));
+      case "portal":
+        return Effect.flatMap(Effect.service(PortalSessions), (sessions) => sessions.access(token));
+    }
+  };
+  const pageTokenExists: PageTokenExists = (page, token) =>
+    runtime.runPromise(
+      pageSession(page, token).pipe(
+        Effect.as(true),
+        Effect.catchTag("NotFound", () => Effect.succeed(false)),
+      ),
+    );
   const app = makeApp({
     routes,
     publicRoutes: [...authorizationRoutes, ...payPageRoutes, ...portalPageRoutes],
     extend: (hono) => {
-      registerAuthorizationPage(hono, {
-        tokenExists: (token) =>
-          runtime.runPromise(
-            Effect.flatMap(Effect.service(AuthorizationSessions), (sessions) =>
-              sessions.mandateFor(token),
-            ).pipe(
-              Effect.as(true),
-              Effect.catchTag("NotFound", () => Effect.succeed(false)),
-            ),
-          ),
-      });
-      registerPayPage(hono, {
-        tokenExists: (token) =>
-          runtime.runPromise(
-            Effect.flatMap(Effect.service(PaySessions), (sessions) => sessions.paymentFor(token)).pipe(
-              Effect.as(true),
-              Effect.catchTag("NotFound", () => Effect.succeed(false)),
-            ),
-          ),
-      });
-      registerPortalPage(hono, {
-        tokenExists: (token) =>
-          runtime.runPromise(
-            Effect.flatMap(Effect.service(PortalSessions), (sessions) => sessions.access(token)).pipe(
-              Effect.as(true),
-              Effect.catchTag("NotFound", () => Effect.succeed(false)),
-            ),
-          ),
-      });
+      registerAuthorizationPage(hono, { tokenExists: (token) => pageTokenExists("authorize", token) });
+      registerPayPage(hono, { tokenExists: (token) => pageTokenExists("pay", token) });
+      registerPortalPage(hono, { tokenExists: (token) => pageTokenExists("portal", token) });
       registerConsole(hono);
     },
     run: (effect) => runtime.runPromiseExit(effect),
-    limitPage: pageLimiter(config.page ?? PAGE_LIMIT_DEFAULTS, (effect) => runtime.runPromise(effect)),
+    limitPage: pageLimiter(config.page ?? PAGE_LIMIT_DEFAULTS, pageTokenExists, (effect) =>
+      runtime.runPromise(effect),
+    ),
     readiness,
     indexerLiveness: async () => ({ stalled: await stalledChains() }),
     metrics: {

@@ -1,7 +1,8 @@
 /**
- * API keys: `sk_test_…` and `sk_live_…`, 32 random bytes in base62. Only the SHA-256 of a key is
- * stored (keys are high-entropy, so a fast hash is enough, as for GitHub and Stripe tokens); the
- * clear key is returned once, when it is created.
+ * API keys: secret keys `sk_test_…` and `sk_live_…`, and restricted keys `rk_test_…` and `rk_live_…` that
+ * can read everything and change nothing (for finance; the HTTP layer refuses them every method but
+ * GET). 32 random bytes in base62. Only the SHA-256 of a key is stored (keys are high-entropy, so a fast
+ * hash is enough, as for GitHub and Stripe tokens); the clear key is returned once, when it is created.
  */
 import { hash, randomBytes } from "node:crypto";
 import { Context, Effect, Layer, Option, Schema } from "effect";
@@ -12,13 +13,17 @@ import { NotFound, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
 
-/** An authenticated API request: the merchant and mode of its key, and the key (idempotency is per key). */
+/**
+ * An authenticated API request: the merchant and mode of its key, the key (idempotency is per key), and
+ * whether the key is restricted (read-only).
+ */
 export interface Caller extends MerchantScope {
   readonly apiKeyId: string;
+  readonly restricted: boolean;
 }
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-export const API_KEY_PATTERN = /^sk_(test|live)_[0-9A-Za-z]{20,64}$/;
+export const API_KEY_PATTERN = /^(sk|rk)_(test|live)_[0-9A-Za-z]{20,64}$/;
 
 const base62 = (bytes: Uint8Array): string => {
   let n = BigInt(`0x${Buffer.from(bytes).toString("hex")}`);
@@ -30,8 +35,11 @@ const base62 = (bytes: Uint8Array): string => {
   return out.padStart(43, "0");
 };
 
-export const generateApiKey = (livemode: boolean): string =>
-  `sk_${livemode ? "live" : "test"}_${base62(randomBytes(32))}`;
+export const generateApiKey = (livemode: boolean, restricted = false): string =>
+  `${restricted ? "rk" : "sk"}_${livemode ? "live" : "test"}_${base62(randomBytes(32))}`;
+
+/** Whether a key, by its prefix, is a restricted one. */
+export const isRestrictedKey = (key: string): boolean => key.startsWith("rk_");
 
 export const hashApiKey = (key: string): Buffer => hash("sha256", key, "buffer");
 
@@ -41,6 +49,7 @@ const ApiKeyRow = Schema.Struct({
   id: Schema.String,
   merchant_id: Schema.String,
   livemode: Schema.Boolean,
+  restricted: Schema.Boolean,
   redacted: Schema.String,
   created_at: Schema.Date,
   revoked_at: Schema.NullOr(Schema.Date),
@@ -48,7 +57,12 @@ const ApiKeyRow = Schema.Struct({
 export type ApiKeyRecord = typeof ApiKeyRow.Type;
 const decodeKeys = decodeRows(ApiKeyRow);
 const decodeCallers = decodeRows(
-  Schema.Struct({ id: Schema.String, merchant_id: Schema.String, livemode: Schema.Boolean }),
+  Schema.Struct({
+    id: Schema.String,
+    merchant_id: Schema.String,
+    livemode: Schema.Boolean,
+    restricted: Schema.Boolean,
+  }),
 );
 
 export interface CreatedApiKey {
@@ -64,7 +78,7 @@ const missingKey = new Unauthenticated({
 const malformedKey = new Unauthenticated({
   code: "api_key_malformed",
   message:
-    "The Authorization header must be `Bearer <API key>`, with a key that starts with sk_test_ or sk_live_.",
+    "The Authorization header must be `Bearer <API key>`, with a key that starts with sk_test_, sk_live_, rk_test_ or rk_live_.",
 });
 const unknownKey = new Unauthenticated({ code: "api_key_invalid", message: "Invalid API key provided." });
 
@@ -74,10 +88,14 @@ export class ApiKeys extends Context.Service<
     readonly authenticate: (
       authorization: string | undefined,
     ) => Effect.Effect<Caller, Unauthenticated | SqlError.SqlError>;
-    /** Creates a key; with `secret`, stores that exact key (the dev stack's DEV_API_KEY). */
+    /**
+     * Creates a key, restricted (read-only) or not; with `secret`, stores that exact key (the dev stack's
+     * DEV_API_KEY), restricted when it starts `rk_`.
+     */
     readonly create: (input: {
       readonly merchantId: string;
       readonly livemode: boolean;
+      readonly restricted?: boolean;
       readonly secret?: string;
     }) => Effect.Effect<CreatedApiKey, NotFound | SqlError.SqlError>;
     readonly list: (merchantId: string) => Effect.Effect<readonly ApiKeyRecord[], SqlError.SqlError>;
@@ -93,13 +111,18 @@ export class ApiKeys extends Context.Service<
       const lookup = (sha256Hex: string) =>
         Effect.gen(function* () {
           const rows = yield* sql`
-            SELECT id, merchant_id, livemode FROM billing.api_keys
+            SELECT id, merchant_id, livemode, restricted FROM billing.api_keys
             WHERE secret_sha256 = ${Buffer.from(sha256Hex, "hex")} AND revoked_at IS NULL`.pipe(
             Effect.flatMap(decodeCallers),
           );
           const row = rows[0];
           if (row === undefined) return yield* unknownKey;
-          return { merchantId: row.merchant_id, apiKeyId: row.id, livemode: row.livemode } satisfies Caller;
+          return {
+            merchantId: row.merchant_id,
+            apiKeyId: row.id,
+            livemode: row.livemode,
+            restricted: row.restricted,
+          } satisfies Caller;
         });
       const callers = yield* ClearedCaches.cacheFor(lookup);
       const revocations = yield* Effect.serviceOption(ClearedCaches);
@@ -116,6 +139,7 @@ export class ApiKeys extends Context.Service<
       const create = (input: {
         readonly merchantId: string;
         readonly livemode: boolean;
+        readonly restricted?: boolean;
         readonly secret?: string;
       }) =>
         Effect.gen(function* () {
@@ -126,28 +150,29 @@ export class ApiKeys extends Context.Service<
               message: `No such merchant: ${input.merchantId}`,
               param: "merchant",
             });
-          const secret = input.secret ?? generateApiKey(input.livemode);
+          const secret = input.secret ?? generateApiKey(input.livemode, input.restricted ?? false);
           const id = yield* newId("apiKey");
           const rows = yield* sql`
             INSERT INTO billing.api_keys ${sql.insert({
               id,
               merchant_id: input.merchantId,
               livemode: input.livemode,
+              restricted: isRestrictedKey(secret),
               secret_sha256: hashApiKey(secret),
               redacted: redactApiKey(secret),
             })}
-            RETURNING id, merchant_id, livemode, redacted, created_at, revoked_at`;
+            RETURNING id, merchant_id, livemode, restricted, redacted, created_at, revoked_at`;
           const [record] = yield* decodeKeys(rows);
           return { record: record as ApiKeyRecord, secret };
         });
 
       const list = (merchantId: string) =>
-        sql`SELECT id, merchant_id, livemode, redacted, created_at, revoked_at FROM billing.api_keys
+        sql`SELECT id, merchant_id, livemode, restricted, redacted, created_at, revoked_at FROM billing.api_keys
             WHERE merchant_id = ${merchantId} ORDER BY id`.pipe(Effect.flatMap(decodeKeys));
 
       const revoke = (id: string) =>
         sql`UPDATE billing.api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = ${id}
-            RETURNING id, merchant_id, livemode, redacted, created_at, revoked_at`.pipe(
+            RETURNING id, merchant_id, livemode, restricted, redacted, created_at, revoked_at`.pipe(
           Effect.flatMap(decodeKeys),
           Effect.flatMap((rows) =>
             Option.match(Option.fromNullishOr(rows[0]), {

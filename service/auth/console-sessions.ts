@@ -52,13 +52,19 @@ const SessionRow = Schema.Struct({
   api_key_id: Schema.String,
   merchant_id: Schema.String,
   livemode: Schema.Boolean,
+  restricted: Schema.Boolean,
   expires_at: Schema.Date,
 });
 const decodeSessions = decodeRows(SessionRow);
 
 const toSession = (row: typeof SessionRow.Type): ConsoleSession => ({
   id: row.id,
-  caller: { merchantId: row.merchant_id, apiKeyId: row.api_key_id, livemode: row.livemode },
+  caller: {
+    merchantId: row.merchant_id,
+    apiKeyId: row.api_key_id,
+    livemode: row.livemode,
+    restricted: row.restricted,
+  },
   expiresAt: row.expires_at,
 });
 
@@ -101,9 +107,8 @@ export class ConsoleSessions extends Context.Service<
               expires_at: new Date(now + CONSOLE_SESSION_SECONDS * 1000),
             })}
             RETURNING id, api_key_id, ${caller.merchantId}::text AS merchant_id,
-                      ${caller.livemode}::boolean AS livemode, expires_at`.pipe(
-            Effect.flatMap(decodeSessions),
-          );
+                      ${caller.livemode}::boolean AS livemode, ${caller.restricted}::boolean AS restricted,
+                      expires_at`.pipe(Effect.flatMap(decodeSessions));
           const row = rows[0];
           if (row === undefined)
             return yield* Effect.die(new Error("console session insert returned nothing"));
@@ -114,7 +119,7 @@ export class ConsoleSessions extends Context.Service<
       const lookup = (sha256Hex: string) =>
         Effect.gen(function* () {
           const rows = yield* sql`
-            SELECT s.id, s.api_key_id, k.merchant_id, k.livemode, s.expires_at
+            SELECT s.id, s.api_key_id, k.merchant_id, k.livemode, k.restricted, s.expires_at
             FROM billing.console_sessions s JOIN billing.api_keys k ON k.id = s.api_key_id
             WHERE s.token_sha256 = ${Buffer.from(sha256Hex, "hex")} AND s.ended_at IS NULL
               AND s.expires_at > now() AND k.revoked_at IS NULL`.pipe(Effect.flatMap(decodeSessions));

@@ -37,7 +37,7 @@ export interface ServiceConfig {
 }
 
 export interface PageLimitsConfig {
-  /** Requests per minute per client address and per authorization token; 0: unlimited. */
+  /** Requests per minute per client (IPv4 address or IPv6 /64) and per page token; 0: unlimited. */
   readonly perAddressPerMinute: number;
   readonly perTokenPerMinute: number;
   /** Take the client address from X-Forwarded-For's right-most entry. */

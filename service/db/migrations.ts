@@ -850,6 +850,35 @@ export const migrations = {
     "CREATE INDEX gas_cost_shares_merchant ON billing.gas_cost_shares (merchant_id, livemode, id)",
     "CREATE INDEX gas_cost_shares_transaction ON billing.gas_cost_shares (relayer_transaction_id)",
   ),
+  "0038_invoice_returns": statements(
+    // A charge returned during its hold paid nothing: its invoice records what went back and is unpaid
+    // again (settle-returned.ts). `return_pending` marks the invoices whose charge was returned and that
+    // have not been settled for it, set by a trigger when the charge's return is recorded (as
+    // `charge_pending` is cleared, migration 0021), so the step reads only those.
+    `ALTER TABLE billing.invoices ADD COLUMN amount_returned numeric(78, 0) NOT NULL DEFAULT 0,
+      ADD COLUMN returned_at bigint, ADD COLUMN return_pending boolean NOT NULL DEFAULT false`,
+    `UPDATE billing.invoices i SET return_pending = true FROM billing.charges c
+      WHERE c.id = i.charge_id AND c.status = 'returned' AND i.status IN ('open', 'paid')`,
+    "CREATE INDEX invoices_return_pending ON billing.invoices (id) WHERE return_pending",
+    `CREATE FUNCTION billing.mark_invoice_return_pending() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      UPDATE billing.invoices SET return_pending = true
+        WHERE charge_id = ANY (ARRAY(SELECT id FROM changed WHERE status = 'returned'))
+          AND status IN ('open', 'paid') AND amount_returned = 0 AND NOT return_pending;
+      RETURN NULL;
+    END $$`,
+    `CREATE TRIGGER charges_return_recorded AFTER UPDATE ON billing.charges
+      REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION billing.mark_invoice_return_pending()`,
+    // The settle step no longer takes a returned charge for payment.
+    "DROP INDEX billing.invoices_settling",
+    `CREATE INDEX invoices_settling ON billing.invoices (id)
+      WHERE status = 'open' AND charge_id IS NOT NULL AND NOT charge_pending AND amount_paid = 0
+        AND NOT return_pending`,
+  ),
+  "0039_restricted_keys": statements(
+    // Read-only keys for finance (`rk_test_…`, `rk_live_…`): every GET, no change (auth/api-keys.ts).
+    "ALTER TABLE billing.api_keys ADD COLUMN restricted boolean NOT NULL DEFAULT false",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

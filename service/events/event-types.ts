@@ -49,7 +49,7 @@ export const EVENT_CATALOGUE = [
   {
     type: "invoice.payment_failed",
     description:
-      "A subscription invoice's charge failed (failure_code says why); next_payment_attempt says when it is retried (null: no retry left). Also when another charge of the invoice's period paid less than its total (failure_code period_already_charged, amount_remaining_decimal): it is not retried.",
+      "A subscription invoice's charge failed (failure_code says why); next_payment_attempt says when it is retried (null: no retry left). Also when another charge of the invoice's period paid less than its total (failure_code period_already_charged, amount_remaining_decimal), and when the invoice's charge was returned to the customer during its hold, even after invoice.paid (failure_code charge_returned, amount_returned_decimal): neither is retried.",
   },
   {
     type: "subscription.canceled",

@@ -7,18 +7,17 @@
  * request and response examples. Redoc 2.5 (a 1.1 MB bundle, maintenance releases only) always loads its
  * "API docs by Redocly" logo from Redocly's CDN; Redoc 3.0 (2.3 MB, weeks old) sends OpenTelemetry traces
  * to Redocly unless told not to and loads icons from a CDN. Scalar's bundle is the largest (4.35 MB,
- * 1.26 MB gzipped: served gzipped), but it is released weekly, needs neither `eval` nor workers, and
+ * 1.26 MB gzipped, 1.05 MB in brotli: served precompressed, precompressed.ts), but it is released weekly, needs neither `eval` nor workers, and
  * everything in it that reaches out (default web fonts, telemetry, the AI agent, MCP, the request
  * client and its proxy, the developer toolbar) can be switched off, which `CONFIGURATION` does.
  */
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
-import { promisify } from "node:util";
-import { gzip } from "node:zlib";
-import type { Context, Env, Hono } from "hono";
+import type { Env, Hono } from "hono";
 import { assetCache } from "./hosted-page/assets.ts";
 import { escapeHtml } from "./hosted-page/shell.ts";
+import { type Precompressed, precompress, servePrecompressed } from "./precompressed.ts";
 
 /**
  * The standalone bundle and the package's version (the assets' cache-busting `?v=`), found from the
@@ -70,20 +69,13 @@ export const API_REFERENCE_CSP = [
   "frame-ancestors 'none'",
 ].join("; ");
 
-interface Bundle {
-  readonly version: string;
-  readonly body: Buffer;
-  readonly gzipped: Buffer;
-}
+/** Scalar's version: the `?v=` of the bundle's link. */
+const scalarVersion = async (): Promise<string> =>
+  (JSON.parse(await readFile(PACKAGE_URL, "utf8")) as { version: string }).version;
 
-/** Read and gzipped once per process, on first use (4 MB: not at start, which most processes never need). */
-const loadBundle = async (): Promise<Bundle> => {
-  const [body, packageJson] = await Promise.all([readFile(BUNDLE_URL), readFile(PACKAGE_URL, "utf8")]);
-  const { version } = JSON.parse(packageJson) as { version: string };
-  return { version, body, gzipped: await promisify(gzip)(body) };
-};
-
-const acceptsGzip = (c: Context) => /\bgzip\b/i.test(c.req.header("accept-encoding") ?? "");
+/** Read and compressed once per process, on first use (4 MB: not at start, which most processes never need). */
+const loadBundle = async (): Promise<Precompressed> =>
+  precompress(await readFile(BUNDLE_URL), "text/javascript; charset=utf-8");
 
 /** Links are relative to `/docs` (`docs/assets/…`, `v1/openapi.json`), so a path prefix works. */
 export const renderApiReferencePage = (title: string, bundleVersion: string): string => {
@@ -107,7 +99,6 @@ export const renderApiReferencePage = (title: string, bundleVersion: string): st
 };
 
 const PAGE_HEADERS = {
-  "content-type": "text/html; charset=utf-8",
   "content-security-policy": API_REFERENCE_CSP,
   "cache-control": "no-cache",
   "referrer-policy": "no-referrer",
@@ -116,26 +107,18 @@ const PAGE_HEADERS = {
 } as const;
 
 export const registerApiReference = <E extends Env>(app: Hono<E>, title: string): void => {
-  const bundle = assetCache(loadBundle);
-  app.get(API_REFERENCE_PATH, async (c) =>
-    c.body(renderApiReferencePage(title, (await bundle()).version), 200, PAGE_HEADERS),
+  const version = assetCache(scalarVersion);
+  const page = assetCache(async () =>
+    precompress(renderApiReferencePage(title, await version()), "text/html; charset=utf-8"),
   );
-  app.get(BUNDLE_PATH, async (c) => {
-    const { version, body, gzipped } = await bundle();
-    const zipped = acceptsGzip(c);
-    const etag = `"${version}${zipped ? "-gzip" : ""}"`;
-    const headers = {
-      etag,
-      vary: "accept-encoding",
+  const bundle = assetCache(loadBundle);
+  app.get(API_REFERENCE_PATH, async (c) => servePrecompressed(c, await page(), PAGE_HEADERS));
+  app.get(BUNDLE_PATH, async (c) =>
+    servePrecompressed(c, await bundle(), {
       // A versioned URL never changes content; the bare one is revalidated.
-      "cache-control": c.req.query("v") === version ? "public, max-age=31536000, immutable" : "no-cache",
+      "cache-control":
+        c.req.query("v") === (await version()) ? "public, max-age=31536000, immutable" : "no-cache",
       "x-content-type-options": "nosniff",
-    };
-    if (c.req.header("if-none-match") === etag) return c.body(null, 304, headers);
-    return c.body(new Uint8Array(zipped ? gzipped : body), 200, {
-      ...headers,
-      "content-type": "text/javascript; charset=utf-8",
-      ...(zipped ? { "content-encoding": "gzip" } : {}),
-    });
-  });
+    }),
+  );
 };

@@ -36,7 +36,11 @@ export interface AppOptions<R> extends OperationalOptions {
   readonly run: Runner<R | ApiKeys | ConsoleSessions | Idempotency>;
   /** The service's public URL: an https one makes the console's cookie `Secure`. */
   readonly publicUrl?: string;
-  /** Checked before every request for the public pages (under `/authorize/`, `/pay/`, `/portal/`, `/assets/`): a refusal to render, if any. */
+  /**
+   * Checked before every request that needs no API key: the public pages (under `/authorize/`, `/pay/`,
+   * `/portal/`, `/assets/`) and the console's page, assets and sign-in (`/console/*`, which Hono also
+   * matches to `/console`). Answers the refusal, if any.
+   */
   readonly limitPage?: (c: HonoContext<Env>) => Promise<ApiFailure | undefined>;
 }
 
@@ -108,6 +112,13 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       message: `Unrecognized request URL (${c.req.method}: ${c.req.path}).`,
     });
   const notFound = (c: HonoContext<Env>) => respondFailure(c, routeNotFound(c));
+  // Before the body, the idempotency record and the handler: a restricted key changes nothing.
+  const restrictedKeyRefusal = new HttpRefusal({
+    status: 403,
+    code: "api_key_restricted",
+    message:
+      "This API key is restricted (rk_…): it can read everything and change nothing. Use a secret key (sk_…) to make this request.",
+  });
 
   // Whether the runtime logs at Info is fixed when its layers are built: asked once, so that a process
   // logging at Warn does not run an Effect per request only to drop its line.
@@ -177,7 +188,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
   });
   const limitPage = options.limitPage;
   if (limitPage)
-    for (const pages of ["/authorize/*", "/pay/*", "/portal/*", "/assets/*"])
+    for (const pages of ["/authorize/*", "/pay/*", "/portal/*", "/assets/*", "/console/*"])
       app.use(pages, async (c, next) => {
         const refusal = await limitPage(c);
         if (refusal) return respondFailure(c, refusal);
@@ -203,6 +214,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       const caller: Caller = yield* authenticateRequest(c);
       c.set("merchantId", caller.merchantId);
       if (route.testOnly && caller.livemode) return yield* routeNotFound(c);
+      if (caller.restricted && route.method !== "GET") return yield* restrictedKeyRefusal;
       const params = yield* Effect.fromResult(decodeParams(c, route.params));
       return { caller, params };
     });

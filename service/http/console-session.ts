@@ -7,7 +7,10 @@
  * - `POST /console/session` `{"api_key": "sk_…"}` → the session (mode, merchant, CSRF token, expiry) and
  *   the cookie `console_session` (`HttpOnly`, `SameSite=Strict`, `Path=/`, `Secure` over https).
  * - `GET /console/session` → the session of the cookie (the page reads its CSRF token here).
- * - `POST /console/session/end` → signs out and clears the cookie (needs the CSRF token too).
+ * - `POST /console/session/end` → signs out and clears the cookie: only a live session, with its CSRF
+ *   token (else 401 or 403, nothing changed).
+ *
+ * Every `/console` route is counted by the hosted pages' per-address rate limit (page-rate-limit.ts).
  */
 import { Effect, Result, Schema } from "effect";
 import type { SqlError } from "effect/sql";
@@ -44,10 +47,16 @@ const sameOrigin = (c: HonoContext<Env>) => {
   return origin === undefined || origin === new URL(c.req.url).origin;
 };
 
+const notSignedIn = new Unauthenticated({
+  code: "console_session_invalid",
+  message: "Not signed in to the console.",
+});
+
 const sessionBody = (session: ConsoleSession, token: string) => ({
   object: "console_session",
   livemode: session.caller.livemode,
   merchant: session.caller.merchantId,
+  read_only: session.caller.restricted,
   csrf_token: csrfTokenOf(token),
   expires_at: Math.floor(session.expiresAt.getTime() / 1000),
 });
@@ -112,12 +121,7 @@ export const registerConsoleSessionRoutes = (
     const token = getCookie(c, CONSOLE_COOKIE);
     const session =
       token === undefined
-        ? Effect.fail(
-            new Unauthenticated({
-              code: "console_session_invalid",
-              message: "Not signed in to the console.",
-            }),
-          )
+        ? Effect.fail(notSignedIn)
         : Effect.flatMap(ConsoleSessions, (sessions) => sessions.authenticate(token));
     return handle(c, session, (found) =>
       c.json(sessionBody(found, token ?? ""), 200, { "cache-control": "no-store" }),
@@ -126,10 +130,12 @@ export const registerConsoleSessionRoutes = (
 
   app.post("/console/session/end", async (c) => {
     const token = getCookie(c, CONSOLE_COOKIE);
+    // Only a live session, with its CSRF token and our Origin, is ended: a forged or stale cookie gets
+    // the 401 (or 403) of any console request and changes nothing (ending a session clears every
+    // process's credential caches).
     const end = Effect.gen(function* () {
-      if (token === undefined) return;
-      // Signing out needs the CSRF token too, so another site cannot sign the merchant out.
-      yield* authenticateRequest(c).pipe(Effect.catchTag("Unauthenticated", () => Effect.void));
+      if (token === undefined) return yield* notSignedIn;
+      yield* consoleCaller(c, token);
       yield* Effect.flatMap(ConsoleSessions, (sessions) => sessions.signOut(token));
     });
     return handle(c, end, () => {

@@ -27,7 +27,7 @@ Send your secret key as a Bearer token on every \`/v1\` request:
 Authorization: Bearer sk_test_…
 \`\`\`
 
-\`sk_test_…\` keys see test mode (test chains, \`livemode: false\`), \`sk_live_…\` keys live mode; a key never sees the other mode's objects. A missing, malformed, unknown or revoked key gets 401. Keys are made with the operator CLI (README, *Merchants and API keys*).
+\`sk_test_…\` keys see test mode (test chains, \`livemode: false\`), \`sk_live_…\` keys live mode; a key never sees the other mode's objects. A missing, malformed, unknown or revoked key gets 401. Restricted keys (\`rk_test_…\`, \`rk_live_…\`) read everything and change nothing: every POST and DELETE with one gets 403 \`api_key_restricted\`. Keys are made with the operator CLI (README, *Merchants and API keys*).
 
 ## Idempotency
 

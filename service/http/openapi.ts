@@ -150,7 +150,11 @@ export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { read
     paths,
     components: {
       securitySchemes: {
-        bearerAuth: { type: "http", scheme: "bearer", description: "sk_test_… or sk_live_…" },
+        bearerAuth: {
+          type: "http",
+          scheme: "bearer",
+          description: "sk_test_… or sk_live_…; rk_test_… or rk_live_… (restricted: GET only)",
+        },
       },
       schemas: components,
     },

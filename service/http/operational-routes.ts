@@ -9,6 +9,8 @@ import { Unauthenticated } from "../errors.ts";
 import { registerApiReference } from "./api-reference.ts";
 import type { ErrorResponse } from "./error-response.ts";
 import { toErrorResponse } from "./error-response.ts";
+import { assetCache } from "./hosted-page/assets.ts";
+import { precompress, servePrecompressed } from "./precompressed.ts";
 import { json } from "./request-id.ts";
 
 export interface Readiness {
@@ -87,6 +89,13 @@ export const registerOperationalRoutes = (app: Hono<any>, options: OperationalOp
       const scraped = await metrics.scrape();
       return c.body(scraped.body, 200, { "content-type": scraped.contentType, "cache-control": "no-store" });
     });
-  app.get("/v1/openapi.json", (c) => json(c, 200, JSON.stringify(options.openapi)));
+  // Encoded once, started now (the document is small); served as the API reference's bytes are.
+  const openapi = assetCache(() =>
+    precompress(JSON.stringify(options.openapi), "application/json; charset=utf-8"),
+  );
+  openapi().catch(() => undefined);
+  app.get("/v1/openapi.json", async (c) =>
+    servePrecompressed(c, await openapi(), { "cache-control": "no-cache" }),
+  );
   registerApiReference(app, "API reference");
 };

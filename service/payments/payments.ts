@@ -217,6 +217,13 @@ export class Payments extends Context.Service<
           const now = yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable));
           if (row.release_at !== null && now >= row.release_at)
             return yield* notReturnable("The hold has ended; the funds are being released to you.");
+          // As for a mandate's charge: terms made under a former operator can be returned only by the
+          // payee itself (the escrow would refuse the relayer: NotOperator). Sweeps and releases need
+          // no operator, so the workers still move such a payment's funds.
+          if (!relayer.actsFor(chain, row.operator_address))
+            return yield* notReturnable(
+              "This payment names another operator than this service, so the service cannot return it; your payout address can call the escrow's returnPayment itself.",
+            );
           const payer = yield* payerOf(row.id);
           const to = input.address ?? payer;
           if (to === undefined)

@@ -30,6 +30,8 @@ export const InvoiceRow = Schema.Struct({
   discount: Schema.String,
   total: Schema.String,
   amount_paid: Schema.String,
+  amount_returned: Schema.String,
+  returned_at: Schema.NullOr(Schema.Number),
   failure_code: Schema.NullOr(Schema.String),
   starting_credit: Schema.String,
   ending_credit: Schema.String,
@@ -45,7 +47,8 @@ export type InvoiceRow = typeof InvoiceRow.Type;
 export const INVOICE_COLUMNS = `i.id, i.merchant_id, i.livemode, i.subscription_id, s.customer, s.chain_id,
   p.token_address, i.period, i.period_start::float8 AS period_start, i.period_end::float8 AS period_end, i.status,
   i.lines, i.subtotal::text AS subtotal, i.discount::text AS discount, i.total::text AS total,
-  i.amount_paid::text AS amount_paid, i.failure_code, i.starting_credit::text AS starting_credit,
+  i.amount_paid::text AS amount_paid, i.amount_returned::text AS amount_returned,
+  i.returned_at::float8 AS returned_at, i.failure_code, i.starting_credit::text AS starting_credit,
   i.ending_credit::text AS ending_credit, i.charge_id,
   i.attempt_count, i.next_attempt_at::float8 AS next_attempt_at, i.first_failed_at::float8 AS first_failed_at,
   i.paid_at::float8 AS paid_at, i.created_at`;
@@ -60,7 +63,7 @@ export const InvoiceObject = Schema.Struct({
   livemode: Schema.Boolean,
   status: Schema.Literals(INVOICE_STATUSES).annotate({
     description:
-      "open: being collected (see attempt_count, next_payment_attempt), or paid in part by another charge of its period (amount_remaining_decimal; no retry); paid; uncollectible: every retry failed, or its period ended unpaid; void: the subscription was canceled before it was paid",
+      "open: being collected (see attempt_count, next_payment_attempt), or paid in part by another charge of its period (amount_remaining_decimal; no retry), or its charge was returned (amount_returned_decimal; no retry); paid; uncollectible: every retry failed, or its period ended unpaid; void: the subscription was canceled before it was paid",
   }),
   subscription: Schema.String,
   customer: Schema.String,
@@ -94,9 +97,16 @@ export const InvoiceObject = Schema.Struct({
       "What its charge paid towards it: the total once paid; part of it when another charge of the period paid less",
   }),
   amount_remaining_decimal: Decimal.annotate({ description: "total − amount_paid; 0 once paid" }),
+  amount_returned_decimal: Decimal.annotate({
+    description:
+      "What its charge paid and the escrow then returned to the customer during the hold (the charge's whole amount); the invoice is then unpaid: amount_paid 0, failure_code charge_returned",
+  }),
+  returned_at: Schema.NullOr(Schema.Int).annotate({
+    description: "Chain time (unix seconds) of its charge's return",
+  }),
   failure_code: Schema.NullOr(Schema.String).annotate({
     description:
-      "Why the latest attempt failed (the charge's failure_code, or period_already_charged when another charge of the period paid less than the total); null once paid",
+      "Why the latest attempt failed (the charge's failure_code; period_already_charged when another charge of the period paid less than the total; charge_returned when its charge was returned); null once paid",
   }),
   charge: Schema.NullOr(Schema.String).annotate({
     description: "The latest charge attempt, or the charge that took the invoice's period",
@@ -143,6 +153,8 @@ export const toInvoiceObject = (row: InvoiceRow, chain: ResolvedChain | undefine
     ending_credit_decimal: formatDecimal(BigInt(row.ending_credit), decimals),
     amount_paid_decimal: formatDecimal(paid, decimals),
     amount_remaining_decimal: formatDecimal(BigInt(row.total) - paid, decimals),
+    amount_returned_decimal: formatDecimal(BigInt(row.amount_returned), decimals),
+    returned_at: row.returned_at,
     failure_code: row.status === "paid" ? null : row.failure_code,
     charge: row.charge_id,
     attempt_count: row.attempt_count,

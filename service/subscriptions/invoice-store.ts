@@ -12,10 +12,12 @@
  * | open | open          | another charge of its period paid less than its total (`recordChargedShort`): partly paid, no retry |
  * | open | uncollectible | no retry left, a final refusal, or its period ended unpaid              |
  * | open | void          | its subscription ended (`voidOpenOf`)                                   |
+ * | paid, open | open, or uncollectible once its period ended | its charge was returned (`recordReturned`): nothing paid, what went back in `amount_returned`, no retry |
  *
- * One column is also written elsewhere: `charge_pending`, cleared by a trigger on `billing.charges` when
- * the linked charge's outcome is recorded (migration 0021), so the settle step reads only invoices
- * whose charge has one.
+ * Two columns are also written elsewhere, by triggers on `billing.charges`: `charge_pending`, cleared
+ * when the linked charge's outcome is recorded (migration 0021), so the settle step reads only invoices
+ * whose charge has one; and `return_pending`, set when the linked charge's return is recorded (0038),
+ * so the settle-returned step reads only those.
  */
 
 import { PgClient } from "@effect/sql-pg";
@@ -25,7 +27,7 @@ import { decodeRows, firstOr, theRow } from "../db/rows.ts";
 import { resourceMissing } from "../errors.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
 import type { InvoiceTotals } from "./invoice-math.ts";
-import { INVOICE_COLUMNS, InvoiceRow } from "./invoice-object.ts";
+import { INVOICE_COLUMNS, INVOICE_STATUSES, InvoiceRow } from "./invoice-object.ts";
 
 export const INVOICES = relation({
   from: `billing.invoices i JOIN billing.subscriptions s ON s.id = i.subscription_id
@@ -84,6 +86,16 @@ const SettlingInvoice = Schema.Struct({
 });
 export type SettlingInvoice = typeof SettlingInvoice.Type;
 const decodeSettling = decodeRows(SettlingInvoice);
+const ReturnedInvoice = Schema.Struct({
+  id: Schema.String,
+  subscription_id: Schema.String,
+  status: Schema.Literals(INVOICE_STATUSES),
+  period_end: Schema.Number,
+  charge_amount: Schema.BigIntFromString,
+  returned_at: Schema.NullOr(Schema.Number),
+});
+export type ReturnedInvoice = typeof ReturnedInvoice.Type;
+const decodeReturned = decodeRows(ReturnedInvoice);
 const decodeToCharge = decodeRows(
   Schema.Struct({
     id: Schema.String,
@@ -176,8 +188,8 @@ const make = Effect.gen(function* () {
     settleable: (chainId: number, limit: number) =>
       sql`SELECT i.id FROM billing.invoices i JOIN billing.charges c ON c.id = i.charge_id
         WHERE i.status = 'open' AND i.charge_id IS NOT NULL AND NOT i.charge_pending AND i.amount_paid = 0
-          AND c.chain_id = ${chainId}
-          AND (c.status IN ('succeeded', 'released', 'returned')
+          AND NOT i.return_pending AND c.chain_id = ${chainId}
+          AND (c.status IN ('succeeded', 'released')
             OR (c.status = 'failed' AND (i.next_attempt_at IS NULL OR EXISTS (SELECT 1 FROM billing.charges o
                   WHERE o.mandate_id = c.mandate_id AND o.period = i.period AND o.status <> 'failed'))))
         ORDER BY i.id LIMIT ${limit}`.pipe(
@@ -192,6 +204,21 @@ const make = Effect.gen(function* () {
         FROM billing.invoices i JOIN billing.charges c ON c.id = i.charge_id
         WHERE i.id = ANY (${ids}::text[]) AND i.status = 'open' FOR UPDATE OF i SKIP LOCKED`.pipe(
         Effect.flatMap(decodeSettling),
+      ),
+    /** Invoices of the chain whose charge was returned and that are not settled for it yet. */
+    returnPending: (chainId: number, limit: number) =>
+      sql`SELECT i.id FROM billing.invoices i JOIN billing.charges c ON c.id = i.charge_id
+        WHERE i.return_pending AND c.chain_id = ${chainId} ORDER BY i.id LIMIT ${limit}`.pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((rows) => rows.map((r) => r.id)),
+      ),
+    /** Those of `ids` still waiting to be settled for their charge's return, locked (others' skipped). */
+    lockReturned: (ids: ReadonlyArray<string>) =>
+      sql`SELECT i.id, i.subscription_id, i.status, i.period_end::float8 AS period_end,
+          c.amount::text AS charge_amount, c.ended_at::float8 AS returned_at
+        FROM billing.invoices i JOIN billing.charges c ON c.id = i.charge_id
+        WHERE i.id = ANY (${ids}::text[]) AND i.return_pending FOR UPDATE OF i SKIP LOCKED`.pipe(
+        Effect.flatMap(decodeReturned),
       ),
     /** Open invoices of the chain whose period ended at chain time `now`. */
     lapsed: (chainId: number, now: number, limit: number, pausedTokens: ReadonlyArray<string> = []) =>
@@ -268,7 +295,7 @@ const make = Effect.gen(function* () {
         : Effect.asVoid(sql`WITH c AS (SELECT id, status FROM billing.charges
               WHERE id = ANY (${links.map((l) => l.charge)}::text[]) FOR SHARE)
             UPDATE billing.invoices i SET charge_id = v.charge, charge_pending = c.status = 'pending',
-              updated_at = now()
+              return_pending = c.status = 'returned' AND i.amount_returned = 0, updated_at = now()
             FROM unnest(${links.map((l) => l.invoice)}::text[], ${links.map((l) => l.charge)}::text[]) AS v(id, charge)
             JOIN c ON c.id = v.charge
             WHERE i.id = ANY (${links.map((l) => l.invoice)}::text[]) AND i.id = v.id`),
@@ -293,6 +320,18 @@ const make = Effect.gen(function* () {
       Effect.asVoid(sql`UPDATE billing.invoices SET amount_paid = ${amountPaid.toString()},
           failure_code = 'period_already_charged', first_failed_at = COALESCE(first_failed_at, ${failedAt}),
           next_attempt_at = NULL, updated_at = now() WHERE id = ${id}`),
+    /**
+     * Its charge was returned (`returned`, what went back, at chain time `returnedAt`): nothing is paid.
+     * An open or paid invoice is open again without a retry (the escrow takes one charge per period), or
+     * uncollectible once its period ended (`lapsed`); a void or uncollectible one only records it.
+     */
+    recordReturned: (id: string, returned: bigint, returnedAt: number, lapsed: boolean) =>
+      Effect.asVoid(sql`UPDATE billing.invoices SET amount_returned = ${returned.toString()},
+          returned_at = ${returnedAt}, return_pending = false, amount_paid = 0, paid_at = NULL,
+          status = CASE WHEN status IN ('open', 'paid') THEN ${lapsed ? "uncollectible" : "open"} ELSE status END,
+          failure_code = CASE WHEN status IN ('open', 'paid') THEN 'charge_returned' ELSE failure_code END,
+          first_failed_at = COALESCE(first_failed_at, ${returnedAt}), next_attempt_at = NULL, updated_at = now()
+        WHERE id = ${id}`),
     /** A failed attempt that does not count (the token was paused under it): tried again from `now`. */
     recordUncountedAttempt: (id: string, now: number) =>
       Effect.asVoid(sql`UPDATE billing.invoices SET attempt_count = greatest(attempt_count - 1, 0),

@@ -99,17 +99,21 @@ const merchantWithPrice = (amount: string) =>
     return { scope, price: price.id };
   });
 
-/** The chain's `Charged` log of a mandate's period, applied as the fact relay applies it. */
+/**
+ * The chain's `Charged` log of a mandate's period (or with `kind`, the `Returned` log of its held
+ * charge), applied as the fact relay applies it.
+ */
 const chainCharged = (
   scope: MerchantScope,
   sub: { onchainId: Hex; customer: Hex },
   period: number,
   amount: bigint,
+  kind: "charge.succeeded" | "charge.returned" = "charge.succeeded",
 ) =>
   Effect.gen(function* () {
     const fact: FactRow = {
-      key: `31337:charge:${onchainChargeId(sub.onchainId, period)}`,
-      kind: "charge.succeeded",
+      key: `31337:${kind}:${onchainChargeId(sub.onchainId, period)}`,
+      kind,
       chain_id: CHAIN.id,
       block_number: String(period + 100),
       block_hash: `0x${"ab".repeat(32)}`,
@@ -123,7 +127,7 @@ const chainCharged = (
       customer: sub.customer,
       payee: payoutOf.get(scope.merchantId) ?? "",
       token: CHAIN.tokens[0]?.address ?? "",
-      details: { period, release_at: 0, approval_left: "0" },
+      details: { period, release_at: kind === "charge.returned" ? chain.time + DAY : 0, approval_left: "0" },
     };
     const events = yield* (yield* FactApplication).apply(fact, {
       merchantId: scope.merchantId,
@@ -180,6 +184,86 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
       yield* bill;
       expect((yield* invoices.reload(invoice?.id ?? "")).status).toBe("paid");
       expect(yield* eventTypes(invoice?.id ?? "")).toEqual(["invoice.paid"]);
+    }),
+  );
+
+  it.effect(
+    "a paid invoice whose charge is returned is unpaid: past_due, no retry, uncollectible at its period's end, the subscription kept",
+    () =>
+      Effect.gen(function* () {
+        const { scope, price } = yield* merchantWithPrice("6");
+        const sub = yield* signedSubscription(scope, price);
+        const invoices = yield* InvoiceStore;
+        const subscriptions = yield* SubscriptionStore;
+        yield* bill;
+        const [first] = (yield* invoices.page(scope, { subscription: sub.id }, {})).data;
+        const id = first?.id ?? "";
+        yield* chainCharged(scope, sub, 0, 6_000_000n);
+        yield* bill;
+        expect((yield* invoices.reload(id)).status).toBe("paid");
+
+        yield* chainCharged(scope, sub, 0, 6_000_000n, "charge.returned");
+        const sent = chain.sent.length;
+        yield* bill;
+        const returned = yield* invoices.reload(id);
+        expect(returned).toMatchObject({
+          status: "open",
+          amount_paid: "0",
+          amount_returned: "6000000",
+          returned_at: chain.time,
+          failure_code: "charge_returned",
+          next_attempt_at: null,
+          paid_at: null,
+        });
+        expect((yield* Subscriptions).renderInvoice(returned)).toMatchObject({
+          amount_paid_decimal: "0",
+          amount_remaining_decimal: "6",
+          amount_returned_decimal: "6",
+          failure_code: "charge_returned",
+          next_payment_attempt: null,
+        });
+        expect((yield* subscriptions.reload(sub.id)).status).toBe("past_due");
+        expect(yield* eventTypes(id)).toEqual(["invoice.paid", "invoice.payment_failed"]);
+
+        yield* bill; // settled once: no second event, and no retry (the escrow takes one charge a period)
+        expect(yield* eventTypes(id)).toEqual(["invoice.paid", "invoice.payment_failed"]);
+        expect(chain.sent.length).toBe(sent);
+
+        chain.time = Math.max(chain.time, periodStart(sub.anchor, 1));
+        yield* bill; // its period ended: uncollectible; the subscription stays and bills the next period
+        expect((yield* invoices.reload(id)).status).toBe("uncollectible");
+        expect((yield* subscriptions.reload(sub.id)).status).toBe("past_due");
+        const next = (yield* invoices.page(scope, { subscription: sub.id }, {})).data.find(
+          (i) => i.period === 1,
+        );
+        expect(next?.status).toBe("open");
+        yield* chainCharged(scope, sub, 1, 6_000_000n);
+        yield* bill;
+        expect((yield* invoices.reload(next?.id ?? "")).status).toBe("paid");
+        expect((yield* subscriptions.reload(sub.id)).status).toBe("active");
+      }),
+  );
+
+  it.effect("an open invoice whose charge was returned before it was settled is never marked paid", () =>
+    Effect.gen(function* () {
+      const { scope, price } = yield* merchantWithPrice("4");
+      const sub = yield* signedSubscription(scope, price);
+      const invoices = yield* InvoiceStore;
+      yield* bill;
+      const [invoice] = (yield* invoices.page(scope, { subscription: sub.id }, {})).data;
+      const id = invoice?.id ?? "";
+      // Charged and returned between two passes of billing.
+      yield* chainCharged(scope, sub, 0, 4_000_000n);
+      yield* chainCharged(scope, sub, 0, 4_000_000n, "charge.returned");
+      yield* bill;
+      expect(yield* invoices.reload(id)).toMatchObject({
+        status: "open",
+        amount_paid: "0",
+        amount_returned: "4000000",
+        failure_code: "charge_returned",
+      });
+      expect(yield* eventTypes(id)).toEqual(["invoice.payment_failed"]);
+      expect((yield* (yield* SubscriptionStore).reload(sub.id)).status).toBe("past_due");
     }),
   );
 

@@ -2,7 +2,8 @@
  * Payments' domain on a real Postgres with a fake chain and relayer (harness.ts): a confirmed sweep fact
  * applied twice counts once, the state machine raises one event per change, expiry waits for funds that
  * arrived in time, and the sweeper leaves a partial payment alone until its time is up, then sweeps the
- * due deposit addresses in one transaction.
+ * due deposit addresses in one transaction. A payment naming another operator than this service's (terms
+ * made under a former operator) is not returned by the service, and still swept.
  */
 import { expect, layer } from "@effect/vitest";
 import { Effect, Layer } from "effect";
@@ -205,6 +206,46 @@ layer(testLayer, { timeout: "60 seconds" })("payments with a fake chain", (it) =
       expect(
         ((last.args?.[0] ?? []) as ReadonlyArray<{ paymentId: string }>).map((d) => d.paymentId),
       ).toEqual([partialId]);
+    }),
+  );
+
+  it.effect("refuses to return a payment naming another operator, sending nothing, and still sweeps it", () =>
+    Effect.gen(function* () {
+      const { scope } = yield* merchant;
+      const payments = yield* Payments;
+      const sql = yield* SqlClient.SqlClient;
+      const ours = yield* payments.create(scope, { amount_decimal: "2" });
+      const theirs = yield* payments.create(scope, { amount_decimal: "2" });
+      // Terms made under a former operator, which this service's relayer no longer acts for.
+      yield* sql`UPDATE billing.payments SET operator_address = ${`0x${"0f".repeat(20)}`} WHERE id = ${theirs.id}`;
+      for (const p of [ours, theirs]) {
+        const fact = yield* sweptFact(p, 2_000_000n, 2_000_000n);
+        yield* applyFact(scope, {
+          ...fact,
+          details: { ...fact.details, release_at: chain.time + 3600, held: "2000000" },
+        });
+      }
+      const payer = `0x${"0b".repeat(20)}`;
+      const before = chain.sent.length;
+      const refused = yield* Effect.flip(payments.returnPayment(scope, theirs.id, { address: payer }));
+      expect(refused).toMatchObject({ code: "payment_not_returnable" });
+      expect(refused.message).toMatch(/another operator/);
+      expect(chain.sent.length).toBe(before);
+      expect((yield* payments.retrieve(scope, theirs.id)).pending_action).toBeNull();
+      // The same return of a payment naming this service is sent.
+      expect((yield* payments.returnPayment(scope, ours.id, { address: payer })).pending_action).toBe(
+        "return",
+      );
+      expect(chain.sent.length).toBe(before + 1);
+
+      // Anyone may sweep (and release) a payment: a top-up to it is swept whatever operator it names.
+      yield* seen(theirs.id, 1_000_000n);
+      yield* sweepDeposits;
+      expect(chain.sent.length).toBe(before + 2);
+      const call = decodeFunctionData({ abi: MandateEscrowAbi, data: chain.sent.at(-1)?.data ?? "0x" });
+      expect(call.functionName).toBe("sweep");
+      const swept = ((call.args?.[0] ?? []) as ReadonlyArray<{ paymentId: string }>).map((d) => d.paymentId);
+      expect(swept).toContain((yield* (yield* PaymentStore).reload(theirs.id)).onchain_id);
     }),
   );
 });

@@ -9,11 +9,18 @@
  * - A payout address changed through one process is the one the other process's very next mandate is
  *   opened with; one changed behind the service's back is not, until the next change's NOTIFY.
  */
-import { PgClient } from "@effect/sql-pg";
-import { Effect, Redacted } from "effect";
 import { beforeAll, describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
-import { api, cli, expectErrorShape, newAddress, newMerchantWithKey, query, stack } from "./helpers.ts";
+import {
+  api,
+  cli,
+  expectErrorShape,
+  newAddress,
+  newMerchantWithKey,
+  query,
+  silently,
+  stack,
+} from "./helpers.ts";
 import { startSecondService } from "./second-service.ts";
 
 let secondUrl = "";
@@ -32,20 +39,6 @@ const signIn = async (key: string, baseUrl: string) => {
   const cookie = /console_session=([^;]*)/.exec(signedIn.headers.get("set-cookie") ?? "")?.[1];
   return `console_session=${cookie}`;
 };
-
-/** Runs a statement without firing triggers: no NOTIFY reaches any process. */
-const silently = (statement: (sql: PgClient.PgClient) => Effect.Effect<unknown, unknown>) =>
-  Effect.runPromise(
-    Effect.gen(function* () {
-      const sql = yield* PgClient.PgClient;
-      yield* sql.withTransaction(
-        Effect.gen(function* () {
-          yield* sql`SET LOCAL session_replication_role = replica`;
-          yield* statement(sql);
-        }),
-      );
-    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack().databaseUrl), maxConnections: 1 }))),
-  );
 
 /** Revokes a key in the database without firing its trigger. */
 const revokeSilently = (keyId: string) =>

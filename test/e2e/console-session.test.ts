@@ -2,10 +2,23 @@
  * Console sign-in: an API key exchanged for an HttpOnly, SameSite=Strict session cookie that then
  * authenticates `/v1` like the key; POSTs need the session's CSRF token and our own Origin; signing out,
  * expiry of the key (revocation) and a wrong key all end in a clear error; a live session sees no test
- * objects.
+ * objects. Sign-out without a live session and its CSRF token changes nothing (no session ended, no
+ * credential cache cleared), and the console's routes, which need no key, are rate-limited per address.
  */
+import { createHash, randomBytes } from "node:crypto";
+import { Agent, fetch } from "undici";
 import { describe, expect, it } from "vitest";
-import { api, cli, expectErrorShape, newAddress, newMerchantWithKey, stack } from "./helpers.ts";
+import {
+  api,
+  cli,
+  expectErrorShape,
+  newAddress,
+  newMerchantWithKey,
+  query,
+  silently,
+  stack,
+  withinOneMinute,
+} from "./helpers.ts";
 
 const signIn = (apiKey: unknown) => api("/console/session", { key: null, body: { api_key: apiKey } });
 
@@ -137,6 +150,116 @@ describe("console sessions", () => {
     const revoked = await withSession("/v1/chains", secondCookie);
     expect(revoked.status).toBe(401);
     expect(expectErrorShape(revoked.json).code).toBe("console_session_invalid");
+  });
+
+  it("refuses a sign-out without a live session and its CSRF token: no session ended, no cache cleared", async () => {
+    // A key the process has cached, then revoked behind its back (no NOTIFY): it stays accepted until
+    // something clears the process's credential caches, which a sign-out does.
+    const cached = await newMerchantWithKey("test");
+    expect((await api("/v1/chains", { key: cached.key })).status).toBe(200);
+    const keyId = (await cli("keys", "list", "--merchant", cached.merchantId)).split("\t")[0] ?? "";
+    await silently((sql) => sql`UPDATE billing.api_keys SET revoked_at = now() WHERE id = ${keyId}`);
+    expect((await api("/v1/chains", { key: cached.key })).status).toBe(200);
+
+    const { key } = await newMerchantWithKey("test");
+    const signedIn = await signIn(key);
+    const cookie = cookieOf(signedIn.headers.get("set-cookie"));
+    const csrf = signedIn.json.csrf_token as string;
+    const token = cookie.slice("console_session=".length);
+    const endedAt = async () =>
+      (
+        await query<{ ended_at: Date | null }>(
+          "SELECT ended_at FROM billing.console_sessions WHERE token_sha256 = $1",
+          [createHash("sha256").update(token, "utf8").digest()],
+        )
+      )[0]?.ended_at;
+
+    const forgedToken = `console_session=${randomBytes(32).toString("base64url")}`;
+    const refusals: Array<[string, Record<string, string>, number, string]> = [
+      ["no cookie", {}, 401, "console_session_invalid"],
+      ["a malformed cookie", { cookie: "console_session=x" }, 401, "console_session_invalid"],
+      ["an unknown token", { cookie: forgedToken, "x-csrf-token": csrf }, 401, "console_session_invalid"],
+      ["no CSRF token", { cookie }, 403, "console_csrf_invalid"],
+      ["a wrong CSRF token", { cookie, "x-csrf-token": "A".repeat(43) }, 403, "console_csrf_invalid"],
+      [
+        "another origin",
+        { cookie, "x-csrf-token": csrf, origin: "http://127.0.0.2:9" },
+        403,
+        "console_csrf_invalid",
+      ],
+    ];
+    for (const [what, headers, status, code] of refusals) {
+      const refused = await api("/console/session/end", { key: null, body: {}, headers });
+      expect(refused.status, `${what}: ${refused.text}`).toBe(status);
+      expect(expectErrorShape(refused.json).code, what).toBe(code);
+      expect(refused.headers.get("set-cookie"), what).toBeNull();
+    }
+    expect(await endedAt()).toBeNull();
+    expect((await withSession("/console/session", cookie)).status).toBe(200);
+    // Nothing cleared the caches: the silently revoked key is still answered from them.
+    expect((await api("/v1/chains", { key: cached.key })).status).toBe(200);
+
+    const ended = await withSession("/console/session/end", cookie, {
+      body: {},
+      headers: { "x-csrf-token": csrf, origin: stack().apiUrl },
+    });
+    expect(ended.status, ended.text).toBe(200);
+    expect(await endedAt()).toBeInstanceOf(Date);
+    // The real sign-out cleared them, so the check above could have seen a clearing.
+    expect((await api("/v1/chains", { key: cached.key })).status).toBe(401);
+  });
+
+  it("answers 429 with Retry-After to an address hammering the console's routes, and not its neighbour", async () => {
+    const LIMIT = 600; // PAGE_RATE_LIMIT_PER_ADDRESS's default, which the console's routes share
+    // A loopback address of this test's own, so the stack's other clients keep their budget.
+    const loopback = () =>
+      `127.0.${2 + Math.floor(Math.random() * 250)}.${2 + Math.floor(Math.random() * 250)}`;
+    const from = (localAddress: string) => new Agent({ localAddress, connections: 32 });
+    const forged = `console_session=${randomBytes(32).toString("base64url")}`;
+    const requests = [
+      { path: "/console/session/end", init: { method: "POST", body: "{}", headers: { cookie: forged } } },
+      { path: "/console/session", init: { method: "POST", body: JSON.stringify({ api_key: "sk_test_x" }) } },
+      { path: "/console/session", init: { method: "GET", headers: { cookie: forged } } },
+    ];
+    const hammer = (dispatcher: Agent, n: number) =>
+      Promise.all(
+        Array.from({ length: n }, async (_, i) => {
+          const { path, init } = requests[i % requests.length] as (typeof requests)[number];
+          const response = await fetch(`${stack().apiUrl}${path}`, {
+            ...init,
+            dispatcher,
+            headers: { "content-type": "application/json", ...init.headers },
+          });
+          return {
+            status: response.status,
+            retryAfter: response.headers.get("retry-after"),
+            text: await response.text(),
+          };
+        }),
+      );
+    const answers = await withinOneMinute(async () => {
+      const client = from(loopback());
+      try {
+        return await hammer(client, LIMIT + 40);
+      } finally {
+        await client.close();
+      }
+    });
+    const limited = answers.filter((a) => a.status === 429);
+    expect(answers.filter((a) => a.status === 401).length).toBeLessThanOrEqual(LIMIT);
+    expect(answers.filter((a) => a.status !== 401 && a.status !== 429)).toEqual([]);
+    expect(limited.length).toBeGreaterThanOrEqual(40);
+    expect(expectErrorShape(JSON.parse(limited[0]?.text ?? "null")).code).toBe("rate_limited");
+    expect(Number(limited[0]?.retryAfter)).toBeGreaterThan(0);
+    // The console's page counts too; another client address is not limited by this one.
+    const neighbour = from(`127.0.1.${2 + Math.floor(Math.random() * 250)}`);
+    try {
+      const page = await fetch(`${stack().apiUrl}/console`, { dispatcher: neighbour });
+      expect(page.status).toBe(200);
+      await page.text();
+    } finally {
+      await neighbour.close();
+    }
   });
 
   it("shows a live-mode session no test objects", async () => {

@@ -67,6 +67,36 @@ export const query = <A extends object>(text: string, params: unknown[] = []): P
     }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack().databaseUrl), maxConnections: 1 }))),
   );
 
+/** Runs a statement without firing triggers: no NOTIFY reaches any process (a change behind the service's back). */
+export const silently = (statement: (sql: PgClient.PgClient) => Effect.Effect<unknown, unknown>) =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* PgClient.PgClient;
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`SET LOCAL session_replication_role = replica`;
+          yield* statement(sql);
+        }),
+      );
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack().databaseUrl), maxConnections: 1 }))),
+  );
+
+/**
+ * Runs `round` until one run starts and ends in the same minute of the database's clock, by which the
+ * request counters count (per calendar minute): a round that straddled two minutes spread its requests
+ * over two counters and proves nothing. Two runs at most (a round takes seconds).
+ */
+export const withinOneMinute = async <A>(round: () => Promise<A>): Promise<A> => {
+  const minute = async () =>
+    (await query<{ minute: string }>("SELECT date_trunc('minute', now())::text AS minute"))[0]?.minute;
+  for (let run = 1; ; run++) {
+    const before = await minute();
+    const result = await round();
+    if ((await minute()) === before) return result;
+    if (run === 2) throw new Error("two rounds in a row straddled a minute");
+  }
+};
+
 const run = promisify(execFile);
 
 /** The operator CLI, as `npm run cli -- …` runs it. */

@@ -1,11 +1,13 @@
 /**
  * Races on money across two service processes on one database (the stack's and a second one): the same
  * period charged by concurrent requests with different idempotency keys, a held charge and a held payment
- * returned by concurrent requests, and a payment returned again after its first return was mined. Each
+ * returned by concurrent requests, and a payment returned again after its first return was mined (its
+ * request replayed by its Idempotency-Key, a new request refused while it is under way). Each
  * is counted where money moves: the escrow's logs and the token's balances read with viem, and every
  * transaction the relayer recorded (its calldata decoded, not its name), once the object reached its
  * final state (a positive marker: every request had answered and nothing more could be sent).
  */
+import { randomUUID } from "node:crypto";
 import { decodeFunctionData, type Hex } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
@@ -228,10 +230,27 @@ describe("races on money across two service processes", () => {
       // Paid again later: a new hold, which the first return (mined) must not answer for.
       await pay(m, payment.id, "5", payer);
       await heldAgain(m, payment.id, "the payment to be held again");
-      const second = await m.call(`/v1/payments/${payment.id}/return`, {});
+      const returnPath = `/v1/payments/${payment.id}/return`;
+      const secondKey = randomUUID();
+      const second = await api(returnPath, { key: m.key, body: {}, idempotencyKey: secondKey });
       expect(second.status, second.text).toBe(200);
       expect(second.json.pending_action).toBe("return");
       // Its own transaction, committed before the answer.
+      expect(await callsOf(payment.onchainId, "returnPayment")).toBe(2);
+      // The same request again (its Idempotency-Key, on the other process) is answered as before; a new
+      // one is another return, refused while this one is under way (or once nothing is held).
+      const replayed = await api(returnPath, {
+        key: m.key,
+        body: {},
+        idempotencyKey: secondKey,
+        baseUrl: processes[1] as string,
+      });
+      expect(replayed.status, replayed.text).toBe(200);
+      expect(replayed.headers.get("idempotent-replayed")).toBe("true");
+      expect(replayed.json).toEqual(second.json);
+      const another = await m.call(returnPath, {});
+      expect(another.status, another.text).toBe(400);
+      expect(another.json.error.code).toBe("payment_not_returnable");
       expect(await callsOf(payment.onchainId, "returnPayment")).toBe(2);
       await reversed(m, payment.id, "the second return");
       expect(await chain.balanceOf(payer)).toBe(usd("10"));

@@ -96,6 +96,43 @@ describe("OpenAPI document and reference page", () => {
     expect(again.headers.get("cache-control")).toBe("no-cache");
   });
 
+  it("serves the document, the page and the bundle precompressed, with strong ETags and Vary", async () => {
+    const bundle = readFileSync("node_modules/@scalar/api-reference/dist/browser/standalone.js");
+    for (const path of ["/v1/openapi.json", "/docs", `${BUNDLE_PATH}?v=${SCALAR_VERSION}`]) {
+      const url = `${stack().apiUrl}${path}`;
+      // undici's fetch decodes what it is sent: the bodies compared are the decoded bytes.
+      const answers = new Map<string, { etag: string; body: Buffer }>();
+      for (const [accept, encoding] of [
+        ["gzip, deflate, br, zstd", "br"],
+        ["gzip", "gzip"],
+        ["identity", null],
+      ] as const) {
+        const response = await fetch(url, { headers: { "accept-encoding": accept } });
+        expect(response.status, path).toBe(200);
+        expect(response.headers.get("content-encoding"), `${path} ${accept}`).toBe(encoding);
+        expect(response.headers.get("vary"), path).toBe("accept-encoding");
+        const etag = response.headers.get("etag") ?? "";
+        expect(etag, path).toMatch(/^"[\w-]+"$/);
+        answers.set(accept, { etag, body: Buffer.from(await response.arrayBuffer()) });
+        const again = await fetch(url, { headers: { "accept-encoding": accept, "if-none-match": etag } });
+        expect(again.status, path).toBe(304);
+        expect(again.headers.get("etag"), path).toBe(etag);
+        expect(again.headers.get("vary"), path).toBe("accept-encoding");
+        expect((await again.arrayBuffer()).byteLength).toBe(0);
+      }
+      const [first, ...others] = [...answers.values()];
+      for (const other of others) expect(other.body.equals(first?.body ?? Buffer.alloc(0)), path).toBe(true);
+      expect(new Set([...answers.values()].map((answer) => answer.etag)).size, path).toBe(answers.size);
+      if (path.startsWith(BUNDLE_PATH)) expect(first?.body.equals(bundle)).toBe(true);
+    }
+    // Another representation's tag does not validate this one.
+    const url = `${stack().apiUrl}/v1/openapi.json`;
+    const gzipTag = (await fetch(url, { headers: { "accept-encoding": "gzip" } })).headers.get("etag") ?? "";
+    const brotli = await fetch(url, { headers: { "accept-encoding": "br", "if-none-match": gzipTag } });
+    expect(brotli.status).toBe(200);
+    expect(brotli.headers.get("content-encoding")).toBe("br");
+  });
+
   it("documents refusals exactly as the service answers them", async () => {
     const doc = await served();
     const expectDocumented = (

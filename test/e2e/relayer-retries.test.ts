@@ -29,7 +29,7 @@ import { GROUPS_IN_FLIGHT } from "../../service/chains/relayer.ts";
 import { PERMIT_TYPES } from "../../service/mandates/terms.ts";
 import { type PageTypedData, signPageTerms } from "../contract/harness.ts";
 import { chainDriver, faucet, usd } from "./chain-driver.ts";
-import { api, expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
+import { api, expectErrorShape, merchantOnTestChain, query, stack, withinOneMinute } from "./helpers.ts";
 import { holdLock } from "./lock-holder.ts";
 import { metricValue } from "./settle.ts";
 
@@ -84,22 +84,6 @@ const submitSigned = async (
     ),
   );
   return { nonce: Number(terms.message.nonce), answers };
-};
-
-/**
- * Runs `round` until one run starts and ends in the same minute of the database's clock, by which the
- * page's request counters count (per calendar minute): a round that straddled two minutes spread its
- * requests over two counters and proves nothing. Two runs at most (a round takes seconds).
- */
-const withinOneMinute = async <A>(round: () => Promise<A>): Promise<A> => {
-  const minute = async () =>
-    (await query<{ minute: string }>("SELECT date_trunc('minute', now())::text AS minute"))[0]?.minute;
-  for (let run = 1; ; run++) {
-    const before = await minute();
-    const result = await round();
-    if ((await minute()) === before) return result;
-    if (run === 2) throw new Error("two rounds in a row straddled a minute");
-  }
 };
 
 /** The database's clock now, to select what the relayer recorded after it. */

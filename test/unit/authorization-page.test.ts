@@ -540,22 +540,7 @@ describe("authorization page routes", () => {
   const TOKEN = "tok_0123456789abcdefghij";
   const app = () => {
     const hono = new Hono();
-    hono.get("/authorize/:token/session", (c) =>
-      c.req.param("token") === TOKEN
-        ? c.json(baseSession)
-        : c.json(
-            {
-              error: {
-                type: "invalid_request_error",
-                code: "authorization_not_found",
-                message: "No such authorization.",
-                param: null,
-              },
-            },
-            404,
-          ),
-    );
-    registerAuthorizationPage(hono);
+    registerAuthorizationPage(hono, { tokenExists: async (token) => token === TOKEN });
     return hono;
   };
 

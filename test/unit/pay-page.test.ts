@@ -540,8 +540,8 @@ describe("server routes", () => {
   });
 
   it("rate-limits pay links per token like authorization links", () => {
-    expect(tokenOfPath(`/pay/${TOKEN}/authorizations`)).toBe(TOKEN);
-    expect(tokenOfPath(`/pay/${TOKEN}`)).toBe(TOKEN);
+    expect(tokenOfPath(`/pay/${TOKEN}/authorizations`)).toEqual({ page: "pay", token: TOKEN });
+    expect(tokenOfPath(`/pay/${TOKEN}`)).toEqual({ page: "pay", token: TOKEN });
     expect(tokenOfPath("/assets/pay.js")).toBeUndefined();
   });
 });

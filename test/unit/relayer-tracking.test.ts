@@ -13,7 +13,6 @@ import {
 import { unavailable } from "../../service/chains/unavailable.ts";
 import { RateLimited } from "../../service/errors.ts";
 import { toErrorResponse } from "../../service/http/error-response.ts";
-import { clientAddress, pageRequestKeys, tokenOfPath } from "../../service/http/page-rate-limit.ts";
 
 const base: TrackingInput = {
   nonce: 7,
@@ -129,31 +128,6 @@ describe("nonce gaps", () => {
     expect(nonceGaps(5, [5, 6, 7])).toEqual([]);
     expect(nonceGaps(8, [5, 6, 7])).toEqual([]);
     expect(nonceGaps(4, [])).toEqual([]);
-  });
-});
-
-describe("page rate limit keys", () => {
-  it("uses the socket address unless a proxy is trusted", () => {
-    expect(clientAddress("10.0.0.1", "1.2.3.4", false)).toBe("10.0.0.1");
-    expect(clientAddress("10.0.0.1", "6.6.6.6, 1.2.3.4", true)).toBe("1.2.3.4");
-    expect(clientAddress("10.0.0.1", undefined, true)).toBe("10.0.0.1");
-    expect(clientAddress(undefined, undefined, false)).toBe("unknown");
-  });
-
-  it("counts a request per address and per token", () => {
-    const token = "abcdefghijklmnopqrstuvwxyz012345";
-    expect(tokenOfPath(`/authorize/${token}/signatures`)).toBe(token);
-    expect(tokenOfPath(`/authorize/${token}`)).toBe(token);
-    expect(tokenOfPath("/assets/authorize.js")).toBeUndefined();
-    expect(tokenOfPath(`/portal/${token}/subscriptions/sub_x/cancel`)).toBe(token);
-    expect(tokenOfPath(`/portal/${token}`)).toBe(token);
-    expect(tokenOfPath("/portal/short")).toBeUndefined();
-    expect(tokenOfPath(`/other/${token}`)).toBeUndefined();
-    const limits = { perAddressPerMinute: 10, perTokenPerMinute: 5, trustProxy: false };
-    expect(pageRequestKeys(limits, { path: `/authorize/${token}/session`, socketAddress: "::1" })).toEqual([
-      { key: "page:address:::1", limit: 10 },
-      { key: `page:token:${token}`, limit: 5 },
-    ]);
   });
 });
 

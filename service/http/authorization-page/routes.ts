@@ -4,7 +4,7 @@
  */
 import type { Env, Hono } from "hono";
 import { AUTHORIZATION_TOKEN_PATTERN } from "../../mandates/authorization-session.ts";
-import { registerHostedPage, viaSessionEndpoint } from "../hosted-page/shell.ts";
+import { registerHostedPage } from "../hosted-page/shell.ts";
 import { type Assets, bundleAssets } from "./assets.ts";
 
 export const ASSET_PATHS = {
@@ -13,26 +13,21 @@ export const ASSET_PATHS = {
 } as const;
 
 export interface AuthorizationPageOptions {
-  /**
-   * Whether a token names an authorization; unknown ones get the HTML 404 page. Default: asks this
-   * app's own `GET /authorize/{token}/session`, which answers 404 `authorization_not_found` for them.
-   */
-  readonly tokenExists?: (token: string) => Promise<boolean>;
+  /** Whether a token names an authorization; unknown ones get the HTML 404 page. */
+  readonly tokenExists: (token: string) => Promise<boolean>;
   /** Produces the script and stylesheet; default: esbuild over ./client, once per process. */
   readonly assets?: () => Promise<Assets>;
 }
 
 export const registerAuthorizationPage = <E extends Env>(
   app: Hono<E>,
-  options: AuthorizationPageOptions = {},
+  options: AuthorizationPageOptions,
 ): void =>
   registerHostedPage(app, {
     pagePath: "/authorize/:token",
     assetPaths: ASSET_PATHS,
     tokenPattern: AUTHORIZATION_TOKEN_PATTERN,
-    tokenExists:
-      options.tokenExists ??
-      viaSessionEndpoint(app, (token) => `/authorize/${token}/session`, "authorization_not_found"),
+    tokenExists: options.tokenExists,
     bundle: options.assets ?? bundleAssets,
     text: {
       title: "Authorize payments",

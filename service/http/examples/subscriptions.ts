@@ -147,6 +147,8 @@ export const invoice: InvoiceObject = {
   ending_credit_decimal: "0",
   amount_paid_decimal: "15.992",
   amount_remaining_decimal: "0",
+  amount_returned_decimal: "0",
+  returned_at: null,
   failure_code: null,
   charge: IDS.invoiceCharge,
   attempt_count: 1,

@@ -121,19 +121,6 @@ const shellAssets = (assets: Assets): ShellAssets => ({
   stylesheetVersion: assets.stylesheet.version,
 });
 
-/**
- * Asks the app itself whether the page's session endpoint knows the token; only its explicit 404 with
- * `notFoundCode` counts as unknown.
- */
-export const viaSessionEndpoint =
-  <E extends Env>(app: Hono<E>, sessionPath: (token: string) => string, notFoundCode: string) =>
-  async (token: string): Promise<boolean> => {
-    const response = await app.request(sessionPath(token), { headers: { accept: "application/json" } });
-    if (response.status !== 404) return true;
-    const body = (await response.json().catch(() => null)) as { error?: { code?: unknown } } | null;
-    return body?.error?.code !== notFoundCode;
-  };
-
 export const serveAsset = <E extends Env>(c: Context<E>, asset: Asset) => {
   const etag = `"${asset.version}"`;
   // A versioned URL never changes content; the bare one is revalidated.

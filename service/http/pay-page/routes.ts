@@ -5,7 +5,7 @@
  */
 import type { Env, Hono } from "hono";
 import { PAY_PAGE_TOKEN_PATTERN } from "../../payments/pay-session.ts";
-import { registerHostedPage, viaSessionEndpoint } from "../hosted-page/shell.ts";
+import { registerHostedPage } from "../hosted-page/shell.ts";
 import { type Assets, bundleAssets } from "./assets.ts";
 
 export const ASSET_PATHS = {
@@ -14,23 +14,18 @@ export const ASSET_PATHS = {
 } as const;
 
 export interface PayPageOptions {
-  /**
-   * Whether a token names a payment; unknown ones get the HTML 404 page. Default: asks this app's own
-   * `GET /pay/{token}/session`, which answers 404 `payment_page_not_found` for them.
-   */
-  readonly tokenExists?: (token: string) => Promise<boolean>;
+  /** Whether a token names a payment; unknown ones get the HTML 404 page. */
+  readonly tokenExists: (token: string) => Promise<boolean>;
   /** Produces the script and stylesheet; default: esbuild over ./client, once per process. */
   readonly assets?: () => Promise<Assets>;
 }
 
-export const registerPayPage = <E extends Env>(app: Hono<E>, options: PayPageOptions = {}): void =>
+export const registerPayPage = <E extends Env>(app: Hono<E>, options: PayPageOptions): void =>
   registerHostedPage(app, {
     pagePath: "/pay/:token",
     assetPaths: ASSET_PATHS,
     tokenPattern: PAY_PAGE_TOKEN_PATTERN,
-    tokenExists:
-      options.tokenExists ??
-      viaSessionEndpoint(app, (token) => `/pay/${token}/session`, "payment_page_not_found"),
+    tokenExists: options.tokenExists,
     bundle: options.assets ?? bundleAssets,
     text: {
       title: "Pay",

@@ -97,7 +97,7 @@ export const paymentRoutes = [
     tag: "Payments",
     summary: "Return a payment's held funds to the payer (only during the hold). payment.reversed follows.",
     description:
-      "Sends everything of the payment held in escrow to `address`, or by default to the sender of the payment's (largest) transfer. Only on chains with escrow holds, during the hold, one return at a time: otherwise 400 `payment_not_returnable`.",
+      "Sends everything of the payment held in escrow to `address`, or by default to the sender of the payment's (largest) transfer. Only on chains with escrow holds, during the hold, one return at a time, and only of a payment whose terms name this service's operator (the payee can return one made under a former operator itself): otherwise 400 `payment_not_returnable`.",
     body: ReturnPayment,
     response: PaymentObject,
     examples: {

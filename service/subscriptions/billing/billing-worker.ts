@@ -1,7 +1,7 @@
 /**
  * The billing worker: invoices each subscription at each period boundary of its mandate (chain time, so
  * the test clock moves it), charges the invoice, and follows the charge to `invoice.paid` or into
- * dunning. A round runs seven steps per chain, each in its own module; every step handles its rows in
+ * dunning. A round runs eight steps per chain, each in its own module; every step handles its rows in
  * batches under row locks (round.ts), and an invoice is unique per subscription and period, so several
  * processes billing at once, or a restart mid-pass, never invoice a period twice.
  */
@@ -20,6 +20,7 @@ import { lifecycle } from "./lifecycle.ts";
 import { retryDunning } from "./retry-dunning.ts";
 import { makeRound } from "./round.ts";
 import { settleCharged } from "./settle-charged.ts";
+import { settleReturned } from "./settle-returned.ts";
 
 /** Rounds a pass runs per chain while steps come back full (a boundary can make thousands due at once). */
 const MAX_ROUNDS = 10;
@@ -30,6 +31,7 @@ export const billChain = (chain: ResolvedChain, now: number) =>
     const round = yield* makeRound(chain, now);
     const full = [
       yield* settleCharged(round),
+      yield* settleReturned(round),
       yield* activateAuthorized(round),
       yield* lapseUnpaid(round),
       yield* lifecycle(round),

@@ -2,7 +2,8 @@
  * Step 3 of a billing round: an invoice whose period ended unpaid can no longer be collected (the
  * escrow charges the current period only): uncollectible, and the subscription ends, unless its charge
  * failed because the token's issuer blacklisted an address, or the period was paid in part by another
- * charge (collection.ts: in both the subscription stays and its next period is billed), or its
+ * charge, or its charge was returned (collection.ts, settle-returned.ts: in these the subscription stays
+ * and its next period is billed), or its
  * subscription's collection is paused. One whose charge is still pending waits for its outcome.
  */
 import { Effect } from "effect";
@@ -28,7 +29,7 @@ export const lapseUnpaid = (round: BillingRound) =>
         if (charge?.status === "pending") return;
         yield* invoices.markUncollectible(id);
         if (charge?.status === "failed" && keepsSubscription(charge.failure_code)) return;
-        if (BigInt(invoice.amount_paid) > 0n) return;
+        if (BigInt(invoice.amount_paid) > 0n || invoice.failure_code === "charge_returned") return;
         // Collection paused: dunning does not run, and an invoice left unpaid ends nothing.
         if ((yield* store.reload(invoice.subscription_id)).pause_behavior !== null) return;
         yield* subscriptions.end(invoice.subscription_id, "payment_failed");

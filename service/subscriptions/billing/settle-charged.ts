@@ -10,7 +10,8 @@ import { InvoiceStore } from "../invoice-store.ts";
 import { markPaid, recordChargedShort, recordFailure } from "./collection.ts";
 import { BATCH, type BillingRound, inTransactions } from "./round.ts";
 
-const PAID = new Set(["succeeded", "released", "returned"]);
+/** A returned charge paid nothing: settle-returned.ts takes its invoice. */
+const PAID = new Set(["succeeded", "released"]);
 
 export const settleCharged = (round: BillingRound) =>
   Effect.gen(function* () {

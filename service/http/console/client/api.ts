@@ -31,6 +31,8 @@ export const everyValue =
 export interface Session {
   readonly livemode: boolean;
   readonly merchant: string;
+  /** Signed in with a restricted key (`rk_…`): the console shows no control that changes anything. */
+  readonly read_only: boolean;
   readonly csrf_token: string;
   readonly expires_at: number;
 }

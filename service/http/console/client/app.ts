@@ -110,6 +110,7 @@ export const App = () => {
       <div class="brand">
         <strong>Console</strong>
         <span class=${`badge mode ${session.livemode ? "live" : "test"}`}>${session.livemode ? "Live mode" : "Test mode"}</span>
+        ${session.read_only ? html`<span class="badge read-only" title="Signed in with a restricted key (rk_…): reading only">Read-only</span>` : null}
         <span class="muted merchant">${session.merchant}</span>
       </div>
       <nav aria-label="Console">
@@ -123,7 +124,7 @@ export const App = () => {
       </nav>
       <button type="button" class="secondary" onClick=${leave}>Sign out</button>
     </header>
-    <main class="page">
+    <main class=${`page${session.read_only ? " read-only" : ""}`}>
       ${statusRegion}
       <${Page} route=${route} props=${props} />
     </main>`;

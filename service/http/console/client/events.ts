@@ -75,7 +75,7 @@ const EventDetail = ({ client, announce, fail, eventId }: PageProps & { readonly
         ? html`<p>Loading…</p>`
         : html`<p class="muted">${event.id} · ${dateTime(event.created)} · ${event.livemode ? "live" : "test"}</p>
           <div class="actions">
-            <button type="button" disabled=${busy} onClick=${replay}>Replay</button>
+            <button data-mutates type="button" disabled=${busy} onClick=${replay}>Replay</button>
           </div>
           ${
             replayed.length === 0

@@ -59,7 +59,7 @@ const CreateMandate = ({
 
   return html`<section class="card" aria-labelledby="create-mandate-title">
     <h2 id="create-mandate-title">Open a mandate</h2>
-    <form onSubmit=${submit}>
+    <form data-mutates onSubmit=${submit}>
       <label for="mandate-cap">Cap per period</label>
       <input
         id="mandate-cap"
@@ -227,7 +227,7 @@ const ChargeForm = ({
       onCharged();
     });
   };
-  return html`<form onSubmit=${submit}>
+  return html`<form data-mutates onSubmit=${submit}>
     <label for="charge-amount">Amount (${mandate.token}, at most ${mandate.cap_decimal})</label>
     <input
       id="charge-amount"
@@ -271,7 +271,7 @@ const CapForm = ({
       onChanged();
     });
   };
-  return html`<form onSubmit=${submit}>
+  return html`<form data-mutates onSubmit=${submit}>
     <label for="mandate-new-cap">New cap (${mandate.token} per ${mandate.period})</label>
     <input
       id="mandate-new-cap"

@@ -73,7 +73,7 @@ const CreatePayment = ({ client, announce, fail }: PageProps) => {
 
   return html`<section class="card" aria-labelledby="create-payment-title">
     <h2 id="create-payment-title">Create a payment</h2>
-    <form onSubmit=${submit}>
+    <form data-mutates onSubmit=${submit}>
       <label for="payment-amount">Amount</label>
       <input id="payment-amount" type="text" required inputmode="decimal" placeholder="49.90" value=${amount}
         onInput=${(e: Event) => setAmount(inputValue(e))} />
@@ -198,7 +198,7 @@ const PaymentDetail = ({ client, announce, fail, paymentId }: PageProps & { read
           ${
             payment.status === "requires_payment"
               ? html`<div class="actions">
-                <button type="button" class="danger" disabled=${busy} onClick=${cancel}>Cancel payment</button>
+                <button data-mutates type="button" class="danger" disabled=${busy} onClick=${cancel}>Cancel payment</button>
               </div>`
               : null
           }

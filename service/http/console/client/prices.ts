@@ -51,7 +51,7 @@ const CreatePrice = ({
 
   return html`<section class="card" aria-labelledby="create-price-title">
     <h2 id="create-price-title">Add a monthly price</h2>
-    <form onSubmit=${submit}>
+    <form data-mutates onSubmit=${submit}>
       <label for="price-name">Product name</label>
       <input id="price-name" type="text" required value=${name} onInput=${(e: Event) => setName(inputValue(e))} />
       <label for="price-amount">Amount per month</label>
@@ -106,7 +106,7 @@ const CreateCoupon = ({
 
   return html`<section class="card" aria-labelledby="create-coupon-title">
     <h2 id="create-coupon-title">Add a coupon</h2>
-    <form onSubmit=${submit}>
+    <form data-mutates onSubmit=${submit}>
       <label for="coupon-name">Name (optional)</label>
       <input id="coupon-name" type="text" value=${name} onInput=${(e: Event) => setName(inputValue(e))} />
       <label for="coupon-kind">Discount</label>
@@ -194,7 +194,7 @@ export const Prices = (props: PageProps) => {
                     <td>${price.usage === null ? "" : `${price.usage.unit_amount_decimal} per ${price.usage.unit}`}</td>
                     <td><span class=${`badge ${price.active ? "enabled" : "disabled"}`}>${price.active ? "active" : "inactive"}</span></td>
                     <td>${dateTime(price.created)}</td>
-                    <td><button type="button" class="secondary" disabled=${busy}
+                    <td><button data-mutates type="button" class="secondary" disabled=${busy}
                       aria-label=${`${price.active ? "Deactivate" : "Reactivate"} ${price.product_name}`}
                       onClick=${() => toggle(price)}>${price.active ? "Deactivate" : "Reactivate"}</button></td>
                   </tr>`,

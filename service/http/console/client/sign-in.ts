@@ -20,7 +20,7 @@ export const SignIn = ({
     if (input === null) return;
     const key = input.value.trim();
     if (key === "") {
-      announce("Paste an API key (sk_test_… or sk_live_…).", true);
+      announce("Paste an API key (sk_test_…, sk_live_…, or a restricted rk_… key to read only).", true);
       return;
     }
     setBusy(true);

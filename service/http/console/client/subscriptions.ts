@@ -202,7 +202,7 @@ const SubscriptionDetail = ({
                     ? ""
                     : ` with ${subscription.pending_update.coupon}`
                 }: the next invoice would be ${subscription.pending_update.amount_due_decimal} ${subscription.token}, above the cap of ${subscription.cap_decimal}. It applies once the customer signs a higher cap at the mandate's link, and expires ${dateTime(subscription.pending_update.expires_at)}.</p>
-                <div class="actions"><button type="button" class="secondary" disabled=${busy} onClick=${dropChange}>Drop the pending update</button></div>
+                <div class="actions"><button data-mutates type="button" class="secondary" disabled=${busy} onClick=${dropChange}>Drop the pending update</button></div>
               </section>`
           }
           ${
@@ -215,7 +215,7 @@ const SubscriptionDetail = ({
                     ? "the next period"
                     : dateTime(subscription.scheduled_change.effective_at)
                 }.</p>
-                <div class="actions"><button type="button" class="secondary" disabled=${busy} onClick=${dropChange}>Drop the scheduled change</button></div>
+                <div class="actions"><button data-mutates type="button" class="secondary" disabled=${busy} onClick=${dropChange}>Drop the scheduled change</button></div>
               </section>`
           }
           ${
@@ -228,16 +228,16 @@ const SubscriptionDetail = ({
                     ? "."
                     : `, until ${dateTime(subscription.pause_collection.resumes_at)}.`
                 }</p>
-                <div class="actions"><button type="button" class="secondary" disabled=${busy} onClick=${resume}>Resume collection</button></div>
+                <div class="actions"><button data-mutates type="button" class="secondary" disabled=${busy} onClick=${resume}>Resume collection</button></div>
               </section>`
           }
           ${
             subscription.status === "canceled"
               ? null
               : html`<div class="actions">
-                <button type="button" class="secondary" disabled=${busy || subscription.cancel_at_period_end}
+                <button data-mutates type="button" class="secondary" disabled=${busy || subscription.cancel_at_period_end}
                   onClick=${() => cancel(true)}>Cancel at period end</button>
-                <button type="button" class="danger" disabled=${busy} onClick=${() => cancel(false)}>Cancel now</button>
+                <button data-mutates type="button" class="danger" disabled=${busy} onClick=${() => cancel(false)}>Cancel now</button>
               </div>`
           }`
     }

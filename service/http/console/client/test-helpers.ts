@@ -60,7 +60,7 @@ export const TestHelpers = ({
   return html`<section class="card test-helpers" aria-labelledby="test-helpers-title">
     <h2 id="test-helpers-title">Test helpers</h2>
     <p class="hint">Test mode only, on a local chain: each answers once its transaction is mined.</p>
-    <form onSubmit=${fund} class="inline-form">
+    <form data-mutates onSubmit=${fund} class="inline-form">
       <label for="fund-amount">Fund the customer's test wallet (${mandate.token})</label>
       <input
         id="fund-amount"
@@ -73,9 +73,9 @@ export const TestHelpers = ({
       <button type="submit" disabled=${busy}>Fund test wallet</button>
     </form>
     <div class="actions">
-      <button type="button" disabled=${busy} onClick=${authorize}>Authorize with test wallet</button>
+      <button data-mutates type="button" disabled=${busy} onClick=${authorize}>Authorize with test wallet</button>
     </div>
-    <form onSubmit=${advance} class="inline-form">
+    <form data-mutates onSubmit=${advance} class="inline-form">
       <label for="clock-days">Advance the test clock (days)</label>
       <input
         id="clock-days"

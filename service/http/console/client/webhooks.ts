@@ -78,7 +78,7 @@ const CreateEndpoint = ({
 
   return html`<section class="card" aria-labelledby="create-title">
     <h2 id="create-title">Add an endpoint</h2>
-    <form onSubmit=${submit}>
+    <form data-mutates onSubmit=${submit}>
       <label for="endpoint-url">Endpoint URL</label>
       <input
         id="endpoint-url"
@@ -170,10 +170,10 @@ const EndpointCard = ({
       ${endpoint.id} · <span class=${`badge ${endpoint.status}`}>${endpoint.status}</span> · ${endpoint.events.join(", ")}
     </p>
     <div class="actions">
-      <button type="button" disabled=${busy || !enabled} onClick=${() => act("test", endpoint)}>Send test event</button>
-      <button type="button" class="secondary" disabled=${busy} onClick=${() => act("rotate", endpoint)}>Rotate secret</button>
-      <button type="button" class="secondary" disabled=${busy} onClick=${() => act("toggle", endpoint)}>${enabled ? "Disable" : "Enable"}</button>
-      <button type="button" class="danger" disabled=${busy} onClick=${() => act("delete", endpoint)}>Delete</button>
+      <button data-mutates type="button" disabled=${busy || !enabled} onClick=${() => act("test", endpoint)}>Send test event</button>
+      <button data-mutates type="button" class="secondary" disabled=${busy} onClick=${() => act("rotate", endpoint)}>Rotate secret</button>
+      <button data-mutates type="button" class="secondary" disabled=${busy} onClick=${() => act("toggle", endpoint)}>${enabled ? "Disable" : "Enable"}</button>
+      <button data-mutates type="button" class="danger" disabled=${busy} onClick=${() => act("delete", endpoint)}>Delete</button>
     </div>
     <h4>Deliveries</h4>
     <${Deliveries} deliveries=${deliveries} />
