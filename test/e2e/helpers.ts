@@ -97,6 +97,35 @@ export const withinOneMinute = async <A>(round: () => Promise<A>): Promise<A> =>
   }
 };
 
+/**
+ * Runs `take` (statements that take locks: row locks, an advisory lock) in a transaction of the test's
+ * own on the stack's database and keeps it open; resolves, once they are held, to the release.
+ */
+export const holdInTransaction = async (
+  take: (sql: SqlClient.SqlClient) => Effect.Effect<unknown, unknown>,
+): Promise<() => Promise<void>> => {
+  const locked = Promise.withResolvers<void>();
+  const release = Promise.withResolvers<void>();
+  const held = Effect.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          yield* take(sql);
+          locked.resolve();
+          yield* Effect.promise(() => release.promise);
+        }),
+      );
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack().databaseUrl), maxConnections: 1 }))),
+  );
+  held.catch(locked.reject);
+  await locked.promise;
+  return async () => {
+    release.resolve();
+    await held;
+  };
+};
+
 const run = promisify(execFile);
 
 /** The operator CLI, as `npm run cli -- …` runs it. */

@@ -9,43 +9,22 @@
  * test holds their rows locked while it moves the clock past the boundary and charges: billing cannot
  * reach them meanwhile (checked: no invoice of the new period exists when the charges have answered).
  */
-import { PgClient } from "@effect/sql-pg";
-import { Effect, Redacted } from "effect";
-import { SqlClient } from "effect/sql";
 import { getAbiItem, type Hex } from "viem";
 import { describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { periodStart } from "../../src/ledger/period.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
-import { type EventOf, merchantOnTestChain, query, stack } from "./helpers.ts";
+import { type EventOf, holdInTransaction, merchantOnTestChain, query } from "./helpers.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary JSON bodies
 type Json = any;
 type Merchant = Awaited<ReturnType<typeof merchantOnTestChain>>;
 
 /** Locks the subscriptions' rows in a transaction of the test's own; resolves to its release. */
-const holdSubscriptions = async (ids: readonly string[]) => {
-  const locked = Promise.withResolvers<void>();
-  const release = Promise.withResolvers<void>();
-  const held = Effect.runPromise(
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient;
-      yield* sql.withTransaction(
-        Effect.gen(function* () {
-          yield* sql`SELECT id FROM billing.subscriptions WHERE id = ANY (${ids}::text[]) FOR UPDATE`;
-          locked.resolve();
-          yield* Effect.promise(() => release.promise);
-        }),
-      );
-    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack().databaseUrl), maxConnections: 1 }))),
+const holdSubscriptions = (ids: readonly string[]) =>
+  holdInTransaction(
+    (sql) => sql`SELECT id FROM billing.subscriptions WHERE id = ANY (${ids}::text[]) FOR UPDATE`,
   );
-  held.catch(locked.reject);
-  await locked.promise;
-  return async () => {
-    release.resolve();
-    await held;
-  };
-};
 
 const chargedLogs = async (mandateOnchainId: Hex) => {
   const chain = chainDriver(31337);

@@ -6,39 +6,16 @@
  * found the helper signing again on the retry (nonce 2, a second mandate.authorized).
  */
 import { randomUUID } from "node:crypto";
-import { PgClient } from "@effect/sql-pg";
-import { Effect, Redacted } from "effect";
-import { SqlClient } from "effect/sql";
 import type { Hex } from "viem";
 import { describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { chainDriver } from "./chain-driver.ts";
-import { api, expectErrorShape, merchantOnTestChain, stack } from "./helpers.ts";
+import { api, expectErrorShape, holdInTransaction, merchantOnTestChain } from "./helpers.ts";
 import { relaySettled } from "./settle.ts";
 
 /** Holds the fact relay's lock of a chain (its passes skip the chain meanwhile); resolves to its release. */
-const holdRelay = async (chainId: number) => {
-  const locked = Promise.withResolvers<void>();
-  const release = Promise.withResolvers<void>();
-  const held = Effect.runPromise(
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient;
-      yield* sql.withTransaction(
-        Effect.gen(function* () {
-          yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`billing.fact-relay:${chainId}`}))`;
-          locked.resolve();
-          yield* Effect.promise(() => release.promise);
-        }),
-      );
-    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack().databaseUrl), maxConnections: 1 }))),
-  );
-  held.catch(locked.reject);
-  await locked.promise;
-  return async () => {
-    release.resolve();
-    await held;
-  };
-};
+const holdRelay = (chainId: number) =>
+  holdInTransaction((sql) => sql`SELECT pg_advisory_xact_lock(hashtext(${`billing.fact-relay:${chainId}`}))`);
 
 describe("the test helper's authorize, retried", () => {
   it("signs once: a retry after its 503 waits for the signature on chain, and a later one answers the mandate", async () => {
