@@ -1,7 +1,14 @@
 /**
  * Reconciliation for finance teams: every charge, release and return of a merchant's mandates, and
- * every sweep, release and return of its one-time payments, as the chain recorded it (chain id, block, transaction hash, log index) with exact amounts. Read straight
- * from the indexed facts, so it agrees with the chain's logs to the last unit.
+ * every sweep, release and return of its one-time payments, as the chain recorded it (chain id, block,
+ * transaction hash, log index) with exact amounts. Read straight from the indexed facts, so it agrees
+ * with the chain's logs to the last unit.
+ *
+ * Only the merchant's own: a fact is listed when it names one of the merchant's payout addresses on the
+ * fact's own chain (an address is the merchant's on one chain only), the fact relay has passed it
+ * (confirmed, in chain order) and did not decline it. A fact the relay declined names the address but
+ * none of the merchant's objects: a deposit anyone deployed with the merchant's payout address and a
+ * copied payment id, swept into a hold and returned to its deployer, is not the merchant's payment.
  */
 import { Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
@@ -79,7 +86,15 @@ export const ReconciliationPage = Schema.Struct({
 export type ReconciliationPage = typeof ReconciliationPage.Type;
 
 const decodeEntries = decodeRows(FactRow);
-const decodePayouts = decodeRows(Schema.Struct({ payout: Schema.String }));
+const decodePayouts = decodeRows(Schema.Struct({ chain_id: Schema.Number, payout: Schema.String }));
+const decodeCursors = decodeRows(
+  Schema.Struct({
+    chain_id: Schema.Number,
+    block_number: Schema.String,
+    log_index: Schema.Number,
+    fact_key: Schema.String,
+  }),
+);
 
 const TYPE_OF_KIND = {
   "charge.succeeded": "charge",
@@ -162,12 +177,34 @@ export class Reconciliation extends Context.Service<
             .split(":")
             .map(Number);
           const kinds = query.type ? [KIND_OF_TYPE[query.type]] : Object.keys(TYPE_OF_KIND);
+          // The merchant's payout addresses per chain (former ones too: their facts stay the merchant's),
+          // but not one whose history the relay is still backfilling: those facts are not decided yet.
           const payouts = yield* sql`
-            SELECT DISTINCT lower(payout_address) AS payout FROM billing.merchant_chains
-            WHERE merchant_id = ${scope.merchantId} AND chain_id IN ${sql.in(chains.map((c) => c.id))}`.pipe(
+            SELECT DISTINCT mc.chain_id::int AS chain_id, lower(mc.payout_address) AS payout
+            FROM billing.merchant_chains mc
+            WHERE mc.merchant_id = ${scope.merchantId} AND mc.chain_id IN ${sql.in(chains.map((c) => c.id))}
+              AND NOT EXISTS (SELECT 1 FROM billing.fact_relay_backfills b
+                WHERE b.chain_id = mc.chain_id AND b.payee = lower(mc.payout_address) AND b.done_at IS NULL)`.pipe(
             Effect.flatMap(decodePayouts),
           );
-          if (payouts.length === 0) return { object: "list" as const, data: [], has_more: false };
+          // How far the relay has read each chain: facts after it are not confirmed or not decided yet.
+          const cursors = yield* sql`
+            SELECT chain_id::int AS chain_id, block_number::text AS block_number, log_index, fact_key
+            FROM billing.fact_relay_cursors
+            WHERE chain_id IN ${sql.in(chains.map((c) => c.id))} AND fact_key IS NOT NULL`.pipe(
+            Effect.flatMap(decodeCursors),
+          );
+          const ownFacts = cursors.flatMap((cursor) => {
+            const payees = payouts.filter((p) => p.chain_id === cursor.chain_id).map((p) => p.payout);
+            return payees.length === 0
+              ? []
+              : [
+                  sql`(f.chain_id = ${cursor.chain_id} AND f.payee IN ${sql.in(payees)}
+                    AND (f.block_number, f.log_index, f.key) <= (${cursor.block_number}::numeric,
+                      ${cursor.log_index}::int, ${cursor.fact_key}::text))`,
+                ];
+          });
+          if (ownFacts.length === 0) return { object: "list" as const, data: [], has_more: false };
           // One Ponder relation per statement (see chains/onchain.ts): facts here, heads below.
           const rows = yield* sql`
             SELECT f.kind, f.chain_id, f.block_number::text, f.block_hash, f.timestamp::text, f.tx_hash, f.log_index,
@@ -175,8 +212,8 @@ export class Reconciliation extends Context.Service<
                    f.token
             FROM ${sql(ONCHAIN_SCHEMA)}.fact f
             WHERE f.kind IN ${sql.in(kinds)}
-              AND f.chain_id IN ${sql.in(chains.map((c) => c.id))}
-              AND f.payee IN ${sql.in(payouts.map((p) => p.payout))}
+              AND ${sql.or(ownFacts)}
+              AND NOT EXISTS (SELECT 1 FROM billing.skipped_facts s WHERE s.fact_key = f.key)
               AND f.block_number >= ${query.from_block ?? 0}
               AND f.block_number <= ${query.to_block ?? Number.MAX_SAFE_INTEGER}
               AND f.timestamp >= ${query.from ?? 0}

@@ -187,6 +187,8 @@ export const chainDriver = (chainId: number) => {
     escrow,
     usdc,
     rpc,
+    /** Any account's call of a contract, mined and checked (reverted: an error). */
+    call,
     mint,
     sendAhead,
     newStranger,

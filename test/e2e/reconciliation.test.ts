@@ -1,8 +1,17 @@
+import type { Hex } from "viem";
 import { describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { chainDriver, DEV_PAYOUT, usd } from "./chain-driver.ts";
-import { api, expectErrorShape, newMerchantWithKey } from "./helpers.ts";
+import {
+  api,
+  expectErrorShape,
+  merchantOnTestChain,
+  newAddress,
+  newMerchantWithKey,
+  query,
+} from "./helpers.ts";
+import { relaySettled } from "./settle.ts";
 
 interface Entry {
   type: string;
@@ -149,5 +158,102 @@ describe("GET /v1/reconciliation", () => {
       expect(response.status, query).toBe(400);
       expect(expectErrorShape(response.json).param, query).toBe(param);
     }
+  });
+
+  it("lists none of a deposit someone else deployed with the merchant's payout address and payment id", async () => {
+    const chain = chainDriver(31337);
+    const victim = await merchantOnTestChain();
+    const created = await victim.call("/v1/payments", { amount_decimal: "3" });
+    expect(created.status, created.text).toBe(200);
+    const payment = created.json;
+    expect((await victim.call(`/v1/test/payments/${payment.id}/pay`, { amount_decimal: "3" })).status).toBe(
+      200,
+    );
+    await victim.waitForEvents("payment.paid", 1, (o) => o.id === payment.id);
+
+    // The attacker's deposit: the victim's payout address and on-chain payment id, the attacker as the
+    // operator who may return a hold. Anyone may sweep it; its operator returns it to itself.
+    // The payment id is public: the victim's PaymentReceived log carries it.
+    const [victimPayment] = await query<{ onchain_id: Hex }>(
+      "SELECT onchain_id FROM billing.payments WHERE id = $1",
+      [payment.id],
+    );
+    const attacker = await chain.newStranger();
+    const planted = {
+      paymentId: victimPayment?.onchain_id as Hex,
+      payee: victim.payoutAddress,
+      token: chain.usdc,
+      operator: attacker.address,
+      holdSeconds: 3600n,
+    };
+    const address = await chain.client.readContract({
+      address: chain.escrow,
+      abi: MandateEscrowAbi,
+      functionName: "depositAddress",
+      args: [planted],
+    });
+    await chain.mint(address, usd("2"));
+    await chain.call(attacker, chain.escrow, MandateEscrowAbi, "sweep", [[planted]]);
+    await chain.call(attacker, chain.escrow, MandateEscrowAbi, "returnPayment", [planted, attacker.address]);
+    await relaySettled(31337);
+
+    // The chain's facts name the victim, and the relay declined both (no payment of the victim's has
+    // that deposit address).
+    const facts = await query<{ key: string; kind: string }>(
+      "SELECT key, kind FROM onchain.fact WHERE lower(details->>'deposit_address') = lower($1) ORDER BY kind",
+      [address],
+    );
+    expect(facts.map((f) => f.kind)).toEqual(["payment.received", "payment.returned"]);
+    const skipped = await query<{ reason: string }>(
+      "SELECT reason FROM billing.skipped_facts WHERE fact_key = ANY($1::text[])",
+      [facts.map((f) => f.key)],
+    );
+    expect(skipped.map((r) => r.reason)).toEqual(["payment_unknown", "payment_unknown"]);
+
+    const rows = (await api("/v1/reconciliation?limit=10000", { key: victim.key })).json.data as Array<
+      Entry & { deposit_address: string | null; payment_id: string | null }
+    >;
+    expect(rows.filter((r) => r.deposit_address?.toLowerCase() === address.toLowerCase())).toEqual([]);
+    // Its own payment is there: the filter is not empty-handed.
+    expect(
+      rows.filter((r) => r.deposit_address?.toLowerCase() === String(payment.address).toLowerCase()).length,
+    ).toBeGreaterThan(0);
+  });
+
+  it("lists a payout address's facts only on the chain where it is the merchant's", async () => {
+    const shared = newAddress();
+    const a = await newMerchantWithKey();
+    const b = await newMerchantWithKey();
+    const configure = async (key: string, chainId: number) =>
+      expect(
+        (await api("/v1/merchant/chains", { key, body: { chain: chainId, payout_address: shared } })).status,
+      ).toBe(200);
+    await configure(a.key, 31337);
+    await configure(b.key, 31339);
+    // B's payment on 31339, paid to the address A uses on 31337.
+    const created = await api("/v1/payments", { key: b.key, body: { amount_decimal: "5", chain: 31339 } });
+    expect(created.status, created.text).toBe(200);
+    const paid = await api(`/v1/test/payments/${created.json.id}/pay`, {
+      key: b.key,
+      body: { amount_decimal: "5" },
+    });
+    expect(paid.status, paid.text).toBe(200);
+    // 31339 waits for 2 confirmations and mines only on demand: blocks on top until the payment is paid.
+    const other = chainDriver(31339);
+    await waitFor(
+      async () => {
+        await other.mine();
+        return (await api(`/v1/payments/${created.json.id}`, { key: b.key })).json.status === "paid";
+      },
+      { timeoutMs: 60_000, intervalMs: 250, what: "B's payment on 31339 paid" },
+    );
+    await relaySettled(31339);
+
+    const ofB = (await api("/v1/reconciliation?limit=10000", { key: b.key })).json.data as Array<{
+      chain: number;
+    }>;
+    expect(ofB.length).toBeGreaterThan(0);
+    expect(ofB.map((r) => r.chain)).toEqual(ofB.map(() => 31339));
+    expect((await api("/v1/reconciliation?limit=10000", { key: a.key })).json.data).toEqual([]);
   });
 });
