@@ -28,6 +28,7 @@ export const LEVELS: Readonly<Record<string, number>> = {
   webhooks: 5,
   charges: 6,
   payments: 6,
+  balances: 6,
   facts: 7,
   subscriptions: 7,
   reconciliation: 7,
