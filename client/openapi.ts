@@ -336,7 +336,7 @@ export interface paths {
         };
         /**
          * Every charge, release and return of this merchant's mandates, with chain references and exact amounts.
-         * @description Ordered by chain, block and log index. Filter by chain, block range and block time; page with limit and starting_after. `format=csv` returns the same entries as CSV.
+         * @description Ordered by chain, block and log index. Filter by chain, block range and block time; page with limit and starting_after. `format=csv` or `format=json` downloads every entry matching the filters instead, streamed from the server however many there are (CSV columns: docs/exports.md).
          */
         get: operations["listReconciliation"];
         put?: never;
@@ -379,6 +379,83 @@ export interface paths {
          * @description The sums of `GET /v1/gas_costs` by month of `created` and chain, in wei of each chain's native currency. Filter by chain and by `created` (`from`, `to`: unix seconds).
          */
         get: operations["listGasCostTotals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/balance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Your money per chain and token: held in escrow (pending), paid out to you (available), returned.
+         * @description Each amount is the sum of your balance transactions' entries of its account, so it ties out to the chain: `available` is what reached your payout address from the escrow and your customers' unheld charges, `pending` what the escrow holds for you now, `returned` what went back to customers from holds. Only movements the service confirmed count. Gas is paid by the service's relayer, not from your funds: see GET /v1/gas_costs.
+         */
+        get: operations["retrieveBalance"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/balance_transactions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every movement of your money, newest first: the ledger behind GET /v1/balance.
+         * @description One balance transaction per confirmed chain fact that moved your money: a charge or payment (into a hold, or straight to you), a release, a return. A reorganisation of the chain deeper than the confirmations never deletes one: it adds a reversal (`reverses`) at the time it was seen. Ordered by `created` (the block's time), then by when the service recorded it. Filter by `type`, `source` (a charge or payment id), `chain`, `token` and by `created` and `available_on` ranges (unix seconds, from inclusive, to exclusive). With `format=csv` or `format=json` the answer is a download of every balance transaction matching the filters, oldest first, streamed from the server however many there are (docs/exports.md gives the CSV's columns); a closed range downloads byte for byte the same every time.
+         */
+        get: operations["listBalanceTransactions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/balance_transactions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A balance transaction. */
+        get: operations["retrieveBalanceTransaction"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/reports/period": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A month closed: your money per chain and token over a calendar month in a time zone, and its invoices.
+         * @description For each chain and token, what was held in escrow for you when the month began and ended, and every flow in between, from your balance transactions whose `created` (the block's time) falls in the month: `opening_pending + charges_held + payments_held − released − returned = closing_pending`, and `available_in = released + charges_unheld + payments_unheld` is what reached your payout address. `first_block` and `last_block` bound the month's movements, so the totals can be tied to the token's `Transfer` logs between them. Invoices of periods starting in the month are counted by status, and those whose charge was returned separately. A month not over yet reports up to now; a closed month reports the same every time, unless a reorganisation's reversal is recorded in it.
+         */
+        get: operations["retrievePeriodReport"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1245,10 +1322,10 @@ export interface components {
             /** @description Cursor: the `cursor` of the last entry of the previous page */
             starting_after?: string;
             /**
-             * @description json (default) or csv
+             * @description Download every entry matching the filters, streamed: csv (the columns below) or json (an array of entries). Not with limit or starting_after
              * @enum {string}
              */
-            format?: "json" | "csv";
+            format?: "csv" | "json";
         };
         ReconciliationEntry: {
             /**
@@ -1388,6 +1465,224 @@ export interface components {
             object: "list";
             data: components["schemas"]["GasCostTotal"][];
             has_more: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        BalanceAmount: {
+            chain: number;
+            /** @description Token symbol */
+            currency: string;
+            token_address: string;
+            /** @description Held in escrow for you now: charged or paid into a hold, not released or returned yet, in the token's base units (integer string) */
+            pending: string;
+            /** @description `pending`, in the token's units (decimal string) */
+            pending_decimal: string;
+            /** @description Everything that reached your payout address: unheld charges and payments, and releases, in the token's base units (integer string) */
+            available: string;
+            /** @description `available`, in the token's units (decimal string) */
+            available_decimal: string;
+            /** @description Everything given back to customers from holds, in the token's base units (integer string) */
+            returned: string;
+            /** @description `returned`, in the token's units (decimal string) */
+            returned_decimal: string;
+        } & {
+            [key: string]: unknown;
+        };
+        Balance: {
+            /** @enum {string} */
+            object: "balance";
+            livemode: boolean;
+            /** @description One entry per chain and token you have movements on, by chain then token address; each the sum of the balance transactions' entries of its account */
+            amounts: components["schemas"]["BalanceAmount"][];
+        } & {
+            [key: string]: unknown;
+        };
+        ListBalanceTransactionsQuery: {
+            /** @description 1-100, default 10 */
+            limit?: number;
+            /** @description Cursor: the id of the last object of the previous page; the page holds older objects */
+            starting_after?: string;
+            /** @description Cursor: the id of the first object of the current page; the page holds the newer objects just before it (not with starting_after) */
+            ending_before?: string;
+            /** @enum {string} */
+            type?: "charge" | "payment" | "release" | "payment_release" | "return" | "payment_return";
+            /** @description Only the movements of this object (a charge or payment id) */
+            source?: string;
+            /** @description Only this chain (EIP-155 id) */
+            chain?: number;
+            /** @description Only this token (its address, any case) */
+            token?: string;
+            /** @description Earliest `created`, unix seconds, inclusive */
+            created_from?: number;
+            /** @description Latest `created`, unix seconds, exclusive */
+            created_to?: number;
+            /** @description Earliest `available_on`, unix seconds, inclusive */
+            available_on_from?: number;
+            /** @description Latest `available_on`, unix seconds, exclusive */
+            available_on_to?: number;
+            /**
+             * @description Download every balance transaction matching the filters, oldest first, streamed: csv (the columns of docs/exports.md) or json (an array of balance transactions). Not with limit or the cursors
+             * @enum {string}
+             */
+            format?: "csv" | "json";
+        };
+        LedgerEntry: {
+            /**
+             * @description customer: money from outside (customers' wallets); pending: held in escrow for you; available: reached your payout address; returned: went back to a customer from a hold
+             * @enum {string}
+             */
+            account: "customer" | "pending" | "available" | "returned";
+            /** @description Signed change of the account, in the token's base units (integer string) */
+            amount: string;
+        } & {
+            [key: string]: unknown;
+        };
+        BalanceTransactionGas: {
+            /** @description This movement's share of its transaction's gas, in wei of the chain's native currency */
+            amount_wei: string;
+            /** @description The native currency's symbol */
+            currency: string;
+        } & {
+            [key: string]: unknown;
+        };
+        BalanceTransactionBlock: {
+            number: number;
+            hash: string;
+        } & {
+            [key: string]: unknown;
+        };
+        BalanceTransaction: {
+            /** @description txn_… */
+            id: string;
+            /** @enum {string} */
+            object: "balance_transaction";
+            livemode: boolean;
+            /**
+             * @description charge: a mandate charge (into the hold, or straight to you); payment: a deposit address swept; release / payment_release: a hold paid out to you; return / payment_return: a hold given back to the customer
+             * @enum {string}
+             */
+            type: "charge" | "payment" | "release" | "payment_release" | "return" | "payment_return";
+            /** @description Signed, as it changes your money: + money in (a charge or payment, into the hold or straight to you) or made available (a release), − money returned; a reversal has the opposite sign, in the token's base units (integer string) */
+            amount: string;
+            /** @description `amount`, in the token's units (decimal string) */
+            amount_decimal: string;
+            /**
+             * @description The balance this transaction changes by `amount` (see GET /v1/balance)
+             * @enum {string}
+             */
+            balance_effect: "pending" | "available" | "returned";
+            /** @description The double entry underneath: two legs between your accounts that sum to zero (a charge into the hold: customer −a, pending +a) */
+            entries: components["schemas"]["LedgerEntry"][];
+            /** @description A reversal: the id of the balance transaction a chain reorganisation took back (its legs negated). Rows are never changed or deleted; the reversed one keeps its place */
+            reverses: string | null;
+            /** @description The object that moved the money: a charge (ch_…) or payment (pay_…) */
+            source: string | null;
+            /** @description The invoice the charge paid (inv_…), if any */
+            invoice: string | null;
+            chain: number;
+            /** @description Token symbol */
+            currency: string;
+            token_address: string;
+            /** @description The gas the service's relayer paid to move this money (as GET /v1/gas_costs splits it): paid by the service, never from your balance. null: a transaction not the service's (a charge by another operator), a reversal, or a receipt not recorded yet */
+            gas: components["schemas"]["BalanceTransactionGas"] | null;
+            block: components["schemas"]["BalanceTransactionBlock"];
+            transaction_hash: string;
+            log_index: number;
+            /** @description Unix seconds: the time of the block that moved the money (of a reversal: of the chain's head when the reorganisation was seen) */
+            created: number;
+            /** @description Unix seconds: when held money can be released to you (the hold's end); else `created` */
+            available_on: number;
+        } & {
+            [key: string]: unknown;
+        };
+        BalanceTransactionList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["BalanceTransaction"][];
+            has_more: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        PeriodReportQuery: {
+            /** @description The calendar month, YYYY-MM (from 1970-01) */
+            month: string;
+            /** @description The IANA time zone the month is taken in (Europe/Berlin); default UTC */
+            time_zone?: string;
+        };
+        PeriodBalance: {
+            chain: number;
+            /** @description Token symbol */
+            currency: string;
+            token_address: string;
+            /** @description Held in escrow for you when the period began, in the token's base units (integer string) */
+            opening_pending: string;
+            /** @description Charges into a hold, in the token's base units (integer string) */
+            charges_held: string;
+            /** @description Payments swept into a hold, in the token's base units (integer string) */
+            payments_held: string;
+            /** @description Holds paid out to you (charges' and payments'), in the token's base units (integer string) */
+            released: string;
+            /** @description Holds given back to customers (charges' and payments'), in the token's base units (integer string) */
+            returned: string;
+            /** @description Held in escrow for you when the period ended: opening_pending + charges_held + payments_held − released − returned, in the token's base units (integer string) */
+            closing_pending: string;
+            /** @description Charges paid straight to you, in the token's base units (integer string) */
+            charges_unheld: string;
+            /** @description Payments swept straight to you, in the token's base units (integer string) */
+            payments_unheld: string;
+            /** @description What reached your payout address in the period: released + charges_unheld + payments_unheld, in the token's base units (integer string) */
+            available_in: string;
+            /** @description The gas the service's relayer paid for the period's movements of this token, in wei of the chain's native currency (paid by the service, not from your balance) */
+            gas_wei: string;
+            /** @description The native currency's symbol (null: no gas) */
+            gas_currency: string | null;
+            /** @description The block of the period's first movement (null: none) */
+            first_block: number | null;
+            /** @description The block of the period's last movement */
+            last_block: number | null;
+        } & {
+            [key: string]: unknown;
+        };
+        PeriodInvoiceTotal: {
+            count: number;
+            /** @description The sum of their totals, in the token's base units (integer string) */
+            total: string;
+        } & {
+            [key: string]: unknown;
+        };
+        PeriodInvoiceReturns: {
+            /** @description Invoices whose charge was returned (any status now) */
+            count: number;
+            /** @description What went back to customers of them, in the token's base units (integer string) */
+            amount: string;
+        } & {
+            [key: string]: unknown;
+        };
+        PeriodInvoices: {
+            chain: number;
+            token_address: string;
+            paid: components["schemas"]["PeriodInvoiceTotal"];
+            open: components["schemas"]["PeriodInvoiceTotal"];
+            void: components["schemas"]["PeriodInvoiceTotal"];
+            uncollectible: components["schemas"]["PeriodInvoiceTotal"];
+            returned: components["schemas"]["PeriodInvoiceReturns"];
+        } & {
+            [key: string]: unknown;
+        };
+        PeriodReport: {
+            /** @enum {string} */
+            object: "period_report";
+            livemode: boolean;
+            month: string;
+            time_zone: string;
+            /** @description Unix seconds: the month's first instant in the time zone */
+            period_start: number;
+            /** @description Unix seconds: the next month's first instant (exclusive) */
+            period_end: number;
+            /** @description Per chain and token, from your balance transactions whose `created` (block time) falls in the period; reversals count where they were recorded */
+            balances: components["schemas"]["PeriodBalance"][];
+            /** @description Per chain and token, your invoices of periods starting in the month, by status now */
+            invoices: components["schemas"]["PeriodInvoices"][];
         } & {
             [key: string]: unknown;
         };
@@ -4536,7 +4831,7 @@ export interface operations {
                 type?: "charge" | "release" | "return" | "payment" | "payment_release" | "payment_return";
                 limit?: number;
                 starting_after?: string;
-                format?: "json" | "csv";
+                format?: "csv" | "json";
             };
             header?: never;
             path?: never;
@@ -4582,6 +4877,7 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["ReconciliationList"];
+                    "text/csv": string;
                 };
             };
             /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
@@ -4790,6 +5086,481 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["GasCostTotalList"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    retrieveBalance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "balance",
+                     *       "livemode": false,
+                     *       "amounts": [
+                     *         {
+                     *           "chain": 31337,
+                     *           "currency": "USDC",
+                     *           "token_address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                     *           "pending": "10000000",
+                     *           "pending_decimal": "10",
+                     *           "available": "25000000",
+                     *           "available_decimal": "25",
+                     *           "returned": "0",
+                     *           "returned_decimal": "0"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Balance"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listBalanceTransactions: {
+        parameters: {
+            query?: {
+                limit?: number;
+                starting_after?: string;
+                ending_before?: string;
+                type?: "charge" | "payment" | "release" | "payment_release" | "return" | "payment_return";
+                source?: string;
+                chain?: number;
+                token?: string;
+                created_from?: number;
+                created_to?: number;
+                available_on_from?: number;
+                available_on_to?: number;
+                format?: "csv" | "json";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "id": "txn_01KJQ44DA0T2W8PZ4M6K9R3BXD",
+                     *           "object": "balance_transaction",
+                     *           "livemode": false,
+                     *           "type": "charge",
+                     *           "amount": "10000000",
+                     *           "amount_decimal": "10",
+                     *           "balance_effect": "pending",
+                     *           "entries": [
+                     *             {
+                     *               "account": "customer",
+                     *               "amount": "-10000000"
+                     *             },
+                     *             {
+                     *               "account": "pending",
+                     *               "amount": "10000000"
+                     *             }
+                     *           ],
+                     *           "reverses": null,
+                     *           "source": "ch_01KJQ44CS0JX48ZENK50GPCWWA",
+                     *           "invoice": null,
+                     *           "chain": 31337,
+                     *           "currency": "USDC",
+                     *           "token_address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                     *           "gas": {
+                     *             "amount_wei": "43251667000000",
+                     *             "currency": "ETH"
+                     *           },
+                     *           "block": {
+                     *             "number": 1843,
+                     *             "hash": "0xaadcc3085f7fc1d7c44d0a8c8036ba16c5fc5f72d55bdf7381a0715655f70b20"
+                     *           },
+                     *           "transaction_hash": "0xae9bab13865a42e6d6d6cf772e882b56a9f8315ae0542479d54d4589319c3c41",
+                     *           "log_index": 3,
+                     *           "created": 1772450106,
+                     *           "available_on": 1773054906
+                     *         }
+                     *       ],
+                     *       "has_more": false
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BalanceTransactionList"];
+                    "text/csv": string;
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    retrieveBalanceTransaction: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example txn_01KJQ44DA0T2W8PZ4M6K9R3BXD */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "txn_01KJQ44DA0T2W8PZ4M6K9R3BXD",
+                     *       "object": "balance_transaction",
+                     *       "livemode": false,
+                     *       "type": "charge",
+                     *       "amount": "10000000",
+                     *       "amount_decimal": "10",
+                     *       "balance_effect": "pending",
+                     *       "entries": [
+                     *         {
+                     *           "account": "customer",
+                     *           "amount": "-10000000"
+                     *         },
+                     *         {
+                     *           "account": "pending",
+                     *           "amount": "10000000"
+                     *         }
+                     *       ],
+                     *       "reverses": null,
+                     *       "source": "ch_01KJQ44CS0JX48ZENK50GPCWWA",
+                     *       "invoice": null,
+                     *       "chain": 31337,
+                     *       "currency": "USDC",
+                     *       "token_address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                     *       "gas": {
+                     *         "amount_wei": "43251667000000",
+                     *         "currency": "ETH"
+                     *       },
+                     *       "block": {
+                     *         "number": 1843,
+                     *         "hash": "0xaadcc3085f7fc1d7c44d0a8c8036ba16c5fc5f72d55bdf7381a0715655f70b20"
+                     *       },
+                     *       "transaction_hash": "0xae9bab13865a42e6d6d6cf772e882b56a9f8315ae0542479d54d4589319c3c41",
+                     *       "log_index": 3,
+                     *       "created": 1772450106,
+                     *       "available_on": 1773054906
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BalanceTransaction"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    retrievePeriodReport: {
+        parameters: {
+            query: {
+                month: string;
+                time_zone?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "period_report",
+                     *       "livemode": false,
+                     *       "month": "2026-11",
+                     *       "time_zone": "Europe/Berlin",
+                     *       "period_start": 1793487600,
+                     *       "period_end": 1796079600,
+                     *       "balances": [
+                     *         {
+                     *           "chain": 31337,
+                     *           "currency": "USDC",
+                     *           "token_address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                     *           "opening_pending": "10000000",
+                     *           "charges_held": "10000000",
+                     *           "payments_held": "0",
+                     *           "released": "10000000",
+                     *           "returned": "0",
+                     *           "closing_pending": "10000000",
+                     *           "charges_unheld": "0",
+                     *           "payments_unheld": "25000000",
+                     *           "available_in": "35000000",
+                     *           "gas_wei": "86503334000000",
+                     *           "gas_currency": "ETH",
+                     *           "first_block": 1843,
+                     *           "last_block": 2410
+                     *         }
+                     *       ],
+                     *       "invoices": [
+                     *         {
+                     *           "chain": 31337,
+                     *           "token_address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                     *           "paid": {
+                     *             "count": 1,
+                     *             "total": "10000000"
+                     *           },
+                     *           "open": {
+                     *             "count": 0,
+                     *             "total": "0"
+                     *           },
+                     *           "void": {
+                     *             "count": 0,
+                     *             "total": "0"
+                     *           },
+                     *           "uncollectible": {
+                     *             "count": 0,
+                     *             "total": "0"
+                     *           },
+                     *           "returned": {
+                     *             "count": 0,
+                     *             "amount": "0"
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PeriodReport"];
                 };
             };
             /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */

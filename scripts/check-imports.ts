@@ -35,6 +35,7 @@ export const LEVELS: Readonly<Record<string, number>> = {
   testing: 7,
   portal: 7,
   maintenance: 8,
+  reports: 8,
   operations: 8,
   http: 9,
   // The composition root: layers.ts, main.ts, cli.ts.

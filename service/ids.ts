@@ -25,6 +25,7 @@ export const ID_PREFIXES = {
   consoleSession: "cs",
   portalSession: "bps",
   gasCost: "gc",
+  balanceTransaction: "txn",
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 
@@ -49,6 +50,7 @@ export const ID_NOUNS: Record<IdKind, string> = {
   consoleSession: "console session",
   portalSession: "portal session",
   gasCost: "gas cost",
+  balanceTransaction: "balance transaction",
 };
 
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";

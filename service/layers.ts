@@ -7,6 +7,7 @@
 import { Duration, Layer, Logger, References } from "effect";
 import { ApiKeys } from "./auth/api-keys.ts";
 import { ConsoleSessions } from "./auth/console-sessions.ts";
+import { BalanceStore } from "./balances/balance-store.ts";
 import { ChainClients } from "./chains/chain-clients.ts";
 import { ChainHeads } from "./chains/chain-heads.ts";
 import { GasCosts } from "./chains/gas-costs.ts";
@@ -36,6 +37,8 @@ import { Outbox } from "./events/outbox.ts";
 import { FactApplication } from "./facts/fact-application.ts";
 import { FactReader } from "./facts/fact-reader.ts";
 import { factRelay } from "./facts/fact-relay.ts";
+import { ledgerBackfill } from "./facts/ledger-backfill.ts";
+import { ledgerReorgs } from "./facts/ledger-reorgs.ts";
 import { RelayStore } from "./facts/relay-store.ts";
 import { Idempotency } from "./idempotency/idempotency.ts";
 import { idempotencyPurge } from "./idempotency/purge-worker.ts";
@@ -65,6 +68,7 @@ import { PortalSessionStore } from "./portal/portal-session-store.ts";
 import { PortalSessions } from "./portal/portal-sessions.ts";
 import { PortalViews } from "./portal/portal-view.ts";
 import { Reconciliation } from "./reconciliation/reconciliation.ts";
+import { PeriodReports } from "./reports/period-reports.ts";
 import { subscriptionBilling } from "./subscriptions/billing/billing-worker.ts";
 import { Coupons } from "./subscriptions/coupons.ts";
 import { InvoiceDrafts } from "./subscriptions/invoice-draft.ts";
@@ -111,6 +115,7 @@ export const infrastructureLayer = (config: ServiceConfig) => {
 
 /** The one writer of each table. */
 export const storesLayer = Layer.mergeAll(
+  BalanceStore.layer,
   GasCosts.layer,
   MandateStore.layer,
   ChargeStore.layer,
@@ -141,6 +146,7 @@ export const servicesLayer = (
     ConsoleSessions.layer.pipe(Layer.provideMerge(ApiKeys.layer), Layer.provideMerge(ClearedCaches.layer)),
     Merchants.layer,
     Reconciliation.layer,
+    PeriodReports.layer,
     Events.layer,
     FactReader.layer,
     Idempotency.layer(Duration.hours(config.idempotencyRetentionHours)),
@@ -211,6 +217,8 @@ const workersLayer = (config: ServiceConfig) =>
     paymentExpiry,
     paymentReleaser,
     paymentReorgs,
+    ledgerReorgs,
+    ledgerBackfill,
     subscriptionBilling,
     indexerWatchdog({ stallSeconds: config.indexerStallSeconds ?? 60, ponderUrl: config.ponderUrl }),
   ]);

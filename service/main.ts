@@ -9,6 +9,7 @@ import { Cause, Effect, Exit, ManagedRuntime, Redacted } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import type { ApiKeys } from "./auth/api-keys.ts";
 import type { ConsoleSessions } from "./auth/console-sessions.ts";
+import type { BalanceStore } from "./balances/balance-store.ts";
 import { verifyChains } from "./chains/chain-verification.ts";
 import { loadChainsFile } from "./chains/config.ts";
 import type { GasCosts } from "./chains/gas-costs.ts";
@@ -32,6 +33,7 @@ import { registerPayPage } from "./http/pay-page/routes.ts";
 import { registerPortalPage } from "./http/portal-page/routes.ts";
 import type { AnyRoute } from "./http/route.ts";
 import { authorizationRoutes } from "./http/routes/authorization.ts";
+import { balanceRoutes } from "./http/routes/balances.ts";
 import { chainRoutes } from "./http/routes/chains.ts";
 import { eventRoutes } from "./http/routes/events.ts";
 import { gasCostRoutes } from "./http/routes/gas-costs.ts";
@@ -40,6 +42,7 @@ import { payPageRoutes } from "./http/routes/pay-page.ts";
 import { paymentRoutes } from "./http/routes/payments.ts";
 import { portalPageRoutes, portalSessionRoutes } from "./http/routes/portal.ts";
 import { reconciliationRoutes } from "./http/routes/reconciliation.ts";
+import { reportRoutes } from "./http/routes/reports.ts";
 import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
 import { testHelperRoutes } from "./http/routes/test-helpers.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
@@ -58,6 +61,7 @@ import type { PortalActions } from "./portal/portal-actions.ts";
 import { PortalSessions } from "./portal/portal-sessions.ts";
 import type { PortalViews } from "./portal/portal-view.ts";
 import type { Reconciliation } from "./reconciliation/reconciliation.ts";
+import type { PeriodReports } from "./reports/period-reports.ts";
 import type { Coupons } from "./subscriptions/coupons.ts";
 import type { PlanChanges } from "./subscriptions/plan-changes.ts";
 import type { Prices } from "./subscriptions/prices.ts";
@@ -81,6 +85,8 @@ export type AppServices =
   | Idempotency
   | Reconciliation
   | GasCosts
+  | BalanceStore
+  | PeriodReports
   | Mandates
   | Charges
   | Events
@@ -112,6 +118,8 @@ export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...testHelperRoutes,
   ...reconciliationRoutes,
   ...gasCostRoutes,
+  ...balanceRoutes,
+  ...reportRoutes,
   ...subscriptionRoutes,
   ...webhookRoutes,
   ...portalSessionRoutes,

@@ -2,6 +2,7 @@
 import { Schema } from "effect";
 import { ID_PATTERN } from "../ids.ts";
 import { PageQuery } from "../pagination.ts";
+import { ChainId, UnixSeconds } from "../query-fields.ts";
 
 /** What a relayer transaction did for the object it carried (the caller names it when it submits). */
 export const GAS_KINDS = [
@@ -27,10 +28,6 @@ const Wei = (description: string) =>
   Schema.String.annotate({
     description: `${description}, in wei (base units of the chain's native currency)`,
   });
-const Natural = Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0));
-/** Up to the end of year 9999, Postgres' and JavaScript's common range of times. */
-const UnixSeconds = Natural.check(Schema.isLessThanOrEqualTo(253_402_300_799));
-const ChainId = Natural.check(Schema.isLessThanOrEqualTo(Number.MAX_SAFE_INTEGER));
 
 export const GasCostObject = Schema.Struct({
   id: Schema.String.annotate({ description: "gc_…" }),

@@ -879,6 +879,72 @@ export const migrations = {
     // Read-only keys for finance (`rk_test_…`, `rk_live_…`): every GET, no change (auth/api-keys.ts).
     "ALTER TABLE billing.api_keys ADD COLUMN restricted boolean NOT NULL DEFAULT false",
   ),
+  "0040_balance_transactions": statements(
+    // The merchant's ledger (balances/balance-store.ts): one balance transaction per money movement of
+    // a confirmed chain fact the relay applied, two entries under it (double entry: they sum to zero,
+    // checked when the writing transaction commits). Rows are never deleted or changed but for
+    // `standing`, cleared when a reorg's reversal (a row that `reverses` it) takes the movement back.
+    `CREATE TABLE billing.balance_transactions (
+      id text PRIMARY KEY,
+      seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+      merchant_id text NOT NULL REFERENCES billing.merchants (id),
+      livemode boolean NOT NULL,
+      chain_id bigint NOT NULL,
+      token_address text NOT NULL,
+      currency text NOT NULL,
+      decimals integer NOT NULL,
+      type text NOT NULL CHECK (type IN ('charge', 'payment', 'release', 'payment_release', 'return',
+        'payment_return')),
+      balance_effect text NOT NULL CHECK (balance_effect IN ('pending', 'available', 'returned')),
+      amount numeric(78, 0) NOT NULL,
+      source_id text,
+      invoice_id text,
+      fact_key text NOT NULL,
+      block_number bigint NOT NULL,
+      block_hash text NOT NULL,
+      tx_hash text NOT NULL,
+      log_index integer NOT NULL,
+      created bigint NOT NULL,
+      available_on bigint NOT NULL,
+      reverses text UNIQUE REFERENCES billing.balance_transactions (id),
+      standing boolean NOT NULL DEFAULT true
+    )`,
+    `CREATE UNIQUE INDEX balance_transactions_fact ON billing.balance_transactions (fact_key)
+      WHERE standing AND reverses IS NULL`,
+    `CREATE INDEX balance_transactions_list ON billing.balance_transactions
+      (merchant_id, livemode, created DESC, seq DESC)`,
+    "CREATE INDEX balance_transactions_source ON billing.balance_transactions (source_id)",
+    `CREATE INDEX balance_transactions_recent ON billing.balance_transactions (chain_id, block_number)
+      WHERE reverses IS NULL`,
+    `CREATE TABLE billing.ledger_entries (
+      balance_transaction_id text NOT NULL REFERENCES billing.balance_transactions (id),
+      account text NOT NULL CHECK (account IN ('customer', 'pending', 'available', 'returned')),
+      amount numeric(78, 0) NOT NULL,
+      PRIMARY KEY (balance_transaction_id, account)
+    )`,
+    `CREATE FUNCTION billing.check_ledger_entries() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF EXISTS (SELECT 1 FROM billing.ledger_entries e
+          WHERE e.balance_transaction_id = NEW.balance_transaction_id
+          GROUP BY e.balance_transaction_id HAVING sum(e.amount) <> 0 OR count(*) <> 2) THEN
+        RAISE EXCEPTION 'the entries of balance transaction % do not balance', NEW.balance_transaction_id;
+      END IF;
+      RETURN NULL;
+    END $$`,
+    `CREATE CONSTRAINT TRIGGER ledger_entries_balance AFTER INSERT ON billing.ledger_entries
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION billing.check_ledger_entries()`,
+    // Facts relayed before the ledger existed are replayed into it once per chain (facts/ledger-backfill.ts).
+    `CREATE TABLE billing.ledger_backfills (
+      chain_id bigint PRIMARY KEY,
+      block_number numeric,
+      log_index integer,
+      fact_key text,
+      done_at timestamptz
+    )`,
+    "CREATE INDEX invoices_charge ON billing.invoices (charge_id) WHERE charge_id IS NOT NULL",
+    // A balance transaction shows the gas of the relayer transaction that moved it (its object's share).
+    "CREATE INDEX gas_cost_shares_object ON billing.gas_cost_shares (object_id)",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -30,6 +30,7 @@ const ReadRow = Schema.Struct({
 export type ReadFact = Omit<typeof ReadRow.Type, "anchor">;
 const decodeReadRows = decodeRows(ReadRow);
 const decodeHashes = decodeRows(Schema.Struct({ key: Schema.String, block_hash: Schema.String }));
+const decodeFactRows = decodeRows(FactRow);
 
 const COLUMNS =
   fixed(`f.key, f.kind, f.chain_id, f.block_number::text, f.block_hash, f.timestamp::text, f.tx_hash,
@@ -103,6 +104,35 @@ const make = Effect.gen(function* () {
         Effect.flatMap(decodeReadRows),
         Effect.map((rows) => rows as ReadonlyArray<ReadFact>),
       ),
+    /**
+     * The chain's facts of `kinds` after `from` (or from the start) up to `through`, in chain order (the
+     * ledger's backfill of facts relayed before it existed).
+     */
+    ofKindsThrough: (
+      chainId: number,
+      kinds: ReadonlyArray<string>,
+      through: FactPosition,
+      from: { readonly block: string; readonly logIndex: number; readonly key: string } | null,
+    ) =>
+      sql`SELECT false AS anchor, ${DECIDED_BY}, ${COLUMNS} FROM ${facts}
+        WHERE ${sql.and([
+          sql`f.chain_id = ${chainId}`,
+          sql`f.kind = ANY (${kinds}::text[])`,
+          sql`${position} <= ${at({ block: through.block, logIndex: through.log_index, key: through.key })}`,
+          ...(from ? [sql`${position} > ${at(from)}`] : []),
+        ])}
+        ORDER BY f.block_number, f.log_index, f.key LIMIT ${READ_BATCH}`.pipe(
+        Effect.flatMap(decodeReadRows),
+        Effect.map((rows) => rows as ReadonlyArray<ReadFact>),
+      ),
+    /** The facts of these keys the indexer has in blocks up to `through`, as they stand now. */
+    byKeys: (keys: ReadonlyArray<string>, through: bigint) =>
+      keys.length === 0
+        ? Effect.succeed([] as ReadonlyArray<FactRow>)
+        : sql`SELECT ${COLUMNS} FROM ${facts}
+            WHERE f.key = ANY (${keys}::text[]) AND f.block_number <= ${through.toString()}::numeric`.pipe(
+            Effect.flatMap(decodeFactRows),
+          ),
   };
 });
 

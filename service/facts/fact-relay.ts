@@ -13,6 +13,7 @@
 import { PgClient } from "@effect/sql-pg";
 import { Effect, Schema } from "effect";
 import type { SqlClient, SqlError } from "effect/sql";
+import type { BalanceStore } from "../balances/balance-store.ts";
 import type { ResolvedChain } from "../chains/config.ts";
 import { chainHeads } from "../chains/onchain.ts";
 import { ChainRegistry } from "../chains/registry.ts";
@@ -23,6 +24,7 @@ import type { Worker } from "../workers/worker.ts";
 import { declineReason, FactApplication } from "./fact-application.ts";
 import { FactReader, READ_BATCH, type ReadFact } from "./fact-reader.ts";
 import type { FactRow } from "./fact-row.ts";
+import { recordMovements } from "./ledger-facts.ts";
 import { advanceAnchors, type FactPosition, rewindAnchors } from "./relay-cursor.ts";
 import { planSteps } from "./relay-plan.ts";
 import { RelayStore } from "./relay-store.ts";
@@ -34,6 +36,7 @@ type RelayRequirements =
   | FactApplication
   | FactReader
   | RelayStore
+  | BalanceStore
   | Outbox;
 
 const decodeLock = decodeRows(Schema.Struct({ locked: Schema.Boolean }));
@@ -46,7 +49,7 @@ const positionOf = (fact: FactRow): FactPosition => ({
 });
 
 /** Serialises one chain's passes across processes; another chain's pass never waits for it. */
-const lockChain = (chainId: number) =>
+export const lockChain = (chainId: number) =>
   Effect.gen(function* () {
     const sql = yield* PgClient.PgClient;
     const [lock] = yield* sql`
@@ -97,6 +100,10 @@ const applyOwned = (chain: ResolvedChain, facts: ReadonlyArray<ReadFact>) =>
         txHash: fact.tx_hash,
         logIndex: fact.log_index,
       }));
+    yield* recordMovements(
+      chain,
+      owned.filter(({ fact }) => applied.has(fact.key)),
+    );
     const skipped = yield* store.recordSkipped(chain.id, declined);
     if (skipped > 0)
       yield* Effect.logWarning("fact relay skipped facts it cannot apply").pipe(

@@ -12,6 +12,7 @@ import { matchedRoutes } from "hono/route";
 import type { ApiKeys, Caller } from "../auth/api-keys.ts";
 import type { ConsoleSessions } from "../auth/console-sessions.ts";
 import { compileConforms } from "../compiled-schema.ts";
+import type { Download } from "../downloads.ts";
 import { type ApiFailure, HttpRefusal, isApiFailure } from "../errors.ts";
 import { Idempotency, validateIdempotencyKey } from "../idempotency/idempotency.ts";
 import { authenticateRequest, registerConsoleSessionRoutes } from "./console-session.ts";
@@ -103,6 +104,35 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
     if (failure._tag === "Some" && isTagged(failure.value) && isApiFailure(failure.value))
       return respondFailure(c, failure.value);
     return respondDefect(c, exit.cause);
+  };
+
+  /**
+   * A download's response: each chunk is asked for as the client reads the one before (pull), so a slow
+   * reader holds one chunk, not the export. A failure midway ends the transfer without its last chunk.
+   */
+  const streamDownload = (download: Download<R>, first: string | undefined) => {
+    const encoder = new TextEncoder();
+    let pending = first;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (pending === undefined) return controller.close();
+        controller.enqueue(encoder.encode(pending));
+        const exit = await run(download.next);
+        if (Exit.isSuccess(exit)) pending = exit.value;
+        else {
+          await run(Effect.logError("download failed midway", exit.cause));
+          controller.error(new Error("download failed"));
+        }
+      },
+    });
+    return new Response(body, {
+      status: 200,
+      headers: {
+        "content-type": download.contentType,
+        "content-disposition": `attachment; filename="${download.filename}"`,
+        "cache-control": "no-store",
+      },
+    });
   };
 
   const routeNotFound = (c: HonoContext<Env>) =>
@@ -223,16 +253,23 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       const answer = Effect.fnUntraced(function* (c: HonoContext<Env>) {
         const { caller, params } = yield* admitted(c);
         const input = yield* Effect.fromResult(decodeQuery(c, route.body));
-        const value = yield* route.handler({ caller, body: input, params });
-        const rendered = route.render?.(value, input);
-        return rendered ?? { body: yield* encodeBody(value) };
+        const context = { caller, body: input, params };
+        const download = route.download ? yield* route.download(context) : undefined;
+        // A download's first chunk is read in the request's run: a failure before any byte is sent is
+        // still an error response.
+        if (download !== undefined) {
+          const first = yield* download.next;
+          return { download, first };
+        }
+        const value = yield* route.handler(context);
+        return { body: yield* encodeBody(value) };
       });
       app.on(route.method, toHonoPath(route.path), async (c: HonoContext<Env>) => {
         const exit = await run(answer(c));
-        return respondExit(c, exit, (rendered: { readonly contentType?: string; readonly body: string }) =>
-          rendered.contentType
-            ? c.body(rendered.body, status, { "content-type": rendered.contentType })
-            : json(c, status, rendered.body),
+        return respondExit(c, exit, (answered) =>
+          answered.download !== undefined
+            ? streamDownload(answered.download, answered.first)
+            : json(c, status, answered.body ?? ""),
         );
       });
       continue;

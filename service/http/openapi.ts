@@ -118,6 +118,8 @@ export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { read
               schema: schemaRef(route.response, "ignore"),
               example: encodeExample(route.response, route.examples.response),
             },
+            // A download (`format=csv`): the rows streamed as CSV (`format=json` streams a JSON array).
+            ...(route.download ? { "text/csv": { schema: { type: "string" } } } : {}),
           },
         },
         ...errorResponses(errorExamples(route)),

@@ -13,6 +13,7 @@ export const couponIdParam = idParam("coupon");
 export const subscriptionIdParam = idParam("subscription");
 export const invoiceIdParam = idParam("invoice");
 export const endpointIdParam = idParam("webhookEndpoint");
+export const balanceTransactionIdParam = idParam("balanceTransaction");
 export const authorizationTokenParam = {
   pattern: AUTHORIZATION_TOKEN_PATTERN,
   notFound: () => notFoundAuthorization,

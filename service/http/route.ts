@@ -6,6 +6,7 @@
 import type { Effect, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import type { Caller } from "../auth/api-keys.ts";
+import type { Download } from "../downloads.ts";
 import type { ApiFailure, NotFound } from "../errors.ts";
 import type { PathParam } from "./input-guard.ts";
 
@@ -63,11 +64,13 @@ export interface Route<B, S extends Schema.Top, R> {
   readonly transactional?: boolean;
   readonly handler: (context: RouteContext<B>) => Effect.Effect<S["Type"], ApiFailure | SqlError.SqlError, R>;
   readonly examples: RouteExamples<B, S>;
-  /** Another representation than JSON for some requests (e.g. a CSV export); undefined: JSON. */
-  readonly render?: (
-    value: S["Type"],
-    input: B,
-  ) => { readonly contentType: string; readonly body: string } | undefined;
+  /**
+   * A GET that some requests turn into a download (a CSV or JSON export of any length, streamed in
+   * pages); undefined: the JSON response.
+   */
+  readonly download?: (
+    context: RouteContext<B>,
+  ) => Effect.Effect<Download<R> | undefined, ApiFailure | SqlError.SqlError, R>;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous route table needs existential body and response types

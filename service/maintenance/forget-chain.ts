@@ -2,13 +2,14 @@
  * Forgetting what the service derived from one chain, through each table's owner: the local stack's
  * crash recovery (scripts/stack/chain-recovery.ts) runs it when a local chain came back older than what
  * was recorded from it. Records go children first, in one transaction: the events about the chain with
- * their deliveries, usage, invoices, subscriptions, charges, mandates, payments, relayer transactions and their gas costs, the relay's
+ * their deliveries, usage, invoices, subscriptions, charges, mandates, payments, relayer transactions and their gas costs, the ledger, the relay's
  * cursor, and every stored idempotent reply (one could name a record that no longer exists). Merchants,
  * API keys, payout addresses, webhook endpoints, prices and coupons are kept.
  */
 import { PgClient } from "@effect/sql-pg";
 import { Duration, Effect, Layer, Redacted } from "effect";
 import { SqlClient } from "effect/sql";
+import { BalanceStore } from "../balances/balance-store.ts";
 import { GasCosts } from "../chains/gas-costs.ts";
 import { RelayerStore } from "../chains/relayer-store.ts";
 import { ChargeStore } from "../charges/charge-store.ts";
@@ -37,10 +38,13 @@ export const forgetChain = (chainId: number) =>
     const payments = yield* PaymentStore;
     const relayer = yield* RelayerStore;
     const gasCosts = yield* GasCosts;
+    const ledger = yield* BalanceStore;
     const relay = yield* RelayStore;
     const idempotency = yield* Idempotency;
     return yield* sql.withTransaction(
       Effect.gen(function* () {
+        // The ledger first: its rows name charges and payments (by id, without a foreign key).
+        yield* ledger.forgetChain(chainId);
         const events = yield* outbox.ofChain(chainId);
         yield* deliveries.forgetEvents(events);
         yield* outbox.forget(events);
@@ -81,6 +85,7 @@ export const forgetChainLayer = (databaseUrl: string) => {
     PaymentStore.layer,
     RelayerStore.layer,
     GasCosts.layer,
+    BalanceStore.layer,
     RelayStore.layer,
     Idempotency.layer(Duration.hours(24)),
   ).pipe(Layer.provideMerge(database));

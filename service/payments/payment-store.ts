@@ -88,6 +88,7 @@ export type StandingFact = typeof StandingFact.Type;
 const decodeStanding = decodeRows(StandingFact);
 const decodeTransfers = decodeRows(TransferRow);
 const decodeFactState = decodeRows(Schema.Struct({ standing: Schema.Boolean }));
+const decodeKeys = decodeRows(Schema.Struct({ key: Schema.String }));
 const decodeScanned = decodeRows(Schema.Struct({ scanned_block: Schema.String }));
 const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
 const decodeSums = decodeRows(Schema.Struct({ payment_id: Schema.String, total: Schema.String }));
@@ -226,6 +227,15 @@ const make = Effect.gen(function* () {
         (rows) => rows[0]?.n ?? 0,
       ),
     /** Standing facts of a chain in blocks (from, through]: what a reorg may have taken out. */
+    /** Which of these fact keys stand applied to a payment. */
+    standingKeys: (chainId: number, keys: ReadonlyArray<string>) =>
+      keys.length === 0
+        ? Effect.succeed(new Set<string>())
+        : sql`SELECT fact_key AS key FROM billing.payment_facts
+            WHERE chain_id = ${chainId} AND fact_key = ANY (${keys}::text[]) AND standing`.pipe(
+            Effect.flatMap(decodeKeys),
+            Effect.map((rows) => new Set(rows.map((row) => row.key))),
+          ),
     standingFacts: (chainId: number, fromBlock: bigint, throughBlock: bigint) =>
       sql`SELECT payment_id, fact_key, kind, amount::text AS amount, block_number::text AS block_number
         FROM billing.payment_facts

@@ -17,6 +17,7 @@ import { chainHeads } from "../chains/onchain.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { ONCHAIN_SCHEMA } from "../db/client.ts";
 import { decodeRows } from "../db/rows.ts";
+import { DOWNLOAD_FORMATS, DOWNLOAD_PAGE, type Download, pagedDownload } from "../downloads.ts";
 import { type InvalidRequest, invalidParam } from "../errors.ts";
 import { FactRow } from "../facts/fact-row.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
@@ -43,7 +44,10 @@ export const ReconciliationQuery = Schema.Struct({
     }),
   ),
   format: Schema.optionalKey(
-    Schema.Literals(["json", "csv"]).annotate({ description: "json (default) or csv" }),
+    Schema.Literals(DOWNLOAD_FORMATS).annotate({
+      description:
+        "Download every entry matching the filters, streamed: csv (the columns below) or json (an array of entries). Not with limit or starting_after",
+    }),
   ),
 }).annotate({ identifier: "ReconciliationQuery" });
 export type ReconciliationQuery = typeof ReconciliationQuery.Type;
@@ -137,13 +141,7 @@ export const CSV_COLUMNS = [
   "deposit_address",
 ] as const;
 
-export const toCsv = (entries: readonly ReconciliationEntry[]): string =>
-  [
-    CSV_COLUMNS.join(","),
-    ...entries.map((entry) => CSV_COLUMNS.map((column) => String(entry[column] ?? "")).join(",")),
-  ]
-    .join("\n")
-    .concat("\n");
+const csvOf = (entry: ReconciliationEntry) => CSV_COLUMNS.map((column) => entry[column] ?? null);
 
 export class Reconciliation extends Context.Service<
   Reconciliation,
@@ -152,6 +150,11 @@ export class Reconciliation extends Context.Service<
       scope: MerchantScope,
       query: ReconciliationQuery,
     ) => Effect.Effect<ReconciliationPage, InvalidRequest | SqlError.SqlError>;
+    /** Every entry matching the query as CSV or JSON (`format`), streamed: a download. */
+    readonly download: (
+      scope: MerchantScope,
+      query: ReconciliationQuery,
+    ) => Effect.Effect<Download<never> | undefined, InvalidRequest>;
   }
 >()("Reconciliation") {
   static readonly layer = Layer.effect(
@@ -260,7 +263,38 @@ export class Reconciliation extends Context.Service<
           return { object: "list" as const, data, has_more: rows.length > limit };
         });
 
-      return { list };
+      const download = (scope: MerchantScope, query: ReconciliationQuery) =>
+        Effect.gen(function* () {
+          if (query.format === undefined) return undefined;
+          if (query.limit !== undefined || query.starting_after !== undefined)
+            return yield* invalidParam(
+              query.limit !== undefined ? "limit" : "starting_after",
+              "A download (`format`) has every entry matching the filters: leave out limit and starting_after.",
+              "parameter_conflict",
+            );
+          return pagedDownload({
+            format: query.format,
+            name: "reconciliation",
+            columns: CSV_COLUMNS,
+            csv: csvOf,
+            json: (entry: ReconciliationEntry) => entry,
+            page: (after: string | undefined) =>
+              Effect.map(
+                list(scope, {
+                  ...query,
+                  limit: DOWNLOAD_PAGE,
+                  ...(after === undefined ? {} : { starting_after: after }),
+                }),
+                (page) => ({
+                  rows: page.data,
+                  after: page.data.at(-1)?.cursor ?? after,
+                  more: page.has_more,
+                }),
+              ),
+          });
+        });
+
+      return { list, download };
     }),
   );
 }

@@ -108,6 +108,18 @@ const decodeToCharge = decodeRows(
 );
 const decodePeriods = decodeRows(Schema.Struct({ subscription_id: Schema.String, period: Schema.Number }));
 
+const decodePeriodTotals = decodeRows(
+  Schema.Struct({
+    chain_id: Schema.Number,
+    token_address: Schema.String,
+    status: Schema.Literals(INVOICE_STATUSES),
+    count: Schema.Number,
+    total: Schema.String,
+    returned_count: Schema.Number,
+    amount_returned: Schema.String,
+  }),
+);
+
 const make = Effect.gen(function* () {
   const sql = yield* PgClient.PgClient;
   /** Invoices whose mandate's token its issuer has paused are left for later (nothing is sent for it). */
@@ -344,6 +356,21 @@ const make = Effect.gen(function* () {
       Effect.asVoid(sql`UPDATE billing.invoices SET status = 'void', next_attempt_at = NULL, updated_at = now()
         WHERE subscription_id = ${subscriptionId} AND status = 'open'`),
 
+    /**
+     * The merchant's invoices of periods starting in `from`..`to` (unix seconds, to exclusive), per
+     * chain, token and status: how many, their totals, and what went back to customers of them.
+     */
+    periodTotals: (scope: MerchantScope, from: number, to: number) =>
+      sql`SELECT s.chain_id::float8 AS chain_id, lower(m.token_address) AS token_address, i.status,
+            count(*)::float8 AS count, sum(i.total)::text AS total,
+            (count(*) FILTER (WHERE i.amount_returned > 0))::float8 AS returned_count,
+            sum(i.amount_returned)::text AS amount_returned
+          FROM billing.invoices i
+          JOIN billing.subscriptions s ON s.id = i.subscription_id
+          JOIN billing.mandates m ON m.id = s.mandate_id
+          WHERE i.merchant_id = ${scope.merchantId} AND i.livemode = ${scope.livemode}
+            AND i.period_start >= ${from} AND i.period_start < ${to}
+          GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`.pipe(Effect.flatMap(decodePeriodTotals)),
     /** Deletes the invoices of a chain's subscriptions (the local stack's crash recovery). */
     forgetChain: (chainId: number) =>
       Effect.asVoid(sql`DELETE FROM billing.invoices i USING billing.subscriptions s

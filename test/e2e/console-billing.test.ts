@@ -160,6 +160,7 @@ describe("merchant console billing pages (Chromium)", () => {
     const href = (await link.getAttribute("href")) ?? "";
     expect(href).toContain("format=csv");
     expect(href).toContain("type=payment");
+    expect(href).not.toContain("limit=");
     const csv = await page.evaluate(async (url) => {
       const response = await fetch(url, { credentials: "same-origin" });
       return {

@@ -98,14 +98,25 @@ describe("GET /v1/reconciliation", () => {
     expect(fromChain.length).toBeGreaterThanOrEqual(4);
     expect(reported).toEqual(fromChain);
 
-    const csv = await api("/v1/reconciliation?chain=31337&limit=10000&format=csv");
+    const csv = await api("/v1/reconciliation?chain=31337&format=csv");
     expect(csv.headers.get("content-type")).toContain("text/csv");
-    const lines = csv.text.trim().split("\n");
+    expect(csv.headers.get("content-disposition")).toBe('attachment; filename="reconciliation.csv"');
+    expect(csv.text.endsWith("\r\n")).toBe(true);
+    const lines = csv.text.trimEnd().split("\r\n");
     expect(lines[0]).toBe(
       "type,chain,block_number,block_hash,timestamp,transaction_hash,log_index,mandate,charge_id,period,token,token_address,amount,amount_decimal,customer_address,payee_address,confirmations,livemode,payment_id,deposit_address",
     );
     expect(lines).toHaveLength(fromChain.length + 1);
     expect(lines.some((line) => line.includes(",1000001,1.000001,"))).toBe(true);
+    // The same entries as JSON, and no page limit on a download.
+    const json = await api("/v1/reconciliation?chain=31337&format=json");
+    expect(json.headers.get("content-type")).toContain("application/json");
+    expect((json.json as Entry[]).map((e) => e.transaction_hash)).toEqual(
+      fromChain.map((e) => e.transaction_hash),
+    );
+    const limited = await api("/v1/reconciliation?chain=31337&format=csv&limit=10");
+    expect(limited.status).toBe(400);
+    expect(expectErrorShape(limited.json)).toMatchObject({ param: "limit", code: "parameter_conflict" });
   });
 
   it("filters by type and block range, shows a merchant only its own, and refuses bad filters", async () => {
@@ -193,8 +204,11 @@ describe("GET /v1/reconciliation", () => {
       args: [planted],
     });
     await chain.mint(address, usd("2"));
-    await chain.call(attacker, chain.escrow, MandateEscrowAbi, "sweep", [[planted]]);
-    await chain.call(attacker, chain.escrow, MandateEscrowAbi, "returnPayment", [planted, attacker.address]);
+    const plantedSweep = await chain.call(attacker, chain.escrow, MandateEscrowAbi, "sweep", [[planted]]);
+    const plantedReturn = await chain.call(attacker, chain.escrow, MandateEscrowAbi, "returnPayment", [
+      planted,
+      attacker.address,
+    ]);
     await relaySettled(31337);
 
     // The chain's facts name the victim, and the relay declined both (no payment of the victim's has
@@ -218,6 +232,15 @@ describe("GET /v1/reconciliation", () => {
     expect(
       rows.filter((r) => r.deposit_address?.toLowerCase() === String(payment.address).toLowerCase()).length,
     ).toBeGreaterThan(0);
+    // Nor in its ledger, which holds its own payment's sweep.
+    const ledger = (await api("/v1/balance_transactions?limit=100", { key: victim.key })).json.data as Array<{
+      transaction_hash: string;
+      source: string;
+    }>;
+    expect(ledger.map((t) => t.source)).toContain(payment.id);
+    expect(
+      ledger.filter((t) => [plantedSweep.hash, plantedReturn.hash].includes(t.transaction_hash as Hex)),
+    ).toEqual([]);
   });
 
   it("lists a payout address's facts only on the chain where it is the merchant's", async () => {
@@ -255,5 +278,12 @@ describe("GET /v1/reconciliation", () => {
     expect(ofB.length).toBeGreaterThan(0);
     expect(ofB.map((r) => r.chain)).toEqual(ofB.map(() => 31339));
     expect((await api("/v1/reconciliation?limit=10000", { key: a.key })).json.data).toEqual([]);
+    const ledgerOfB = (await api("/v1/balance_transactions?limit=100", { key: b.key })).json.data as Array<{
+      chain: number;
+    }>;
+    expect(ledgerOfB.length).toBeGreaterThan(0);
+    expect(ledgerOfB.map((t) => t.chain)).toEqual(ledgerOfB.map(() => 31339));
+    expect((await api("/v1/balance_transactions", { key: a.key })).json.data).toEqual([]);
+    expect((await api("/v1/balance", { key: a.key })).json.amounts).toEqual([]);
   });
 });

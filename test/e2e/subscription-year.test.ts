@@ -4,10 +4,13 @@
  * fails for funds and is recovered, and a cancellation at period end; beside it, a subscription whose
  * discount ends above its cap. Every advance warning is checked exactly, as is a boundary's batch charge.
  */
-import { toFunctionSelector } from "viem";
+import { type Hex, toFunctionSelector } from "viem";
 import { describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
+import { chainDriver } from "./chain-driver.ts";
 import { type EventOf, merchantOnTestChain, query } from "./helpers.ts";
+import { checkPeriodClose } from "./period-close.ts";
+import { relaySettled } from "./settle.ts";
 
 const DAY = 86_400;
 
@@ -215,6 +218,38 @@ describe("a year of billing", () => {
     );
     expect(await m.events("mandate.requires_authorization")).toHaveLength(1);
     expect(await m.events("mandate.insufficient")).toHaveLength(1);
+
+    // The year closed month by month, in two time zones, tied to the token's Transfer logs.
+    await waitFor(
+      async () =>
+        (
+          await query(
+            "SELECT 1 FROM billing.charges WHERE merchant_id = $1 AND status = 'succeeded' AND release_at IS NOT NULL",
+            [m.merchantId],
+          )
+        ).length === 0,
+      { timeoutMs: 60_000, what: "every hold of the year released" },
+    );
+    await relaySettled(31337);
+    const customers = await Promise.all(
+      [a.mandate, b.json.mandate].map(
+        async (id: string) => (await m.call(`/v1/mandates/${id}`)).json.customer_address as Hex,
+      ),
+    );
+    const [counted] = await query<{ paid: number; uncollectible: number }>(
+      `SELECT (count(*) FILTER (WHERE status = 'paid'))::int AS paid,
+         (count(*) FILTER (WHERE status = 'uncollectible'))::int AS uncollectible
+       FROM billing.invoices WHERE merchant_id = $1`,
+      [m.merchantId],
+    );
+    for (const zone of ["UTC", "America/New_York"]) {
+      const reports = await checkPeriodClose(m, chainDriver(31337), zone, customers);
+      expect(reports.length, zone).toBeGreaterThanOrEqual(12);
+      const total = (status: "paid" | "uncollectible") =>
+        reports.reduce((n, r) => n + r.invoices.reduce((k, i) => k + i[status].count, 0), 0);
+      expect(total("paid"), zone).toBe(counted?.paid);
+      expect(total("uncollectible"), zone).toBe(counted?.uncollectible);
+    }
   });
 
   it("charges a boundary's invoices in one batch transaction, and fails alone the one the customer cannot pay", async () => {

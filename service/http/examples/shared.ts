@@ -37,6 +37,7 @@ export const IDS = {
   testEvent: "evt_01KJQ9C7W040PRYGDT11SH4RR6",
   testDelivery: "whd_01KJQ9F9H0MTVZ5W08D97M3D83",
   replayedDelivery: "whd_01KJQ9K2V8B5R7M4X2N6P3Q8TC",
+  chargeBalanceTransaction: "txn_01KJQ44DA0T2W8PZ4M6K9R3BXD",
 } as const;
 
 /** Unix seconds: 2 March 2026, 10:15 UTC, when the merchant configured the chain. */

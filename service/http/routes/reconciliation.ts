@@ -3,7 +3,6 @@ import {
   Reconciliation,
   ReconciliationPage,
   ReconciliationQuery,
-  toCsv,
 } from "../../reconciliation/reconciliation.ts";
 import { reconciliationEntry } from "../examples/reconciliation.ts";
 import { page } from "../examples/shared.ts";
@@ -18,13 +17,15 @@ export const reconciliationRoutes = [
     summary:
       "Every charge, release and return of this merchant's mandates, with chain references and exact amounts.",
     description:
-      "Ordered by chain, block and log index. Filter by chain, block range and block time; page with limit and starting_after. `format=csv` returns the same entries as CSV.",
+      "Ordered by chain, block and log index. Filter by chain, block range and block time; page with limit and starting_after. `format=csv` or `format=json` downloads every entry matching the filters instead, streamed from the server however many there are (CSV columns: docs/exports.md).",
     body: ReconciliationQuery,
     response: ReconciliationPage,
     examples: { response: page(reconciliationEntry) },
     handler: ({ caller, body }) =>
       Effect.flatMap(Effect.service(Reconciliation), (reconciliation) => reconciliation.list(caller, body)),
-    render: (page, query) =>
-      query.format === "csv" ? { contentType: "text/csv; charset=utf-8", body: toCsv(page.data) } : undefined,
+    download: ({ caller, body }) =>
+      Effect.flatMap(Effect.service(Reconciliation), (reconciliation) =>
+        reconciliation.download(caller, body),
+      ),
   }),
 ];

@@ -2,6 +2,7 @@
 import { html } from "htm/preact";
 import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
 import { ApiError, billingClient, readSession, type Session, signOut } from "./api.ts";
+import { Balance } from "./balance.ts";
 import { Events } from "./events.ts";
 import { messageOf } from "./format.ts";
 import { Mandates } from "./mandates.ts";
@@ -10,6 +11,7 @@ import type { PageProps } from "./page-props.ts";
 import { Payments } from "./payments.ts";
 import { Prices } from "./prices.ts";
 import { Reconciliation } from "./reconciliation.ts";
+import { Reports } from "./reports.ts";
 import { hrefOf, type Route, useRoute } from "./router.ts";
 import { SignIn } from "./sign-in.ts";
 import { Subscriptions } from "./subscriptions.ts";
@@ -28,6 +30,8 @@ const NAV: readonly { readonly route: Route; readonly label: string }[] = [
   { route: { page: "payments", paymentId: null }, label: "Payments" },
   { route: { page: "subscriptions", subscriptionId: null }, label: "Subscriptions" },
   { route: { page: "prices" }, label: "Prices" },
+  { route: { page: "balance" }, label: "Balance" },
+  { route: { page: "reports" }, label: "Reports" },
   { route: { page: "reconciliation" }, label: "Reconciliation" },
 ];
 
@@ -40,6 +44,8 @@ const Page = ({ route, props }: { readonly route: Route; readonly props: PagePro
     return html`<${Subscriptions} ...${props} subscriptionId=${route.subscriptionId} />`;
   if (route.page === "prices") return html`<${Prices} ...${props} />`;
   if (route.page === "reconciliation") return html`<${Reconciliation} ...${props} />`;
+  if (route.page === "balance") return html`<${Balance} ...${props} />`;
+  if (route.page === "reports") return html`<${Reports} ...${props} />`;
   return html`<${Overview} ...${props} />`;
 };
 

@@ -1,6 +1,6 @@
 /**
- * Reconciliation: a range (dates or block numbers, and a type), the entries of that range, and a link that
- * downloads the same query as CSV (a same-origin GET: the browser sends the session cookie).
+ * Reconciliation: a range (dates or block numbers, and a type), the first entries of that range, and a link
+ * that downloads every entry of the range as CSV (a same-origin GET: the browser sends the session cookie).
  */
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
@@ -45,9 +45,10 @@ const queryOf = (range: Range): Query => ({
   ...(range.type === "" ? {} : { type: range.type as EntryType }),
 });
 
+/** The download of every entry of the range (the server streams it, however many): no page limit. */
 const csvHref = (query: Query): string => {
   const search = new URLSearchParams();
-  for (const [key, value] of Object.entries(query)) search.set(key, String(value));
+  for (const [key, value] of Object.entries(query)) if (key !== "limit") search.set(key, String(value));
   search.set("format", "csv");
   return `/v1/reconciliation?${search.toString()}`;
 };
@@ -120,7 +121,7 @@ export const Reconciliation = ({ client, fail }: PageProps) => {
                 )}
               </tbody>
             </table></div>
-            ${hasMore ? html`<p class="muted">Showing the first ${LIMIT}: narrow the range, or download the CSV.</p>` : null}`
+            ${hasMore ? html`<p class="muted">Showing the first ${LIMIT}: narrow the range, or download the CSV, which has every entry of the range.</p>` : null}`
       }
     </section>`;
 };

@@ -9,7 +9,9 @@ export type Route =
   | { readonly page: "payments"; readonly paymentId: string | null }
   | { readonly page: "subscriptions"; readonly subscriptionId: string | null }
   | { readonly page: "prices" }
-  | { readonly page: "reconciliation" };
+  | { readonly page: "reconciliation" }
+  | { readonly page: "balance" }
+  | { readonly page: "reports" };
 
 export const parseRoute = (hash: string): Route => {
   const [page, id] = hash.replace(/^#\/?/, "").split("/");
@@ -18,7 +20,8 @@ export const parseRoute = (hash: string): Route => {
   if (page === "mandates") return { page, mandateId: id ? decodeURIComponent(id) : null };
   if (page === "payments") return { page, paymentId: id ? decodeURIComponent(id) : null };
   if (page === "subscriptions") return { page, subscriptionId: id ? decodeURIComponent(id) : null };
-  if (page === "prices" || page === "reconciliation") return { page };
+  if (page === "prices" || page === "reconciliation" || page === "balance" || page === "reports")
+    return { page };
   return { page: "overview" };
 };
 
