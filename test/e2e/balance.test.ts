@@ -298,7 +298,28 @@ describe("the merchant's balance and ledger", () => {
       expect(expectErrorShape(response.json).param, q).toBe(param);
     }
 
+    // A closed range downloads the same bytes every time, also after later movements.
+    const end = Math.max(...txns.map((t) => t.created)) + 1;
+    const closed = async (format: string) => {
+      const response = await m.call(`/v1/balance_transactions?format=${format}&created_to=${end}`);
+      expect(response.status).toBe(200);
+      return response.text;
+    };
+    const [csvBefore, jsonBefore] = [await closed("csv"), await closed("json")];
+    expect(csvBefore.split("\r\n")).toHaveLength(txns.length + 2);
+    expect((JSON.parse(jsonBefore) as Txn[]).map((t) => t.id)).toEqual(txns.map((t) => t.id).reverse());
+    await chain.increaseTime(60);
+    const later = await chain.charge(direct.mandateId, usd("1.5"));
+    await waitFor(async () => (await listAll(m, "", 100)).some((t) => t.transaction_hash === later.hash), {
+      timeoutMs: 30_000,
+      what: "a later charge in the ledger",
+    });
+    expect(await closed("csv")).toBe(csvBefore);
+    expect(await closed("json")).toBe(jsonBefore);
+
     // A ledger lost (or a deployment older than it) is replayed from the relayed facts, the same.
+    const lost = await listAll(m, "", 100);
+    const balanceLost = await balanceOf(m, chain.usdc);
     await query(
       `DELETE FROM billing.ledger_entries e USING billing.balance_transactions t
        WHERE t.id = e.balance_transaction_id AND t.merchant_id = $1`,
@@ -314,10 +335,11 @@ describe("the merchant's balance and ledger", () => {
       { timeoutMs: 60_000, what: "the ledger backfill of chain 31337" },
     );
     const replayed = await listAll(m, "", 100);
+    expect(lost).toHaveLength(txns.length + 1);
     expect(replayed.map((t) => `${t.type}:${t.amount}:${t.transaction_hash}:${t.source}`).sort()).toEqual(
-      txns.map((t) => `${t.type}:${t.amount}:${t.transaction_hash}:${t.source}`).sort(),
+      lost.map((t) => `${t.type}:${t.amount}:${t.transaction_hash}:${t.source}`).sort(),
     );
-    expect(await balanceOf(m, chain.usdc)).toEqual(balance);
+    expect(await balanceOf(m, chain.usdc)).toEqual(balanceLost);
   });
 
   it("takes back a movement a reorg moved or removed with a reversal, never a deletion", async () => {
