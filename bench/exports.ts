@@ -37,7 +37,7 @@ import { TestFaucetAbi, TestFaucetBytecode } from "../abis/TestFaucet.ts";
 import { addLocalUsdcMinter, LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
 import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
 import { TERMS_TYPES } from "../service/mandates/terms.ts";
-import { mandateIdFor } from "../test/contract/harness.ts";
+import { mandateTerms, type Terms } from "../test/contract/harness.ts";
 import { benchChain } from "./local-chain-config.ts";
 import { type SummaryRow, tenths, writeResults } from "./report.ts";
 
@@ -139,21 +139,15 @@ try {
   // N mandates, signed by their customers, authorised and charged by the bench's operator.
   const now = Number((await client.getBlock()).timestamp);
   const perCustomer = Math.ceil(N / CUSTOMERS);
-  const signed: Array<{ terms: Record<string, unknown>; signature: Hex }> = [];
+  const signed: Array<{ terms: Terms; signature: Hex }> = [];
   for (let i = 0; i < N; i++) {
     const customer = customers[i % CUSTOMERS] as (typeof customers)[number];
-    const terms = {
-      mandateId: mandateIdFor(customer.address, BigInt(Math.floor(i / CUSTOMERS) + 1)),
-      payee,
-      token: usdc,
-      cap: AMOUNT,
-      anchor: BigInt(now),
-      approvalPeriods: 12,
-      operator: operator.address,
-      holdSeconds: 0n,
-      nonce: 1n,
-      deadline: BigInt(now + 86_400),
-    };
+    const terms = mandateTerms(
+      { usdc, clock: { now } },
+      { customer: customer.address, payee, operator: operator.address },
+      BigInt(Math.floor(i / CUSTOMERS) + 1),
+      { cap: AMOUNT },
+    );
     const signature = await customer.signTypedData({
       domain: { name: "MandateEscrow", version: "1", chainId: resolved.id, verifyingContract: escrow },
       types: TERMS_TYPES,

@@ -107,7 +107,7 @@ const TransactionRow = Schema.Struct({
   standing: Schema.Boolean,
   entries: Schema.Array(Schema.Struct({ account: Schema.Literals(ACCOUNTS), amount: Schema.String })),
 });
-export type TransactionRow = typeof TransactionRow.Type;
+type TransactionRow = typeof TransactionRow.Type;
 
 const TRANSACTIONS = relation({
   from: "billing.balance_transactions t",
@@ -125,7 +125,7 @@ const TRANSACTIONS = relation({
   row: TransactionRow,
 });
 
-export const renderTransaction = (row: TransactionRow): BalanceTransactionObject => ({
+const renderTransaction = (row: TransactionRow): BalanceTransactionObject => ({
   id: row.id,
   object: "balance_transaction",
   livemode: row.livemode,
@@ -165,7 +165,7 @@ const decodeTotals = decodeRows(
     amount: Schema.String,
   }),
 );
-export const PeriodTotalsRow = Schema.Struct({
+const PeriodTotalsRow = Schema.Struct({
   chain_id: Schema.Number,
   token_address: Schema.String,
   currency: Schema.String,
@@ -184,7 +184,7 @@ export const PeriodTotalsRow = Schema.Struct({
   first_block: Schema.NullOr(Schema.Number),
   last_block: Schema.NullOr(Schema.Number),
 });
-export type PeriodTotalsRow = typeof PeriodTotalsRow.Type;
+
 const decodePeriod = decodeRows(PeriodTotalsRow);
 const decodeBackfill = decodeRows(
   Schema.Struct({
@@ -618,7 +618,7 @@ const make = Effect.gen(function* () {
 });
 
 /** The columns of a balance transactions download (CSV), in this order for good: new ones go at the end. */
-export const BALANCE_TRANSACTION_COLUMNS = [
+const BALANCE_TRANSACTION_COLUMNS = [
   "id",
   "type",
   "reverses",

@@ -13,7 +13,7 @@ const isMoneyKind = (kind: FactRow["kind"]): kind is MoneyFactKind =>
   (MONEY_FACT_KINDS as ReadonlyArray<string>).includes(kind);
 
 /** The fact's movement, or undefined for a fact that moves no money (a signature, a revocation). */
-export const ledgerFactOf = (fact: FactRow): LedgerFact | undefined => {
+const ledgerFactOf = (fact: FactRow): LedgerFact | undefined => {
   const { kind } = fact;
   if (!isMoneyKind(kind) || fact.amount === null) return undefined;
   const payment = kind.startsWith("payment.");

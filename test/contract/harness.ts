@@ -118,7 +118,7 @@ export const mandateIdFor = (customer: Address, salt: bigint): Hex =>
  * day; `overrides` change any field.
  */
 export const mandateTerms = (
-  chain: Chain,
+  chain: { readonly usdc: Address; readonly clock: { readonly now: number } },
   parties: { readonly customer: Address; readonly payee: Address; readonly operator: Address },
   salt: bigint,
   overrides: Partial<Terms> = {},

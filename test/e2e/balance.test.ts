@@ -7,35 +7,14 @@ import { Effect, Redacted } from "effect";
 import { erc20Abi, type Hex } from "viem";
 import { describe, expect, it } from "vitest";
 import { MandateEscrowAbi } from "../../abis/MandateEscrow.ts";
+import type { components } from "../../client/openapi.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
 import { api, expectErrorShape, merchantOnTestChain, newMerchantWithKey, query, stack } from "./helpers.ts";
 import { relaySettled, workerPassed } from "./settle.ts";
 
-interface Txn {
-  id: string;
-  type: string;
-  amount: string;
-  amount_decimal: string;
-  balance_effect: string;
-  entries: { account: string; amount: string }[];
-  reverses: string | null;
-  source: string | null;
-  chain: number;
-  token_address: string;
-  gas: { amount_wei: string; currency: string } | null;
-  block: { number: number; hash: string };
-  transaction_hash: string;
-  created: number;
-  available_on: number;
-}
-interface BalanceAmount {
-  chain: number;
-  token_address: string;
-  pending: string;
-  available: string;
-  returned: string;
-}
+type Txn = components["schemas"]["BalanceTransaction"];
+type BalanceAmount = components["schemas"]["BalanceAmount"];
 type Merchant = Awaited<ReturnType<typeof merchantOnTestChain>>;
 
 const listAll = async (m: Merchant, filter = "", limit = 3) => {

@@ -6,32 +6,14 @@
  */
 import { erc20Abi, type Hex } from "viem";
 import { expect } from "vitest";
+import type { components } from "../../client/openapi.ts";
 import type { chainDriver } from "./chain-driver.ts";
 import type { merchantOnTestChain } from "./helpers.ts";
 
 type Merchant = Awaited<ReturnType<typeof merchantOnTestChain>>;
 type Chain = ReturnType<typeof chainDriver>;
 
-interface PeriodBalance {
-  chain: number;
-  token_address: string;
-  opening_pending: string;
-  charges_held: string;
-  payments_held: string;
-  released: string;
-  returned: string;
-  closing_pending: string;
-  charges_unheld: string;
-  payments_unheld: string;
-  available_in: string;
-}
-interface PeriodReport {
-  month: string;
-  period_start: number;
-  period_end: number;
-  balances: PeriodBalance[];
-  invoices: Array<{ paid: { count: number }; uncollectible: { count: number }; returned: { count: number } }>;
-}
+type PeriodReport = components["schemas"]["PeriodReport"];
 
 const monthIn = (seconds: number, zone: string) => {
   const parts = new Intl.DateTimeFormat("en-CA", { timeZone: zone, year: "numeric", month: "2-digit" })
