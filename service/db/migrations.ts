@@ -945,6 +945,11 @@ export const migrations = {
     // A balance transaction shows the gas of the relayer transaction that moved it (its object's share).
     "CREATE INDEX gas_cost_shares_object ON billing.gas_cost_shares (object_id)",
   ),
+  "0043_deposit_watch_tokens": statements(
+    // The deposit watcher reads every transfer of the tokens that watched payments are in: each token of
+    // a chain with its latest watch_until is one index probe, however many payments there are.
+    "CREATE INDEX payments_watched_tokens ON billing.payments (chain_id, token_address, watch_until DESC)",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

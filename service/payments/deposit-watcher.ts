@@ -1,16 +1,24 @@
 /**
- * The deposit watcher: reads the configured tokens' `Transfer` logs to the deposit addresses of watched
- * payments (a payment is watched until a week after it expires), records each payer's transfer, moves
- * the payment to `processing` and marks its deposit address for the sweeper.
+ * The deposit watcher: reads the `Transfer` logs of the tokens that watched payments are in (a payment is
+ * watched until a week after it expires), records each payer's transfer to a watched deposit address,
+ * moves the payment to `processing` and marks its deposit address for the sweeper.
  *
- * The indexer cannot do this: Ponder filters logs by their emitting contract, not a token's transfers
- * by a changing list of recipients. So the watcher asks the RPC itself, per block range, with the
- * deposit addresses as a topic filter (chunks of ADDRESS_CHUNK), and keeps its own cursor per chain.
- * It is only a trigger and a display: what a payment has received counts from the escrow's sweep
- * events, indexed and confirmed like every other fact. A range the provider refuses (too many blocks or
- * logs) is narrowed to the one its message suggests. Each pass reads again the last RESCAN_BLOCKS
- * blocks before its cursor and replaces what it recorded there, so a transfer a reorg took out
- * disappears from the payment and one mined elsewhere appears.
+ * Its cost does not grow with the open payments: per new block range, one `eth_getLogs` for every
+ * transfer of those tokens (an address list, no recipient filter), whose recipients are then looked up
+ * among the deposit addresses (the table's unique index). A topic filter of every watched address took a
+ * call per 500 addresses on every pass (bench/watcher.ts measures both). The price is in the answers:
+ * every transfer of the tokens on the chain, whoever receives it (a provider that refuses a range for its
+ * size names a narrower one, which is taken). A chain whose head has not moved since the cursor is not
+ * asked at all. The indexer does not do this: Ponder would store every one of those transfers, and it
+ * cannot match recipients against the payments.
+ *
+ * It is only a trigger and a display: what a payment has received counts from the escrow's sweep events,
+ * indexed and confirmed like every other fact. Its cursor per chain is in the database, written with what
+ * it recorded, so a restart reads on from it. Each pass after a new block reads again the last
+ * RESCAN_BLOCKS blocks before the cursor and replaces what it recorded there, so a transfer a reorg took
+ * out disappears from the payment and one mined elsewhere appears. While the chain has no payment to
+ * watch the cursor is dropped: the first payment after an idle time is read from the block it was
+ * created in, not through the idle blocks.
  */
 
 import { getLogsRetryHelper } from "@ponder/utils";
@@ -26,18 +34,10 @@ import { type ObservedTransfer, PaymentStore } from "./payment-store.ts";
 import { PaymentTransitions } from "./payment-transitions.ts";
 
 const TRANSFER = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
-/** Recipients per `eth_getLogs` topic filter. */
-const ADDRESS_CHUNK = 500;
 /** Blocks read per request; a watcher far behind catches up over several requests. */
 const MAX_RANGE = 2_000n;
-/** Blocks read again below the cursor on every pass (reorgs shallower than this are followed). */
+/** Blocks read again below the cursor after each new block (reorgs shallower than this are followed). */
 export const RESCAN_BLOCKS = 16n;
-
-const chunks = <A>(items: ReadonlyArray<A>, size: number): A[][] => {
-  const out: A[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
-};
 
 /**
  * Where a range of `eth_getLogs` the provider refused should end instead: the end of the range its
@@ -63,44 +63,32 @@ const watchChain = (chain: ResolvedChain) =>
     const store = yield* PaymentStore;
     const transitions = yield* PaymentTransitions;
     const client = clients.client(chain);
-    if (!(yield* store.mayWatch(chain.id))) return 0;
+    if (!(yield* store.mayWatch(chain.id))) {
+      yield* store.forgetScannedBlock(chain.id);
+      return 0;
+    }
     const head = yield* (yield* ChainHeads).latestBlock(chain);
-    const watched = yield* store.watched(chain.id, Number(head.timestamp));
-    if (watched.length === 0) return 0;
-    // From the cursor, but never before the oldest watched payment was created (after an idle time).
-    const created = watched.reduce(
-      (min, w) => (BigInt(w.created_block) < min ? BigInt(w.created_block) : min),
-      head.number,
-    );
+    const now = Number(head.timestamp);
     const scanned = yield* store.scannedBlock(chain.id);
-    const start = scanned === undefined || scanned < created - 1n ? created - 1n : scanned;
+    // Read through this head already; the next block reads the last RESCAN_BLOCKS again.
+    if (scanned === head.number) return 0;
+    // Never before the oldest watched payment was created: without a cursor (the first pass after an idle
+    // time), or with one left far behind (a process stopped during an idle time).
+    let start = scanned;
+    if (start === undefined || head.number - start > MAX_RANGE) {
+      const oldest = yield* store.oldestWatchedBlock(chain.id, now);
+      if (oldest !== undefined && (start === undefined || start < oldest - 1n)) start = oldest - 1n;
+    }
+    if (start === undefined) return 0;
     const from = start > RESCAN_BLOCKS ? start - RESCAN_BLOCKS : 0n;
     if (head.number <= from) return 0;
-    const byAddress = new Map(watched.map((w) => [w.address.toLowerCase(), w]));
-    const tokens = [...new Set(watched.map((w) => w.token.toLowerCase()))];
-    const filters = tokens.flatMap((token) =>
-      chunks(
-        watched.filter((w) => w.token.toLowerCase() === token).map((w) => w.address as Hex),
-        ADDRESS_CHUNK,
-      ).map((to) => ({ token, to })),
-    );
+    const tokens = (yield* store.watchedTokens(chain.id, now)) as Hex[];
+    if (tokens.length === 0) return 0;
     const readLogs = (toBlock: bigint) =>
-      Effect.forEach(
-        filters,
-        ({ token, to }) =>
-          Effect.tryPromise({
-            try: () =>
-              client.getLogs({
-                address: token as Hex,
-                event: TRANSFER,
-                args: { to },
-                fromBlock: from + 1n,
-                toBlock,
-              }),
-            catch: (error) => error,
-          }),
-        { concurrency: 4 },
-      );
+      Effect.tryPromise({
+        try: () => client.getLogs({ address: tokens, event: TRANSFER, fromBlock: from + 1n, toBlock }),
+        catch: (error) => error,
+      });
     /** Up to `toBlock`, or up to the end of the narrower range a refusing provider names. */
     const readUpTo = (
       toBlock: bigint,
@@ -125,11 +113,23 @@ const watchChain = (chain: ResolvedChain) =>
       );
     const read = yield* readUpTo(head.number - from > MAX_RANGE ? from + MAX_RANGE : head.number, 8);
     const through = read.through;
-    const logs = read.logs.flat();
-    const blocks = [...new Set(logs.map((log) => log.blockNumber))];
+    const recipients = [...new Set(read.logs.map((log) => String(log.args.to).toLowerCase()))];
+    const byAddress = new Map(
+      (yield* store.watchedAt(chain.id, recipients, now)).map((w) => [w.address.toLowerCase(), w]),
+    );
+    const logs = read.logs.filter((log) => {
+      const payment = byAddress.get(String(log.args.to).toLowerCase());
+      return (
+        payment !== undefined && payment.token.toLowerCase() === log.address.toLowerCase() && !!log.args.value
+      );
+    });
+    // Nodes that put the block's time in each log spare a header per block.
+    const untimed = [
+      ...new Set(logs.filter((log) => typeof log.blockTimestamp !== "bigint").map((log) => log.blockNumber)),
+    ];
     const times = new Map(
       yield* Effect.forEach(
-        blocks,
+        untimed,
         (number) =>
           Effect.map(
             clients.rpc(chain, "block", () => client.getBlock({ blockNumber: number })),
@@ -140,7 +140,7 @@ const watchChain = (chain: ResolvedChain) =>
     );
     const transfers = logs.flatMap((log): ObservedTransfer[] => {
       const payment = byAddress.get(String(log.args.to).toLowerCase());
-      if (!payment || payment.token.toLowerCase() !== log.address.toLowerCase() || !log.args.value) return [];
+      if (!payment || !log.args.value) return [];
       return [
         {
           chainId: chain.id,
@@ -151,19 +151,16 @@ const watchChain = (chain: ResolvedChain) =>
           amount: log.args.value,
           blockNumber: log.blockNumber,
           blockHash: log.blockHash,
-          timestamp: times.get(log.blockNumber) ?? Number(head.timestamp),
+          timestamp:
+            typeof log.blockTimestamp === "bigint"
+              ? Number(log.blockTimestamp)
+              : (times.get(log.blockNumber) ?? now),
         },
       ];
     });
     yield* sql.withTransaction(
       Effect.gen(function* () {
-        const changed = yield* store.replaceTransfers(
-          chain.id,
-          watched.map((w) => w.id),
-          from,
-          through,
-          transfers,
-        );
+        const changed = yield* store.replaceTransfers(chain.id, now, from, through, transfers);
         if (changed.length > 0) {
           const rows = yield* store.lockMany(changed);
           const ids = rows.map((row) => row.id);
@@ -171,11 +168,7 @@ const watchChain = (chain: ResolvedChain) =>
           const swept = yield* store.sweptTotals(ids);
           for (const row of rows) {
             const waiting = (arrived.get(row.id) ?? 0n) - (swept.get(row.id) ?? 0n);
-            yield* transitions.step(
-              row,
-              { kind: "seen", amount: waiting > 0n ? waiting : 0n },
-              { now: Number(head.timestamp) },
-            );
+            yield* transitions.step(row, { kind: "seen", amount: waiting > 0n ? waiting : 0n }, { now });
           }
           yield* store.markSweepDue(changed);
         }

@@ -90,6 +90,9 @@ const decodeTransfers = decodeRows(TransferRow);
 const decodeFactState = decodeRows(Schema.Struct({ standing: Schema.Boolean }));
 const decodeKeys = decodeRows(Schema.Struct({ key: Schema.String }));
 const decodeScanned = decodeRows(Schema.Struct({ scanned_block: Schema.String }));
+const WatchedDeposit = Schema.Struct({ id: Schema.String, address: Schema.String, token: Schema.String });
+export type WatchedDeposit = typeof WatchedDeposit.Type;
+const decodeWatched = decodeRows(WatchedDeposit);
 const decodeIds = decodeRows(Schema.Struct({ id: Schema.String }));
 const decodeSums = decodeRows(Schema.Struct({ payment_id: Schema.String, total: Schema.String }));
 const decodeHeldBack = decodeRows(
@@ -253,21 +256,45 @@ const make = Effect.gen(function* () {
           updated_at = now()
         WHERE id = ${id}`),
 
-    /** Deposit addresses the watcher reads transfers to: the chain's payments watched at `now`. */
-    watched: (chainId: number, now: number) =>
-      sql`SELECT p.id, p.deposit_address AS address, p.token_address AS token,
-            p.created_block::text AS created_block
-          FROM billing.payments p WHERE p.chain_id = ${chainId} AND p.watch_until >= ${now}`.pipe(
-        Effect.flatMap(
-          decodeRows(
-            Schema.Struct({
-              id: Schema.String,
-              address: Schema.String,
-              token: Schema.String,
-              created_block: Schema.String,
-            }),
-          ),
+    /**
+     * The tokens of the chain's payments watched at `now` (chain time): one index probe per token ever
+     * taken on the chain (its latest `watch_until`), not a read of its payments.
+     */
+    watchedTokens: (chainId: number, now: number) =>
+      sql`WITH RECURSIVE tokens AS (
+            (SELECT token_address, watch_until FROM billing.payments WHERE chain_id = ${chainId}
+              ORDER BY token_address, watch_until DESC LIMIT 1)
+            UNION ALL
+            SELECT later.token_address, later.watch_until FROM tokens t CROSS JOIN LATERAL (
+              SELECT p.token_address, p.watch_until FROM billing.payments p
+              WHERE p.chain_id = ${chainId} AND p.token_address > t.token_address
+              ORDER BY p.token_address, p.watch_until DESC LIMIT 1) later
+          )
+          SELECT token_address AS token FROM tokens WHERE watch_until >= ${now}`.pipe(
+        Effect.flatMap(decodeRows(Schema.Struct({ token: Schema.String }))),
+        Effect.map((rows) => rows.map((row) => row.token)),
+      ),
+    /** Of these addresses (lowercase), the deposit addresses of the chain's payments watched at `now`. */
+    watchedAt: (chainId: number, addresses: ReadonlyArray<string>, now: number) =>
+      addresses.length === 0
+        ? Effect.succeed([] as ReadonlyArray<WatchedDeposit>)
+        : sql`SELECT id, deposit_address AS address, token_address AS token FROM billing.payments
+            WHERE chain_id = ${chainId} AND deposit_address = ANY (${addresses}::text[])
+              AND watch_until >= ${now}`.pipe(Effect.flatMap(decodeWatched)),
+    /**
+     * The block the oldest of the chain's payments watched at `now` was created in: where a watcher
+     * without a cursor (or far behind) starts. Reads every watched payment: not for every pass.
+     */
+    oldestWatchedBlock: (chainId: number, now: number) =>
+      Effect.map(
+        sql`SELECT min(created_block)::text AS block FROM billing.payments
+          WHERE chain_id = ${chainId} AND watch_until >= ${now}`.pipe(
+          Effect.flatMap(decodeRows(Schema.Struct({ block: Schema.NullOr(Schema.String) }))),
         ),
+        (rows) => {
+          const block = rows[0]?.block;
+          return block === undefined || block === null ? undefined : BigInt(block);
+        },
       ),
     /**
      * Whether the chain may have payments to watch: a cheap gate before asking the chain for its head
@@ -291,24 +318,27 @@ const make = Effect.gen(function* () {
       Effect.asVoid(sql`INSERT INTO billing.deposit_watch (chain_id, scanned_block)
         VALUES (${chainId}, ${block.toString()})
         ON CONFLICT (chain_id) DO UPDATE SET scanned_block = EXCLUDED.scanned_block, updated_at = now()`),
+    /** The chain has nothing to watch: the next payment is read from the block it was created in. */
+    forgetScannedBlock: (chainId: number) =>
+      Effect.asVoid(sql`DELETE FROM billing.deposit_watch WHERE chain_id = ${chainId}`),
     /**
-     * The transfers to the payments `scanned` read from blocks (from, through] replace what was recorded
-     * there (a reorg may have dropped some); returns the payments whose transfers changed.
+     * The transfers read from blocks (from, through] replace what was recorded there for the payments
+     * watched at `now` (a reorg may have dropped some); returns the payments whose transfers changed.
      */
     replaceTransfers: (
       chainId: number,
-      scanned: ReadonlyArray<string>,
+      now: number,
       fromBlock: bigint,
       throughBlock: bigint,
       transfers: ReadonlyArray<ObservedTransfer>,
     ) =>
       Effect.gen(function* () {
         const keep = transfers.map((t) => `${t.txHash}:${t.logIndex}`);
-        const dropped = yield* sql`DELETE FROM billing.payment_transfers
-          WHERE chain_id = ${chainId} AND payment_id = ANY (${scanned}::text[])
-            AND block_number > ${fromBlock.toString()} AND block_number <= ${throughBlock.toString()}
-            AND NOT (tx_hash || ':' || log_index = ANY (${keep}::text[]))
-          RETURNING payment_id AS id`.pipe(Effect.flatMap(idsOf));
+        const dropped = yield* sql`DELETE FROM billing.payment_transfers t USING billing.payments p
+          WHERE t.chain_id = ${chainId} AND t.block_number > ${fromBlock.toString()}
+            AND t.block_number <= ${throughBlock.toString()} AND p.id = t.payment_id AND p.watch_until >= ${now}
+            AND NOT (t.tx_hash || ':' || t.log_index = ANY (${keep}::text[]))
+          RETURNING t.payment_id AS id`.pipe(Effect.flatMap(idsOf));
         const added = !Arr.isReadonlyArrayNonEmpty(transfers)
           ? []
           : yield* sql`INSERT INTO billing.payment_transfers ${sql.insert(
