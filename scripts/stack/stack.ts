@@ -98,6 +98,11 @@ export interface RunningStack {
   restartPostgres(): Promise<void>;
   /** Stops the indexer (or finds it dead) and starts it again on its schema; resolves once it is ready. */
   restartPonder(): Promise<void>;
+  /**
+   * Stops the service (API and workers), runs `meanwhile`, and starts it again on the same port;
+   * resolves once it is ready.
+   */
+  restartService(meanwhile?: () => Promise<void>): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -335,14 +340,16 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     await indexerCaughtUp(databaseUrl, localChains, anvils, signal);
     mark("indexer_started");
 
-    const service: RunningService = await startService(serviceConfig);
-    stops.push(service.stop);
-    await waitFor(async () => (await fetch(`${service.url}/ready`).catch(() => undefined))?.status === 200, {
-      timeoutMs: 60_000,
-      what: "GET /ready to answer 200 (API, indexer and workers)",
-      intervalMs: 100,
-      signal,
-    });
+    let service: RunningService = await startService(serviceConfig);
+    stops.push(() => service.stop());
+    const serviceReady = () =>
+      waitFor(async () => (await fetch(`${service.url}/ready`).catch(() => undefined))?.status === 200, {
+        timeoutMs: 60_000,
+        what: "GET /ready to answer 200 (API, indexer and workers)",
+        intervalMs: 100,
+        signal,
+      });
+    await serviceReady();
     mark("service_ready");
 
     const stackFile = join(options.dataDir, "stack.json");
@@ -381,6 +388,12 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
         ponder = await startPonder(ponderOptions);
         writeStackFile();
         await indexerCaughtUp(ponderOptions.databaseUrl, localChains, anvils);
+      },
+      restartService: async (meanwhile) => {
+        await service.stop();
+        await meanwhile?.();
+        service = await startService({ ...serviceConfig, port: service.port });
+        await serviceReady();
       },
       stop: stopAll,
     };

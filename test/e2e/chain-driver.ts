@@ -42,10 +42,11 @@ export const circle = privateKeyToAccount(LOCAL_USDC_ADMIN_KEY);
 /** The faucet's transactions, one at a time per chain (each takes the account's next nonce). */
 const faucetQueues = new Map<number, Promise<unknown>>();
 
-export const chainDriver = (chainId: number) => {
-  const resolved = (
-    JSON.parse(readFileSync(stack().chainsFile, "utf8")) as { chains: ResolvedChain[] }
-  ).chains.find((c) => c.id === chainId);
+/** The chain's driver, on the shared stack or on the one whose resolved chains file is `chainsFile`. */
+export const chainDriver = (chainId: number, chainsFile: string = stack().chainsFile) => {
+  const resolved = (JSON.parse(readFileSync(chainsFile, "utf8")) as { chains: ResolvedChain[] }).chains.find(
+    (c) => c.id === chainId,
+  );
   if (!resolved) throw new Error(`no chain ${chainId} in the stack`);
   const chain = defineChain({
     id: chainId,

@@ -1,0 +1,202 @@
+/**
+ * The deposit watcher on a stack of its own (thousands of open payments and a stopped service would
+ * disturb the shared one). It reads every transfer of the tokens and looks the recipients up, so a
+ * deposit is seen after an idle time (no cursor is kept while nothing is watched), to one payment among
+ * 5,000 open ones (bulk-seeded rows, and one made through the API), and when it was mined while the
+ * service was stopped, further below the head than the watcher's rescan by the time it starts again.
+ */
+import { randomUUID } from "node:crypto";
+import { PgClient } from "@effect/sql-pg";
+import { Effect, Redacted } from "effect";
+import { SqlClient } from "effect/sql";
+import { erc20Abi, getAddress, type Hex } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { localChain, type ScratchStack, startScratchStack } from "../../scripts/stack/scratch-stack.ts";
+import type { RunningStack } from "../../scripts/stack/stack.ts";
+import { waitFor } from "../../scripts/stack/wait.ts";
+import { RESCAN_BLOCKS } from "../../service/payments/deposit-watcher.ts";
+import { chainDriver, usd } from "./chain-driver.ts";
+import { newAddress } from "./helpers.ts";
+
+const CHAIN = 31337;
+const OPEN_PAYMENTS = 5_000;
+
+let scratch: ScratchStack;
+let stack: RunningStack;
+let chain: ReturnType<typeof chainDriver>;
+
+// biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary JSON bodies
+type Json = any;
+
+const query = <A extends object>(text: string, params: unknown[] = []) =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient;
+      return yield* sql.unsafe<A>(text, params);
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack.databaseUrl), maxConnections: 1 }))),
+  );
+
+const call = async (path: string, body?: unknown) => {
+  const response = await fetch(`${stack.apiUrl}${path}`, {
+    method: body === undefined ? "GET" : "POST",
+    headers: {
+      authorization: `Bearer ${stack.devMerchant.apiKey}`,
+      ...(body === undefined ? {} : { "content-type": "application/json", "idempotency-key": randomUUID() }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  expect(response.status, text).toBe(200);
+  return JSON.parse(text) as Json;
+};
+
+/** A whole pass of the watcher that began after the call (`billing_worker_passes_total`). */
+const watcherPassed = async () => {
+  const passes = async () => {
+    const text = await (
+      await fetch(`${stack.apiUrl}/metrics`, { headers: { authorization: `Bearer ${stack.metricsToken}` } })
+    ).text();
+    const line = text
+      .split("\n")
+      .find((l) => l.startsWith('billing_worker_passes_total{worker="deposit-watcher",outcome="success"}'));
+    return line === undefined ? 0 : Number(line.split(" ")[1]);
+  };
+  const before = await passes();
+  await waitFor(async () => (await passes()) >= before + 2, {
+    timeoutMs: 30_000,
+    what: "two passes of the deposit watcher",
+  });
+};
+
+const cursor = async () =>
+  (
+    await query<{ block: string }>(
+      "SELECT scanned_block::text AS block FROM billing.deposit_watch WHERE chain_id = $1",
+      [CHAIN],
+    )
+  )[0]?.block;
+
+/** A payer with gas and 100 USDC, sending plain transfers. */
+const newPayer = async () => {
+  const payer = await chain.newCustomer(usd("100"), { approve: false });
+  return (to: string, amount: string) =>
+    chain.call(payer, chain.usdc, erc20Abi, "transfer", [to, usd(amount)]);
+};
+
+const seen = async (id: string, hash: Hex) => {
+  let payment: Json;
+  await waitFor(
+    async () => {
+      payment = await call(`/v1/payments/${id}`);
+      return payment.transfers.some((t: Json) => t.transaction_hash === hash);
+    },
+    { timeoutMs: 30_000, intervalMs: 100, what: `the transfer ${hash} on payment ${id}` },
+  );
+  return payment;
+};
+
+beforeAll(async () => {
+  scratch = await startScratchStack("deposit-watcher", {
+    chains: [localChain({ name: "Watcher chain", escrow_available: false, hold_seconds: 0 })],
+    logLevel: "Error",
+  });
+  stack = scratch.stack;
+  chain = chainDriver(CHAIN, stack.chainsFile);
+}, 180_000);
+
+afterAll(async () => {
+  await scratch?.stop();
+});
+
+describe("deposit watcher", () => {
+  it("sees the first payment's deposit after an idle time, during which it kept no cursor", async () => {
+    await watcherPassed();
+    expect(await cursor()).toBeUndefined();
+    await chain.mine(40);
+    await watcherPassed();
+    expect(await cursor()).toBeUndefined();
+
+    const payment = await call("/v1/payments", { amount_decimal: "5" });
+    const pay = await newPayer();
+    const sent = await pay(payment.address, "2");
+    const after = await seen(payment.id, sent.hash);
+    expect(after).toMatchObject({ status: "processing", amount_pending_decimal: "2" });
+    expect(BigInt((await cursor()) ?? "0")).toBeGreaterThanOrEqual(sent.receipt.blockNumber);
+  });
+
+  it(`sees a deposit to one payment among ${OPEN_PAYMENTS.toLocaleString("en")} open ones, for that payment alone`, async () => {
+    const head = await chain.client.getBlock();
+    const expires = Number(head.timestamp) + 86_400;
+    const seeded = await query<{ id: string; address: string }>(
+      `INSERT INTO billing.payments (id, merchant_id, livemode, chain_id, token_address, payee_address,
+         operator_address, hold_seconds, onchain_id, deposit_address, page_token, amount, status, expires_at,
+         watch_until, created_block)
+       SELECT 'pay_SEEDED' || lpad(g::text, 16, '0'), $1::text, false, $2::bigint, $3::text, $4::text,
+         $4::text, 0, '0x' || md5('id' || g || $5::text) || md5('id2' || g || $5::text),
+         '0x' || md5('address' || g || $5::text) || left(md5('address2' || g || $5::text), 8),
+         md5('page' || g || $5::text) || md5('page2' || g || $5::text), 1000000, 'requires_payment',
+         $6::bigint, $6::bigint + 604800, $7::bigint
+       FROM generate_series(1, $8::int) g
+       RETURNING id, deposit_address AS address`,
+      [
+        stack.devMerchant.merchantId,
+        CHAIN,
+        getAddress(chain.usdc),
+        newAddress(),
+        randomUUID(),
+        expires,
+        head.number.toString(),
+        OPEN_PAYMENTS - 1,
+      ],
+    );
+    expect(seeded).toHaveLength(OPEN_PAYMENTS - 1);
+    const made = await call("/v1/payments", { amount_decimal: "5" });
+    const [open] = await query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM billing.payments WHERE chain_id = $1 AND status = 'requires_payment'",
+      [CHAIN],
+    );
+    expect(open?.n).toBe(OPEN_PAYMENTS);
+
+    const pay = await newPayer();
+    const toMade = await pay(made.address, "1.5");
+    const target = seeded[Math.floor(seeded.length / 2)] as { id: string; address: string };
+    const toSeeded = await pay(target.address, "0.25");
+    expect(await seen(made.id, toMade.hash)).toMatchObject({
+      status: "processing",
+      amount_pending_decimal: "1.5",
+    });
+    expect(await seen(target.id, toSeeded.hash)).toMatchObject({
+      status: "processing",
+      amount_pending_decimal: "0.25",
+    });
+    // The watcher has read past both blocks: no other open payment received anything.
+    expect(BigInt((await cursor()) ?? "0")).toBeGreaterThanOrEqual(toSeeded.receipt.blockNumber);
+    const recorded = await query<{ payment_id: string }>(
+      "SELECT payment_id FROM billing.payment_transfers WHERE block_number >= $1 ORDER BY payment_id",
+      [head.number.toString()],
+    );
+    expect(recorded.map((r) => r.payment_id)).toEqual([made.id, target.id].sort());
+  });
+
+  it("sees a deposit mined while the service was stopped, below the rescan by the time it starts again", async () => {
+    const payment = await call("/v1/payments", { amount_decimal: "5" });
+    const pay = await newPayer();
+    await watcherPassed();
+    let sent: Awaited<ReturnType<typeof pay>> | undefined;
+    let stoppedAt: string | undefined;
+    await stack.restartService(async () => {
+      stoppedAt = await cursor();
+      sent = await pay(payment.address, "3");
+      await chain.mine(Number(RESCAN_BLOCKS) * 3);
+    });
+    if (sent === undefined) throw new Error("nothing was sent while the service was stopped");
+    // Mined after the last pass before the stop, and out of reach of a watcher reading only the last
+    // RESCAN_BLOCKS below the head it found.
+    expect(sent.receipt.blockNumber).toBeGreaterThan(BigInt(stoppedAt ?? "0"));
+    expect((await chain.client.getBlockNumber()) - sent.receipt.blockNumber).toBeGreaterThan(RESCAN_BLOCKS);
+    expect(await seen(payment.id, sent.hash)).toMatchObject({
+      status: "processing",
+      amount_pending_decimal: "3",
+    });
+  });
+});
