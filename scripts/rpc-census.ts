@@ -7,9 +7,9 @@
  *   npm run rpc-census [-- --seconds 60] [--no-ws] [--urls 2]
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { LOCAL_RELAYER_KEY } from "./stack/local-chain.ts";
+import { processLabels } from "./stack/rpc-clients.ts";
 import { type RpcProxy, startRpcProxy } from "./stack/rpc-proxy.ts";
 import { localChain, startScratchStack, stopOnSignal } from "./stack/scratch-stack.ts";
 import { freePort, waitFor } from "./stack/wait.ts";
@@ -26,52 +26,14 @@ const { values } = parseArgs({
 const seconds = Number(values.seconds);
 const urlCount = Math.max(1, Number(values.urls));
 
-/** Socket inodes of a process (Linux /proc). */
-const socketInodes = (pid: number): Set<string> => {
-  const inodes = new Set<string>();
-  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-    try {
-      const inode = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1];
-      if (inode !== undefined) inodes.add(inode);
-    } catch {
-      // closed meanwhile
-    }
-  }
-  return inodes;
-};
-
-/** The inode of the TCP socket whose local port is `port`. */
-const inodeOfPort = (port: number): string | undefined => {
-  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"])
-    for (const line of readFileSync(table, "utf8").split("\n").slice(1)) {
-      const columns = line.trim().split(/\s+/);
-      if (Number.parseInt(columns[1]?.split(":")[1] ?? "", 16) === port) return columns[9];
-    }
-  return undefined;
-};
-
-const processes = new Map<string, () => number | undefined>();
-const byPort = new Map<number, string>();
-const labelOf = (port: number): string => {
-  const known = byPort.get(port);
-  if (known !== undefined) return known;
-  const inode = inodeOfPort(port);
-  for (const [name, pid] of processes) {
-    const id = pid();
-    if (inode !== undefined && id !== undefined && socketInodes(id).has(inode)) {
-      byPort.set(port, name);
-      return name;
-    }
-  }
-  return "other";
-};
+const clients = processLabels();
 
 const proxies: RpcProxy[] = [];
 const scratch = await startScratchStack("rpc-census", {
   chains: [localChain({ name: "Census chain" })],
   logLevel: "Error",
   rpcInFront: async (_chainId, anvil) => {
-    for (let i = 0; i < urlCount; i++) proxies.push(await startRpcProxy(anvil, {}, labelOf));
+    for (let i = 0; i < urlCount; i++) proxies.push(await startRpcProxy(anvil, {}, clients.label));
     const [first, ...others] = proxies.map((p) => p.http);
     if (first === undefined) throw new Error("no proxy");
     return { http: [first, ...others], ...(values["no-ws"] ? {} : { ws: proxies[0]?.ws }) };
@@ -79,8 +41,8 @@ const scratch = await startScratchStack("rpc-census", {
 });
 stopOnSignal(scratch);
 const { stack } = scratch;
-processes.set("service 1", () => process.pid);
-processes.set("indexer", () => stack.ponderPid());
+clients.name("service 1", () => process.pid);
+clients.name("indexer", () => stack.ponderPid());
 
 /** The proxies' counts summed. */
 const total = () => {
@@ -135,7 +97,7 @@ try {
     stdio: "ignore",
   });
   children.push(child);
-  processes.set("service 2", () => child.pid);
+  clients.name("service 2", () => child.pid);
   await waitFor(
     async () => (await fetch(`http://127.0.0.1:${port}/ready`).catch(() => undefined))?.status === 200,
     { timeoutMs: 60_000, what: "the second service process" },

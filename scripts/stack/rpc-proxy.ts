@@ -35,6 +35,8 @@ export interface ProxyCounts {
   readonly byMethod: Readonly<Record<string, number>>;
   /** Calls by client: the `label` option's name for the connection, or its `user-agent`. */
   readonly byClient: Readonly<Record<string, number>>;
+  /** Calls by client, then by method. */
+  readonly byClientMethod: Readonly<Record<string, Readonly<Record<string, number>>>>;
   /** Calls sent over WebSocket connections (subscriptions), not counting notifications. */
   readonly wsCalls: number;
   readonly rateLimited: number;
@@ -81,6 +83,7 @@ const emptyCounts = () => ({
   calls: 0,
   byMethod: {} as Record<string, number>,
   byClient: {} as Record<string, number>,
+  byClientMethod: {} as Record<string, Record<string, number>>,
   wsCalls: 0,
   rateLimited: 0,
   getLogsRefused: 0,
@@ -299,7 +302,12 @@ export const startRpcProxy = async (
       const client =
         label?.(request.socket.remotePort ?? 0) ?? String(request.headers["user-agent"] ?? "none");
       counts.byClient[client] = (counts.byClient[client] ?? 0) + calls.length;
-      for (const call of calls) counts.byMethod[call.method] = (counts.byMethod[call.method] ?? 0) + 1;
+      const ofClient = counts.byClientMethod[client] ?? {};
+      counts.byClientMethod[client] = ofClient;
+      for (const call of calls) {
+        counts.byMethod[call.method] = (counts.byMethod[call.method] ?? 0) + 1;
+        ofClient[call.method] = (ofClient[call.method] ?? 0) + 1;
+      }
       if (overRate(calls.length)) {
         counts.rateLimited++;
         response
@@ -381,7 +389,14 @@ export const startRpcProxy = async (
   return {
     http: `http://127.0.0.1:${httpPort}`,
     ws: `ws://127.0.0.1:${wsPort}`,
-    counts: () => ({ ...counts, byMethod: { ...counts.byMethod }, byClient: { ...counts.byClient } }),
+    counts: () => ({
+      ...counts,
+      byMethod: { ...counts.byMethod },
+      byClient: { ...counts.byClient },
+      byClientMethod: Object.fromEntries(
+        Object.entries(counts.byClientMethod).map(([client, methods]) => [client, { ...methods }]),
+      ),
+    }),
     resetCounts: () => {
       counts = emptyCounts();
     },
