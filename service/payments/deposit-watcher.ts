@@ -72,6 +72,11 @@ const watchChain = (chain: ResolvedChain) =>
     const scanned = yield* store.scannedBlock(chain.id);
     // Read through this head already; the next block reads the last RESCAN_BLOCKS again.
     if (scanned === head.number) return 0;
+    const tokens = (yield* store.watchedTokens(chain.id, now)) as Hex[];
+    if (tokens.length === 0) {
+      yield* store.forgetScannedBlock(chain.id);
+      return 0;
+    }
     // Never before the oldest watched payment was created: without a cursor (the first pass after an idle
     // time), or with one left far behind (a process stopped during an idle time).
     let start = scanned;
@@ -82,8 +87,6 @@ const watchChain = (chain: ResolvedChain) =>
     if (start === undefined) return 0;
     const from = start > RESCAN_BLOCKS ? start - RESCAN_BLOCKS : 0n;
     if (head.number <= from) return 0;
-    const tokens = (yield* store.watchedTokens(chain.id, now)) as Hex[];
-    if (tokens.length === 0) return 0;
     const readLogs = (toBlock: bigint) =>
       Effect.tryPromise({
         try: () => client.getLogs({ address: tokens, event: TRANSFER, fromBlock: from + 1n, toBlock }),
