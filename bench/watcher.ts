@@ -65,7 +65,7 @@ if (SIZES.some((n) => !Number.isInteger(n) || n < API_PAYMENTS))
 loadPgStatements();
 
 const clients = processLabels();
-let proxy: RpcProxy | undefined;
+const proxies: RpcProxy[] = [];
 let anvilUrl = "";
 console.log("starting the stack ...");
 const scratch = await startScratchStack("watcher", {
@@ -73,7 +73,8 @@ const scratch = await startScratchStack("watcher", {
   logLevel: "Error",
   rpcInFront: async (_chainId, anvil) => {
     anvilUrl = anvil.http;
-    proxy = await startRpcProxy(anvil, {}, clients.label);
+    const proxy = await startRpcProxy(anvil, {}, clients.label);
+    proxies.push(proxy);
     return { http: [proxy.http], ws: proxy.ws };
   },
 });
@@ -85,7 +86,7 @@ const database = ManagedRuntime.make(
   PgClient.layer({ url: Redacted.make(stack.databaseUrl), maxConnections: 2 }),
 );
 try {
-  const counting = proxy;
+  const counting = proxies[0];
   const resolved = stack.chains[0];
   if (counting === undefined || !resolved?.escrow.address) throw new Error("no resolved chain");
   const usdc = getAddress(resolved.tokens[0]?.address as Hex);
@@ -363,5 +364,5 @@ try {
 } finally {
   await database.dispose();
   await scratch.stop();
-  await proxy?.stop();
+  for (const proxy of proxies) await proxy.stop();
 }
