@@ -43,7 +43,7 @@ import { type RpcProxy, startRpcProxy } from "../scripts/stack/rpc-proxy.ts";
 import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
 import { DEPOSITS_CHANNEL } from "../service/payments/payment-store.ts";
 import { benchChain } from "./local-chain-config.ts";
-import { loadPgStatements } from "./pg-statements.ts";
+import { loadPgStatements, resetStatements } from "./pg-statements.ts";
 import { percentiles, type SummaryRow, tenths, writeResults } from "./report.ts";
 
 const SIZES = (process.env.WATCHER_SIZES ?? "100,10000,100000").split(",").map(Number);
@@ -258,7 +258,7 @@ try {
     await mineFor(SETTLE_S * 1000, false);
     console.log(`measuring for ${WINDOW_S} s ...`);
     const loadBefore = loadavg();
-    await sql((s) => s`SELECT pg_stat_statements_reset()`);
+    await database.runPromise(resetStatements);
     const passesBefore = await watcherPasses();
     const headBefore = await client.getBlockNumber();
     counting.resetCounts();
