@@ -168,7 +168,7 @@ try {
         (s) => s`INSERT INTO billing.payments (id, merchant_id, livemode, chain_id,
             token_address, payee_address, operator_address, hold_seconds, onchain_id, deposit_address,
             page_token, amount, status, expires_at, watch_until, created_block)
-          SELECT 'pay_SEEDED' || lpad(g::text, 16, '0'), ${stack.devMerchant.merchantId}::text, false,
+          SELECT 'pay_SEEDED' || lpad(g::text, 20, '0'), ${stack.devMerchant.merchantId}::text, false,
             ${resolved.id}::bigint, ${usdc}::text, ${merchantChain.payee}::text, ${merchantChain.operator}::text,
             0, '0x' || md5('id' || g || ${salt}::text) || md5('id2' || g || ${salt}::text),
             '0x' || md5('address' || g || ${salt}::text) || left(md5('address2' || g || ${salt}::text), 8),

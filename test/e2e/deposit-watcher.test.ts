@@ -83,16 +83,16 @@ const newPayer = async () => {
     chain.call(payer, chain.usdc, erc20Abi, "transfer", [to, usd(amount)]);
 };
 
+/**
+ * The payment once the watcher recorded `hash` for it, read afresh after the commit was seen (a payment
+ * and its transfers are two reads, which a commit can fall between).
+ */
 const seen = async (id: string, hash: Hex) => {
-  let payment: Json;
   await waitFor(
-    async () => {
-      payment = await call(`/v1/payments/${id}`);
-      return payment.transfers.some((t: Json) => t.transaction_hash === hash);
-    },
+    async () => (await call(`/v1/payments/${id}`)).transfers.some((t: Json) => t.transaction_hash === hash),
     { timeoutMs: 30_000, intervalMs: 100, what: `the transfer ${hash} on payment ${id}` },
   );
-  return payment;
+  return call(`/v1/payments/${id}`);
 };
 
 beforeAll(async () => {
@@ -131,7 +131,7 @@ describe("deposit watcher", () => {
       `INSERT INTO billing.payments (id, merchant_id, livemode, chain_id, token_address, payee_address,
          operator_address, hold_seconds, onchain_id, deposit_address, page_token, amount, status, expires_at,
          watch_until, created_block)
-       SELECT 'pay_SEEDED' || lpad(g::text, 16, '0'), $1::text, false, $2::bigint, $3::text, $4::text,
+       SELECT 'pay_SEEDED' || lpad(g::text, 20, '0'), $1::text, false, $2::bigint, $3::text, $4::text,
          $4::text, 0, '0x' || md5('id' || g || $5::text) || md5('id2' || g || $5::text),
          '0x' || md5('address' || g || $5::text) || left(md5('address2' || g || $5::text), 8),
          md5('page' || g || $5::text) || md5('page2' || g || $5::text), 1000000, 'requires_payment',
@@ -172,7 +172,7 @@ describe("deposit watcher", () => {
     // The watcher has read past both blocks: no other open payment received anything.
     expect(BigInt((await cursor()) ?? "0")).toBeGreaterThanOrEqual(toSeeded.receipt.blockNumber);
     const recorded = await query<{ payment_id: string }>(
-      "SELECT payment_id FROM billing.payment_transfers WHERE block_number >= $1",
+      "SELECT payment_id FROM billing.payment_transfers WHERE block_number > $1",
       [head.number.toString()],
     );
     expect(recorded.map((r) => r.payment_id).sort()).toEqual([made.id, target.id].sort());
