@@ -306,7 +306,7 @@ try {
       other_calls: sum(counts.byClientMethod.other ?? {}),
       watcher_passes: passes,
       watcher_statements: statements?.calls ?? 0,
-      watcher_db_ms_per_pass: tenths(((statements?.ms ?? 0) / Math.max(passes, 1)) * 100) / 10,
+      watcher_db_ms_per_pass: tenths(((statements?.ms ?? 0) / Math.max(passes, 1)) * 10) / 10,
       watcher_costliest_statements: top,
       load_average_before: loadBefore.map((l) => tenths(l)),
     };
