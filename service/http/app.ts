@@ -15,7 +15,7 @@ import { compileConforms } from "../compiled-schema.ts";
 import type { Download } from "../downloads.ts";
 import { type ApiFailure, HttpRefusal, isApiFailure } from "../errors.ts";
 import { Idempotency, validateIdempotencyKey } from "../idempotency/idempotency.ts";
-import { authenticateRequest, registerConsoleSessionRoutes } from "./console-session.ts";
+import { authenticateRequest, consoleCookie, registerConsoleSessionRoutes } from "./console-session.ts";
 import { internalError, toErrorResponse } from "./error-response.ts";
 import { errorJson, type OperationalOptions, registerOperationalRoutes } from "./operational-routes.ts";
 import { json, newRequestId, stampRequestId } from "./request-id.ts";
@@ -35,7 +35,7 @@ export interface AppOptions<R> extends OperationalOptions {
   /** Registers extra non-JSON routes (the hosted pages and their assets). */
   readonly extend?: (app: Hono<Env>) => void;
   readonly run: Runner<R | ApiKeys | ConsoleSessions | Idempotency>;
-  /** The service's public URL: an https one makes the console's cookie `Secure`. */
+  /** The service's public URL: behind a proxy that ends TLS, an https one keeps the console's cookie `__Host-`. */
   readonly publicUrl?: string;
   /**
    * Checked before every request that needs no API key: the public pages (under `/authorize/`, `/pay/`,
@@ -226,11 +226,8 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       });
 
   registerOperationalRoutes(app, options);
-  registerConsoleSessionRoutes(
-    app,
-    async (c, effect, ok) => respondExit(c, await run(effect), ok),
-    options.publicUrl,
-  );
+  const cookie = consoleCookie(options.publicUrl);
+  registerConsoleSessionRoutes(app, async (c, effect, ok) => respondExit(c, await run(effect), ok), cookie);
 
   // Each /v1 request is one run on the runtime: authentication, the protocol's checks and the handler in
   // one fiber (the checks fail in the same order as they are listed).
@@ -241,7 +238,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
     // Effect.gen whose generator function is new each time costs ~2 µs more (docs/performance.md, "The API").
     /** The caller, once authenticated, allowed on this route, with the path's params. */
     const admitted = Effect.fnUntraced(function* (c: HonoContext<Env>) {
-      const caller: Caller = yield* authenticateRequest(c);
+      const caller: Caller = yield* authenticateRequest(c, cookie);
       c.set("merchantId", caller.merchantId);
       if (route.testOnly && caller.livemode) return yield* routeNotFound(c);
       if (caller.restricted && route.method !== "GET") return yield* restrictedKeyRefusal;
