@@ -93,6 +93,10 @@ export const ERROR_CODES = {
     status: 503,
     when: "The relayer's hourly gas budget on the chain is spent; retry later.",
   },
+  relayer_share_exhausted: {
+    status: 503,
+    when: "The merchant's share of the relayer's hourly gas budget on the chain (`relayer_merchant_share`, default half) is spent: nothing was sent or recorded; `Retry-After` says when it has room again. Other merchants are not affected.",
+  },
   relayer_balance_low: {
     status: 503,
     when: "The relayer's account on the chain is below its minimum balance (the chain's `gas.min_balance_wei`), so nothing was sent or recorded; retry once the operator has topped it up.",

@@ -134,6 +134,7 @@ const fakeRelayer = (state: FakeChain) => {
         return relayed;
       }),
     submitAuthorization: () => Effect.die(new Error("the billing domain tests send no authorisations")),
+    skippedMerchants: () => Effect.succeed([]),
     find: (_chainId, purpose) => Effect.sync(() => sent.get(purpose)),
     findAction: () => Effect.succeed(undefined),
     recentActions: () => Effect.succeed({ count: 0, retryAfterSeconds: 0 }),
