@@ -145,6 +145,14 @@ export const ERROR_CODES = {
     status: 429,
     when: "The mandate's authorize transactions, or the payment's gasless transfers, for the day are used up; `Retry-After` says when.",
   },
+  authorization_in_flight: {
+    status: 429,
+    when: "The pay page: another gasless transfer by the same payer in the same token is still on its way to the chain; retry once it is mined (`Retry-After`).",
+  },
+  payer_cooling_off: {
+    status: 429,
+    when: "The pay page: a gasless transfer (or wallet deployment) of this payer reverted on the chain recently, so the relayer sends none for it until the chain's `gasless_cooling_off_seconds` have passed (`Retry-After`); a transfer from the wallet still works.",
+  },
   rate_limited: {
     status: 429,
     when: "Too many requests to the hosted page from one address or for one link.",
