@@ -156,9 +156,3 @@ export const shareRefusal = (
       retryAfterSeconds: Math.max(1, ...over.map((o) => o.retryAfterSeconds)),
     });
   });
-
-/** The merchants on a chain whose share is spent (no transaction serving them fits now): batches skip them. */
-export const merchantsAtShare = (store: Store, chain: ResolvedChain, from: string) =>
-  Effect.flatMap(budgetWindowStart, (since) =>
-    store.merchantsAtLimit(chain.id, from, since, merchantShareLimit(chain)),
-  );

@@ -49,7 +49,6 @@ const decodeText = decodeRows(Schema.Struct({ value: Schema.NullOr(Schema.String
 const decodeMinutes = decodeRows(
   Schema.Struct({ merchant_id: Schema.String, minute: Schema.Date, wei: Schema.BigIntFromString }),
 );
-const decodeMerchants = decodeRows(Schema.Struct({ merchant_id: Schema.String }));
 
 export const relayerSpending = (sql: SqlClient.SqlClient) => ({
   /**
@@ -74,14 +73,6 @@ export const relayerSpending = (sql: SqlClient.SqlClient) => ({
           WHERE chain_id = ${chainId} AND from_address = ${from} AND merchant_id = ANY (${[...merchantIds]}::text[])
             AND minute >= ${startOfMinute(since)}
           GROUP BY 1, 2 ORDER BY 1, 2`.pipe(Effect.flatMap(decodeMinutes)),
-  /** The merchants whose parts since `since` reach `limit`: no transaction serving them fits now. */
-  merchantsAtLimit: (chainId: number, from: string, since: Date, limit: bigint) =>
-    sql`SELECT merchant_id FROM billing.relayer_merchant_spending
-      WHERE chain_id = ${chainId} AND from_address = ${from} AND minute >= ${startOfMinute(since)}
-      GROUP BY merchant_id HAVING sum(wei) >= ${limit.toString()}::numeric`.pipe(
-      Effect.flatMap(decodeMerchants),
-      Effect.map((rows) => rows.map((row) => row.merchant_id)),
-    ),
   /** Drops the totals of minutes before `before` (nothing reads them any more). */
   pruneSpending: (before: Date) =>
     Effect.andThen(

@@ -21,8 +21,8 @@
  *   block share one read; the node's pending count is still read per submission (it is the only guard
  *   against another holder of the key, whose transaction a cached count would miss).
  * - Shares: each merchant's transactions may take only its share of the hourly budget
- *   (relayer-shares.ts); batch senders skip the merchants `skippedMerchants` names (share spent, or
- *   refused by this process until the time its refusal gave).
+ *   (relayer-shares.ts); batch senders skip the merchants `skippedMerchants` names (refused by this
+ *   process, until the time its refusal gave).
  */
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
@@ -33,7 +33,6 @@ import { RelayerAccount, RelayerError } from "./relayer-account.ts";
 import { RelayerBalances } from "./relayer-balance.ts";
 import { RelayerFees } from "./relayer-fees.ts";
 import { makeAuthorizationGroups } from "./relayer-groups.ts";
-import { merchantsAtShare } from "./relayer-shares.ts";
 import { RelayerStore } from "./relayer-store.ts";
 import {
   answering,
@@ -112,19 +111,17 @@ const make = Effect.gen(function* () {
     );
 
   /**
-   * The merchants whose objects a batch sender leaves for later on a chain: their share of the hourly
-   * budget is spent, or this process was refused for it and the time the refusal gave has not passed.
+   * The merchants whose objects a batch sender leaves for later on a chain: this process's submissions
+   * were refused for their share, and the time the refusal gave has not passed. (Kept in memory: a
+   * process learns a merchant's refusal from its own first batch that includes the merchant, which the
+   * batch senders then send without that merchant's items.)
    */
   const skippedMerchants = (chainId: number) =>
-    Effect.gen(function* () {
-      const chain = registry.byId(chainId);
-      const from = account.from(chainId);
-      if (!chain || from === undefined) return [];
-      const spent = yield* merchantsAtShare(store, chain, from);
-      const now = yield* Clock.currentTimeMillis;
-      const refused = refusedShares.get(chainId) ?? new Map<string, number>();
+    Effect.map(Clock.currentTimeMillis, (now): ReadonlyArray<string> => {
+      const refused = refusedShares.get(chainId);
+      if (refused === undefined) return [];
       for (const [merchant, until] of refused) if (until <= now) refused.delete(merchant);
-      return [...new Set([...spent, ...refused.keys()])];
+      return [...refused.keys()];
     });
 
   /** How many attempts of actions starting with `prefix` were sent in the last `window`, and when the oldest of them ends its window. */
