@@ -5,9 +5,10 @@
  * action, as a lone transaction's) beside the row of the transaction that carries them. Each caller's
  * own checks and writes run in the group's database transaction (a savepoint each: a refused item
  * leaves the others), and each caller is answered once the bytes are broadcast. The escrow skips an
- * item it refuses on chain; the tracker records that item as reverted.
+ * item it refuses on chain; the tracker records that item as reverted. An item whose merchant's share
+ * of the relayer's budget has no room for its part is refused alone (relayer-shares.ts).
  */
-import { Clock, Deferred, Duration, Effect, Exit, Queue, Semaphore } from "effect";
+import { Clock, Deferred, Duration, Effect, Exit, Option, Queue, Semaphore } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import { newId } from "../ids.ts";
@@ -55,6 +56,8 @@ interface Waiting
   > {
   /** Runs the caller's checks; false when they refused (the caller then has its answer already). */
   readonly admit: Effect.Effect<boolean>;
+  /** Whether the caller has its answer. */
+  readonly answered: Effect.Effect<boolean>;
   readonly answer: (
     exit: Exit.Exit<RelayedTransaction, RelayerError | SqlError.SqlError>,
   ) => Effect.Effect<void>;
@@ -80,7 +83,8 @@ export const makeAuthorizationGroups = (steps: Effect.Success<typeof makeSubmiss
     /**
      * The room left in the shares of a group's merchants (relayer-shares.ts), taken item by item: an item
      * whose part does not fit is answered with the refusal; the rest of the group goes on. The recorded
-     * parts are checked once more when the carrier is signed (with fewer items admitted, each part is larger).
+     * parts are checked once more when the carrier is signed (with fewer items admitted, each part is
+     * larger); a refusal there sends the group again without the merchants it names (`sendGroup`).
      */
     const merchantRoom = (chain: ResolvedChain, from: string, waiting: ReadonlyArray<Waiting>) =>
       Effect.gen(function* () {
@@ -196,11 +200,28 @@ export const makeAuthorizationGroups = (steps: Effect.Success<typeof makeSubmiss
       Effect.gen(function* () {
         const address = account.address(chain.id);
         const from = account.from(chain.id);
-        const sent = yield* Effect.exit(
-          address === undefined || from === undefined
-            ? Effect.fail(noRelayerKey())
-            : sendGroupOnce(chain, waiting, address, from),
-        );
+        const attempt = (items: ReadonlyArray<Waiting>) =>
+          Effect.exit(
+            address === undefined || from === undefined
+              ? Effect.fail(noRelayerKey())
+              : sendGroupOnce(chain, items, address, from),
+          );
+        let items = waiting;
+        let sent = yield* attempt(items);
+        // Refused when signed for merchants whose parts grew as fewer items were admitted: their items are
+        // answered with the refusal and the rest sent again (nothing of the refused attempt was kept).
+        while (Exit.isFailure(sent)) {
+          const error = Option.getOrUndefined(Exit.findErrorOption(sent));
+          if (error?._tag !== "RelayerError" || error.reason !== "merchant_share_exhausted") break;
+          const out = new Set(error.merchants ?? []);
+          const rest: Waiting[] = [];
+          for (const w of items)
+            if (out.has(w.merchant)) yield* w.answer(Exit.fail(error));
+            else if (!(yield* w.answered)) rest.push(w);
+          if (rest.length === 0 || rest.length === items.length) break;
+          items = rest;
+          sent = yield* attempt(items);
+        }
         if (Exit.isSuccess(sent)) for (const [w, row] of sent.value) yield* w.answer(Exit.succeed(row));
         // Every caller not answered above (a failed group answers all; an answer is given once only).
         const failed = Exit.isFailure(sent)
@@ -259,6 +280,7 @@ export const makeAuthorizationGroups = (steps: Effect.Success<typeof makeSubmiss
             Effect.catchCause((cause) => Effect.as(Deferred.failCause(done, cause), false)),
           ),
           answer: (exit) => Effect.asVoid(Deferred.done(done, exit)),
+          answered: Deferred.isDone(done),
         });
         yield* countWaiting(chainId, queue);
         return yield* Deferred.await(done);

@@ -135,7 +135,7 @@ const fakeRelayer = (state: FakeChain) => {
               }),
             );
       }).pipe(
-        Effect.andThen(() => {
+        Effect.map(() => {
           const known = sent.get(tx.purpose);
           if (known) return known;
           state.sent.push(tx);
