@@ -95,7 +95,7 @@ export const ERROR_CODES = {
   },
   relayer_share_exhausted: {
     status: 503,
-    when: "The merchant's share of the relayer's hourly gas budget on the chain (`relayer_merchant_share`, default half) is spent: nothing was sent or recorded; `Retry-After` says when it has room again. Other merchants are not affected.",
+    when: "The merchant's share of the relayer's hourly gas budget on the chain (`relayer_merchant_share`) is spent; nothing was sent or recorded. `Retry-After` says when it has room; other merchants go on.",
   },
   relayer_balance_low: {
     status: 503,
@@ -151,7 +151,7 @@ export const ERROR_CODES = {
   },
   payer_cooling_off: {
     status: 429,
-    when: "The pay page: a gasless transfer (or wallet deployment) of this payer reverted on the chain recently, so the relayer sends none for it until the chain's `gasless_cooling_off_seconds` have passed (`Retry-After`); a transfer from the wallet still works.",
+    when: "The pay page: a gasless transfer or wallet deployment relayed for this payer reverted within the chain's `gasless_cooling_off_seconds`; none is sent for it until then (`Retry-After`).",
   },
   rate_limited: {
     status: 429,
