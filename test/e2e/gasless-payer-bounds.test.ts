@@ -186,6 +186,9 @@ describe("one payer, twenty payment links, one balance", () => {
     expect(receipt.status).toBe("reverted");
     const paid = await gasPaid(ids);
     expect(paid).toBe(receipt.gasUsed * receipt.effectiveGasPrice);
+    // The attacked merchant's part of the hour's budget: what that one reverted transaction paid.
+    const attackBudget = await budgetUsed(attacked.merchantId);
+    expect(attackBudget).toBe(paid);
 
     // Another merchant's charge in the same hour: mined, succeeded.
     const mandate = await other.call("/v1/mandates", {
@@ -204,6 +207,7 @@ describe("one payer, twenty payment links, one balance", () => {
     expect(charged.status, charged.text).toBe(200);
     const chargeId = charged.json.id as string;
     await other.waitForEvents("charge.succeeded", 1, (object) => object.id === chargeId);
+    const otherBudget = await budgetUsed(other.merchantId);
 
     // The payer, funded again, is cooling off: refused, with the chain seconds left.
     await driver.mint(payer.address, BALANCE);
@@ -238,9 +242,13 @@ describe("one payer, twenty payment links, one balance", () => {
       },
       gas_paid_wei: paid.toString(),
       gas_used: receipt.gasUsed.toString(),
+      // Each merchant's part of the hourly budget once the attack was over and the other's charge made
+      // (test funding, the signature's authorizeMany and the charge), and at the end of the test (the
+      // attacked merchant's includes the payment paid after the cooling-off, and its sweep).
       budget_used_wei: {
-        attacked_merchant: (await budgetUsed(attacked.merchantId)).toString(),
-        other_merchant: (await budgetUsed(other.merchantId)).toString(),
+        attacked_merchant_after_attack: attackBudget.toString(),
+        other_merchant_after_charge: otherBudget.toString(),
+        attacked_merchant_at_end: (await budgetUsed(attacked.merchantId)).toString(),
       },
       cooling_off_retry_after_seconds: retryAfter,
     };
