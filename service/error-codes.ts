@@ -93,6 +93,10 @@ export const ERROR_CODES = {
     status: 503,
     when: "The relayer's hourly gas budget on the chain is spent; retry later.",
   },
+  relayer_share_exhausted: {
+    status: 503,
+    when: "The merchant's share of the relayer's hourly gas budget on the chain (`relayer_merchant_share`) is spent; nothing was sent or recorded. `Retry-After` says when it has room; other merchants go on.",
+  },
   relayer_balance_low: {
     status: 503,
     when: "The relayer's account on the chain is below its minimum balance (the chain's `gas.min_balance_wei`), so nothing was sent or recorded; retry once the operator has topped it up.",
@@ -140,6 +144,14 @@ export const ERROR_CODES = {
   authorization_limit_reached: {
     status: 429,
     when: "The mandate's authorize transactions, or the payment's gasless transfers, for the day are used up; `Retry-After` says when.",
+  },
+  authorization_in_flight: {
+    status: 429,
+    when: "The pay page: another gasless transfer by the same payer in the same token is still on its way to the chain; retry once it is mined (`Retry-After`).",
+  },
+  payer_cooling_off: {
+    status: 429,
+    when: "The pay page: a gasless transfer or wallet deployment relayed for this payer reverted within the chain's `gasless_cooling_off_seconds`; none is sent for it until then (`Retry-After`).",
   },
   rate_limited: {
     status: 429,

@@ -53,6 +53,7 @@ import { Metrics } from "./metrics/metrics.ts";
 import { operatorGaugesLayer } from "./operations/operator-gauges.ts";
 import { depositSweeper } from "./payments/deposit-sweeper.ts";
 import { depositWatcher } from "./payments/deposit-watcher.ts";
+import { GaslessPayers } from "./payments/gasless-payers.ts";
 import { GaslessPayments } from "./payments/gasless-payments.ts";
 import { PaySessions } from "./payments/pay-session.ts";
 import { paymentExpiry } from "./payments/payment-expiry.ts";
@@ -127,6 +128,7 @@ export const storesLayer = Layer.mergeAll(
   UsageStore.layer,
   DeliveryStore.layer,
   PaymentStore.layer,
+  GaslessPayers.layer,
 );
 
 /** What the service sends to and reads from chains beyond `ChainClients`: the relayer, token reads. */

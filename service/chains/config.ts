@@ -37,6 +37,18 @@ export const DEFAULT_RPC_MAX_LAG_BLOCKS = 3;
 export const DEFAULT_RELAYER_BUDGET_WEI_PER_HOUR = 10n ** 18n;
 
 /**
+ * The part of a chain's hourly relayer budget the transactions serving one merchant may take when the
+ * chain config names no `relayer_merchant_share`: half, so no single merchant can spend the budget.
+ */
+export const DEFAULT_RELAYER_MERCHANT_SHARE = 0.5;
+
+/**
+ * How long (chain seconds) a payer whose gasless transfer or wallet deployment reverted is refused
+ * gasless transfers on the chain when the chain config names no `gasless_cooling_off_seconds`.
+ */
+export const DEFAULT_GASLESS_COOLING_OFF_SECONDS = 3600;
+
+/**
  * A token the chain accepts. `deploy` (local chains only) names what the dev stack deploys:
  * `FiatTokenV2_2` is Circle's USDC as deployed on mainnet, `TestUSDC` our own test token.
  */
@@ -155,6 +167,20 @@ export const ChainConfig = Schema.Struct({
   relayer: Schema.optionalKey(RelayerKeySource),
   /** Most the relayer may spend on gas on this chain in any hour (default 10^18 wei). */
   relayer_budget_wei_per_hour: Schema.optionalKey(Wei),
+  /**
+   * The part of that budget (above 0, at most 1; default 0.5) the transactions serving one merchant may
+   * take in any hour; a transaction serving several counts against each its part (chains/relayer-shares.ts).
+   */
+  relayer_merchant_share: Schema.optionalKey(
+    Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 1, exclusiveMinimum: true })),
+  ),
+  /**
+   * Chain seconds (default 3600) for which a payer whose gasless transfer or wallet deployment reverted
+   * is refused further gasless transfers on the chain (payments/gasless-payers.ts); 0: never.
+   */
+  gasless_cooling_off_seconds: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 30 * 86_400 })),
+  ),
   /** Fee ceilings, replacements, the gas-limit method and balance thresholds of the relayer. */
   gas: Schema.optionalKey(GasConfig),
   /**

@@ -252,6 +252,7 @@ export class Payments extends Context.Service<
               data: escrowCallData("returnPayment", args),
               purpose: `${action}:${yield* newId("request")}`,
               action,
+              merchants: [row.merchant_id],
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
           yield* store.startAction(row.id, "return", sent.purpose, getAddress(to));
