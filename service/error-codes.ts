@@ -127,6 +127,14 @@ export const ERROR_CODES = {
     status: 400,
     when: "Only funds of a payment held in escrow can be returned, during their hold, one return at a time.",
   },
+  amount_too_small: {
+    status: 400,
+    when: "A payment's `amount_decimal` is below the token's smallest payment (`min_payment_decimal` in `GET /v1/limits`; 0.01 of the token unless the chain config says otherwise).",
+  },
+  open_payments_limit_reached: {
+    status: 400,
+    when: "You have as many open payments (`requires_payment` or `processing`) on the chain as allowed at once (`GET /v1/limits`): cancel those you no longer need, or wait until some are paid or expire.",
+  },
   // The hosted authorization page.
   authorization_not_found: { status: 404, when: "The authorization link is not valid." },
   wrong_account: { status: 400, when: "Another wallet is bound to this mandate." },
@@ -155,7 +163,7 @@ export const ERROR_CODES = {
   },
   rate_limited: {
     status: 429,
-    when: "Too many requests to the hosted page from one address or for one link.",
+    when: "Too many requests: to `/v1` with one API key in one class of routes (reads, writes or test helpers; the `RateLimit-*` headers and `GET /v1/limits` show the limit), or to the hosted pages and the console from one address or for one link. `Retry-After` says when to try again.",
   },
   permit_signature_unsupported: {
     status: 400,

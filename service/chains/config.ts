@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { Effect, Result, Schema } from "effect";
+import { MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
 import { formatSchemaError } from "../schema-errors.ts";
 
 const Address = Schema.String.check(
@@ -57,7 +58,27 @@ const TokenConfig = Schema.Struct({
   decimals: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 36 })),
   address: Schema.optionalKey(Address),
   deploy: Schema.optionalKey(Schema.Literals(["FiatTokenV2_2", "TestUSDC"])),
+  /**
+   * The smallest one-time payment in this token, in its units ("0.01"); default 0.01 of the token (a cent
+   * of a dollar stablecoin), or 1 base unit for a token with fewer than 2 decimals. Every payment costs
+   * the relayer a sweep, whatever its amount.
+   */
+  min_payment: Schema.optionalKey(Schema.String),
 });
+
+/** The smallest payment in a token, in base units (its `min_payment`, or 0.01 of the token). */
+export const minPaymentUnits = (token: {
+  readonly decimals: number;
+  readonly min_payment?: string | undefined;
+}): bigint => {
+  const configured =
+    token.min_payment === undefined
+      ? undefined
+      : parseDecimal(token.min_payment, token.decimals, MAX_CAP_UNITS);
+  return configured !== undefined && Result.isSuccess(configured)
+    ? configured.success
+    : 10n ** BigInt(Math.max(0, token.decimals - 2));
+};
 
 /** The chain's own coin, which pays gas: what wallets show, and the unit of the relayer's balance. */
 const NativeCurrency = Schema.Struct({
@@ -208,6 +229,7 @@ export interface ResolvedChain extends ChainConfig {
     readonly symbol: string;
     readonly decimals: number;
     readonly address: `0x${string}`;
+    readonly min_payment?: string;
   }>;
 }
 
@@ -260,6 +282,12 @@ const semanticChecks = (file: ChainsFile): string[] => {
         problems.push(`${t}.address: required (or "deploy" on a local chain)`);
       if (token.deploy !== undefined && !chain.local)
         problems.push(`${t}.deploy: only allowed on a local chain`);
+      const minimum =
+        token.min_payment === undefined
+          ? undefined
+          : parseDecimal(token.min_payment, token.decimals, MAX_CAP_UNITS);
+      if (minimum !== undefined && Result.isFailure(minimum))
+        problems.push(`${t}.min_payment: ${minimum.failure.message}`);
     });
   });
   return problems;

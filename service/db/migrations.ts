@@ -975,6 +975,29 @@ export const migrations = {
     )`,
     "CREATE INDEX gasless_transfers_payer ON billing.gasless_transfers (chain_id, payer_address)",
   ),
+  "0042_api_limits": statements(
+    // The API's request-rate token buckets (limits/request-buckets.ts), shared by every process. Unlogged:
+    // a crash that loses them only refills them.
+    `CREATE UNLOGGED TABLE billing.request_buckets (
+      key text PRIMARY KEY,
+      tokens double precision NOT NULL,
+      at double precision NOT NULL,
+      version bigint NOT NULL
+    )`,
+    // Per merchant and chain, at least as many as its open payments (payments/open-payments.ts): the
+    // open ones when they were last counted, plus those created since.
+    `CREATE TABLE billing.open_payment_counts (
+      merchant_id text NOT NULL,
+      chain_id bigint NOT NULL,
+      bound integer NOT NULL,
+      PRIMARY KEY (merchant_id, chain_id)
+    )`,
+    `CREATE INDEX payments_open_by_merchant ON billing.payments (merchant_id, chain_id)
+      WHERE status IN ('requires_payment', 'processing')`,
+    `INSERT INTO billing.open_payment_counts (merchant_id, chain_id, bound)
+      SELECT merchant_id, chain_id, count(*) FROM billing.payments
+      WHERE status IN ('requires_payment', 'processing') GROUP BY merchant_id, chain_id`,
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {
