@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import { UNREACHED_REQUEST_RATES_ENV } from "./scripts/stack/unreached-limits.ts";
 
 export default defineConfig({
   test: {
@@ -40,6 +41,8 @@ export default defineConfig({
           expect: { poll: { timeout: 30_000 } },
           // One real stack per run, shared by the files; they create their own merchants and keys.
           fileParallelism: false,
+          // Service processes the tests start take this environment: request rates the suite never reaches.
+          env: UNREACHED_REQUEST_RATES_ENV,
         },
       },
     ],

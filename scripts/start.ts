@@ -51,6 +51,7 @@ const stack = await startStack({
   restartStalledIndexer: true,
   ...(env.metricsToken ? { metricsToken: env.metricsToken } : {}),
   ...(env.indexerStallSeconds ? { indexerStallSeconds: env.indexerStallSeconds } : {}),
+  apiLimits: env.apiLimits,
   logFormat: env.logFormat,
   logLevel: env.logLevel,
   onOutput: (source, line) => {

@@ -93,6 +93,10 @@ export const ERROR_CODES = {
     status: 503,
     when: "The relayer's hourly gas budget on the chain is spent; retry later.",
   },
+  relayer_share_exhausted: {
+    status: 503,
+    when: "The merchant's share of the relayer's hourly gas budget on the chain (`relayer_merchant_share`) is spent; nothing was sent or recorded. `Retry-After` says when it has room; other merchants go on.",
+  },
   relayer_balance_low: {
     status: 503,
     when: "The relayer's account on the chain is below its minimum balance (the chain's `gas.min_balance_wei`), so nothing was sent or recorded; retry once the operator has topped it up.",
@@ -123,6 +127,14 @@ export const ERROR_CODES = {
     status: 400,
     when: "Only funds of a payment held in escrow can be returned, during their hold, one return at a time.",
   },
+  amount_too_small: {
+    status: 400,
+    when: "A payment's `amount_decimal` is below the token's smallest payment (`min_payment_decimal` in `GET /v1/limits`; 0.01 of the token unless the chain config says otherwise).",
+  },
+  open_payments_limit_reached: {
+    status: 400,
+    when: "You have as many open payments (`requires_payment` or `processing`) on the chain as allowed at once (`GET /v1/limits`): cancel those you no longer need, or wait until some are paid or expire.",
+  },
   // The hosted authorization page.
   authorization_not_found: { status: 404, when: "The authorization link is not valid." },
   wrong_account: { status: 400, when: "Another wallet is bound to this mandate." },
@@ -141,9 +153,17 @@ export const ERROR_CODES = {
     status: 429,
     when: "The mandate's authorize transactions, or the payment's gasless transfers, for the day are used up; `Retry-After` says when.",
   },
+  authorization_in_flight: {
+    status: 429,
+    when: "The pay page: another gasless transfer by the same payer in the same token is still on its way to the chain; retry once it is mined (`Retry-After`).",
+  },
+  payer_cooling_off: {
+    status: 429,
+    when: "The pay page: a gasless transfer or wallet deployment relayed for this payer reverted within the chain's `gasless_cooling_off_seconds`; none is sent for it until then (`Retry-After`).",
+  },
   rate_limited: {
     status: 429,
-    when: "Too many requests to the hosted page from one address or for one link.",
+    when: "Too many requests: to `/v1` with one API key in one class of routes (reads, writes or test helpers; the `RateLimit-*` headers and `GET /v1/limits` show the limit), or to the hosted pages and the console from one address or for one link. `Retry-After` says when to try again.",
   },
   permit_signature_unsupported: {
     status: 400,

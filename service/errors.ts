@@ -36,10 +36,14 @@ export class HttpRefusal extends Schema.TaggedError<HttpRefusal>()("HttpRefusal"
   message: Schema.String,
 }) {}
 
-/** 503: a dependency (a chain's RPC) is unreachable; nothing was changed and a retry is safe. */
+/**
+ * 503: a dependency (a chain's RPC, the relayer's budget) cannot serve the request now; nothing was
+ * changed and a retry is safe, after `retryAfterSeconds` when the service knows when (`Retry-After`).
+ */
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
   code: Code,
   message: Schema.String,
+  retryAfterSeconds: Schema.optionalKey(Schema.Int),
 }) {}
 
 /** 429: too many requests (the public authorization page's limits); retry after `retryAfterSeconds`. */

@@ -27,7 +27,7 @@ import { chargeOutcomes } from "./charges/charge-outcomes.ts";
 import { ChargeStore } from "./charges/charge-store.ts";
 import { Charges } from "./charges/charges.ts";
 import { holdReleaser } from "./charges/hold-releaser.ts";
-import { PAGE_LIMIT_DEFAULTS, type ServiceConfig } from "./config/env.ts";
+import { API_LIMIT_DEFAULTS, PAGE_LIMIT_DEFAULTS, type ServiceConfig } from "./config/env.ts";
 import { PublicUrl } from "./config/public-url.ts";
 import { ClearedCaches } from "./db/cleared-caches.ts";
 import { databaseLayer } from "./db/client.ts";
@@ -42,6 +42,7 @@ import { ledgerReorgs } from "./facts/ledger-reorgs.ts";
 import { RelayStore } from "./facts/relay-store.ts";
 import { Idempotency } from "./idempotency/idempotency.ts";
 import { idempotencyPurge } from "./idempotency/purge-worker.ts";
+import { RequestLimits } from "./limits/request-limits.ts";
 import { AuthorizationSessions } from "./mandates/authorization-session.ts";
 import { AuthorizationLimits, Authorizations } from "./mandates/authorization-signing.ts";
 import { MandateStore } from "./mandates/mandate-store.ts";
@@ -53,7 +54,9 @@ import { Metrics } from "./metrics/metrics.ts";
 import { operatorGaugesLayer } from "./operations/operator-gauges.ts";
 import { depositSweeper } from "./payments/deposit-sweeper.ts";
 import { depositWatcher } from "./payments/deposit-watcher.ts";
+import { GaslessPayers } from "./payments/gasless-payers.ts";
 import { GaslessPayments } from "./payments/gasless-payments.ts";
+import { OpenPaymentLimit, OpenPayments } from "./payments/open-payments.ts";
 import { PaySessions } from "./payments/pay-session.ts";
 import { paymentExpiry } from "./payments/payment-expiry.ts";
 import { PaymentFacts } from "./payments/payment-facts.ts";
@@ -127,6 +130,7 @@ export const storesLayer = Layer.mergeAll(
   UsageStore.layer,
   DeliveryStore.layer,
   PaymentStore.layer,
+  GaslessPayers.layer,
 );
 
 /** What the service sends to and reads from chains beyond `ChainClients`: the relayer, token reads. */
@@ -140,9 +144,11 @@ export const chainEdgeLayer = (config: Pick<ServiceConfig, "relayerKey">) =>
  * and the relayer: test/domain/).
  */
 export const servicesLayer = (
-  config: Pick<ServiceConfig, "idempotencyRetentionHours" | "webhooks" | "page">,
+  config: Pick<ServiceConfig, "idempotencyRetentionHours" | "webhooks" | "page" | "apiLimits">,
 ) => {
+  const apiLimits = config.apiLimits ?? API_LIMIT_DEFAULTS;
   const foundation = Layer.mergeAll(
+    RequestLimits.layer(apiLimits),
     ConsoleSessions.layer.pipe(Layer.provideMerge(ApiKeys.layer), Layer.provideMerge(ClearedCaches.layer)),
     Merchants.layer,
     Reconciliation.layer,
@@ -185,7 +191,11 @@ export const servicesLayer = (
     Layer.provideMerge(PortalSessions.layer),
     Layer.provideMerge(charging),
   );
+  const openPayments = OpenPayments.layer.pipe(
+    Layer.provide(Layer.succeed(OpenPaymentLimit, { perMerchantAndChain: apiLimits.openPaymentsPerChain })),
+  );
   const payments = Layer.mergeAll(Payments.layer, PaymentFacts.layer, GaslessPayments.layer).pipe(
+    Layer.provideMerge(openPayments),
     Layer.provideMerge(PaySessions.layer),
     Layer.provideMerge(PaymentTransitions.layer),
     Layer.provideMerge(PaymentRender.layer),

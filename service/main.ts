@@ -37,6 +37,7 @@ import { balanceRoutes } from "./http/routes/balances.ts";
 import { chainRoutes } from "./http/routes/chains.ts";
 import { eventRoutes } from "./http/routes/events.ts";
 import { gasCostRoutes } from "./http/routes/gas-costs.ts";
+import { limitsRoutes } from "./http/routes/limits.ts";
 import { mandateRoutes } from "./http/routes/mandates.ts";
 import { payPageRoutes } from "./http/routes/pay-page.ts";
 import { paymentRoutes } from "./http/routes/payments.ts";
@@ -48,6 +49,7 @@ import { testHelperRoutes } from "./http/routes/test-helpers.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import type { Idempotency } from "./idempotency/idempotency.ts";
 import { serviceLayer } from "./layers.ts";
+import { RequestLimits } from "./limits/request-limits.ts";
 import { AuthorizationSessions } from "./mandates/authorization-session.ts";
 import type { Authorizations } from "./mandates/authorization-signing.ts";
 import type { MandateStore } from "./mandates/mandate-store.ts";
@@ -55,6 +57,7 @@ import type { Mandates } from "./mandates/mandates.ts";
 import type { Revocations } from "./mandates/revocations.ts";
 import { Metrics, observeRequest } from "./metrics/metrics.ts";
 import type { GaslessPayments } from "./payments/gasless-payments.ts";
+import type { OpenPayments } from "./payments/open-payments.ts";
 import { PaySessions } from "./payments/pay-session.ts";
 import type { Payments } from "./payments/payments.ts";
 import type { PortalActions } from "./portal/portal-actions.ts";
@@ -108,10 +111,13 @@ export type AppServices =
   | Usage
   | PortalSessions
   | PortalViews
-  | PortalActions;
+  | PortalActions
+  | RequestLimits
+  | OpenPayments;
 
 export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...chainRoutes,
+  ...limitsRoutes,
   ...mandateRoutes,
   ...paymentRoutes,
   ...eventRoutes,
@@ -245,6 +251,7 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
   };
 
   const metrics = await runtime.runPromise(Effect.service(Metrics));
+  const requestLimits = await runtime.runPromise(Effect.service(RequestLimits));
   const openapi = buildOpenApi(routes, { version: VERSION });
   // One lookup per kind of page, for the page's own 404 and for its rate limit.
   const pageSession = (
@@ -283,6 +290,8 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
       registerConsole(hono);
     },
     run: (effect) => runtime.runPromiseExit(effect),
+    limitRequest: (caller, requestClass) =>
+      requestLimits.admit(caller.apiKeyId, caller.livemode, requestClass),
     limitPage: pageLimiter(config.page ?? PAGE_LIMIT_DEFAULTS, pageTokenExists, (effect) =>
       runtime.runPromise(effect),
     ),

@@ -6,9 +6,11 @@ import { lstatSync, mkdtempSync, readlinkSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ChainConfig } from "../../service/chains/config.ts";
+import { API_LIMIT_DEFAULTS } from "../../service/config/env.ts";
 import { abandoned, claim, removeQuietly } from "./abandoned.ts";
 import { removePostgresData, stopStalePostmaster } from "./postgres-paths.ts";
 import { type RunningStack, type StackOptions, startStack, stopLeftovers } from "./stack.ts";
+import { UNREACHED_REQUEST_RATES } from "./unreached-limits.ts";
 
 /** A local anvil chain with Circle's USDC, escrow holds of an hour and no confirmations to wait for. */
 export const localChain = (overrides: Partial<ChainConfig> = {}): ChainConfig => ({
@@ -101,6 +103,7 @@ export const startScratchStack = async (
       logFormat: "json",
       logLevel: "Warn",
       onOutput: () => {},
+      apiLimits: { ...API_LIMIT_DEFAULTS, ...UNREACHED_REQUEST_RATES },
       ...options,
     });
     return {

@@ -54,6 +54,8 @@ export interface StackOptions {
   readonly onRecovery?: (line: string) => void;
   /** The public page's limits (default: the service's); a benchmark signing thousands lifts them. */
   readonly page?: ServiceConfig["page"];
+  /** The API's request rates and open payments (default: the service's); see UNREACHED_REQUEST_RATES. */
+  readonly apiLimits?: ServiceConfig["apiLimits"];
   /** The service's INDEXER_STALL_SECONDS (default 20 here: a local chain's blocks index in milliseconds). */
   readonly indexerStallSeconds?: number;
   /** Restart the indexer when the service finds a chain's indexing stalled (scripts/stack/indexer-supervisor.ts). */
@@ -312,6 +314,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
         maxInFlightPerEndpoint: 16,
       },
       ...(options.page ? { page: options.page } : {}),
+      ...(options.apiLimits ? { apiLimits: options.apiLimits } : {}),
       metricsToken: Redacted.make(scrapeToken),
       indexerStallSeconds: options.indexerStallSeconds ?? 20,
     };

@@ -5,7 +5,7 @@
  * with its revert, so the rest can go out together in the same pass (`submitPassing`, one relayer
  * transaction).
  */
-import { Effect, Option } from "effect";
+import { Effect, Option, Result } from "effect";
 import type { SqlError } from "effect/sql";
 import type { Hex } from "viem";
 import {
@@ -72,8 +72,11 @@ export const isolateFailures = <T>(
 
 /**
  * Sends `sending` (what passed isolation, less what the caller keeps back) as one escrow call through the
- * relayer, with the isolation's gas when that measured exactly this batch. False when the relayer
- * refused (logged as `what`; the items stay due and are tried again next pass).
+ * relayer, with the isolation's gas when that measured exactly this batch; `merchantOf` names each item's
+ * merchant, whose share of the relayer's budget its part counts against (relayer-shares.ts). The items of
+ * merchants whose share has no room are left out and the rest sent, so one merchant's spending never
+ * holds back another's. Returns the items sent: none when the relayer refused (logged as `what`; the
+ * items stay due and are tried again next pass), fewer than `sending` when merchants were left out.
  */
 export const submitPassing = <T>(
   chain: ResolvedChain,
@@ -82,27 +85,41 @@ export const submitPassing = <T>(
   call: (items: ReadonlyArray<T>) => EscrowCall,
   purpose: string,
   what: string,
-): Effect.Effect<boolean, SqlError.SqlError, Relayer> =>
+  merchantOf: (item: T) => string,
+): Effect.Effect<ReadonlyArray<T>, SqlError.SqlError, Relayer> =>
   Effect.gen(function* () {
     const relayer = yield* Relayer;
-    const c = call(sending);
-    const whole = sending.length === isolated.passing.length + isolated.failing.length;
-    return yield* relayer
-      .submit(chain.id, {
-        to: chain.escrow.address,
-        data: escrowCallData(c.functionName, c.args),
-        purpose,
-        ...(whole && isolated.gasUsed !== undefined ? { gasUsed: isolated.gasUsed } : {}),
-      })
-      .pipe(
-        Effect.as(true),
-        Effect.catchTag("RelayerError", (error) =>
-          Effect.as(
-            Effect.logWarning(`${what} not submitted; will retry`).pipe(
-              Effect.annotateLogs({ chain: chain.id, items: sending.length, reason: error.message }),
-            ),
-            false,
-          ),
-        ),
+    const leftOut = new Set<string>();
+    let items = sending;
+    while (items.length > 0) {
+      const c = call(items);
+      const whole = items.length === isolated.passing.length + isolated.failing.length;
+      const submitted = yield* relayer
+        .submit(chain.id, {
+          to: chain.escrow.address,
+          data: escrowCallData(c.functionName, c.args),
+          purpose,
+          ...(whole && isolated.gasUsed !== undefined ? { gasUsed: isolated.gasUsed } : {}),
+          merchants: items.map(merchantOf),
+        })
+        .pipe(Effect.result);
+      if (Result.isSuccess(submitted)) return items;
+      const error = submitted.failure;
+      if (error._tag !== "RelayerError") return yield* error;
+      const merchants = error.reason === "merchant_share_exhausted" ? (error.merchants ?? []) : [];
+      if (merchants.length === 0) {
+        yield* Effect.logWarning(`${what} not submitted; will retry`).pipe(
+          Effect.annotateLogs({ chain: chain.id, items: items.length, reason: error.message }),
+        );
+        return [];
+      }
+      for (const merchant of merchants) leftOut.add(merchant);
+      items = items.filter((item) => !leftOut.has(merchantOf(item)));
+      yield* Effect.logInfo(
+        `${what}: items of merchants whose share of the relayer budget is spent left for later`,
+      ).pipe(
+        Effect.annotateLogs({ chain: chain.id, merchants: [...leftOut].join(","), items: items.length }),
       );
+    }
+    return [];
   });

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { Effect, Result, Schema } from "effect";
+import { MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
 import { formatSchemaError } from "../schema-errors.ts";
 
 const Address = Schema.String.check(
@@ -37,6 +38,18 @@ export const DEFAULT_RPC_MAX_LAG_BLOCKS = 3;
 export const DEFAULT_RELAYER_BUDGET_WEI_PER_HOUR = 10n ** 18n;
 
 /**
+ * The part of a chain's hourly relayer budget the transactions serving one merchant may take when the
+ * chain config names no `relayer_merchant_share`: half, so no single merchant can spend the budget.
+ */
+export const DEFAULT_RELAYER_MERCHANT_SHARE = 0.5;
+
+/**
+ * How long (chain seconds) a payer whose gasless transfer or wallet deployment reverted is refused
+ * gasless transfers on the chain when the chain config names no `gasless_cooling_off_seconds`.
+ */
+export const DEFAULT_GASLESS_COOLING_OFF_SECONDS = 3600;
+
+/**
  * A token the chain accepts. `deploy` (local chains only) names what the dev stack deploys:
  * `FiatTokenV2_2` is Circle's USDC as deployed on mainnet, `TestUSDC` our own test token.
  */
@@ -45,7 +58,27 @@ const TokenConfig = Schema.Struct({
   decimals: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 36 })),
   address: Schema.optionalKey(Address),
   deploy: Schema.optionalKey(Schema.Literals(["FiatTokenV2_2", "TestUSDC"])),
+  /**
+   * The smallest one-time payment in this token, in its units ("0.01"); default 0.01 of the token (a cent
+   * of a dollar stablecoin), or 1 base unit for a token with fewer than 2 decimals. Every payment costs
+   * the relayer a sweep, whatever its amount.
+   */
+  min_payment: Schema.optionalKey(Schema.String),
 });
+
+/** The smallest payment in a token, in base units (its `min_payment`, or 0.01 of the token). */
+export const minPaymentUnits = (token: {
+  readonly decimals: number;
+  readonly min_payment?: string | undefined;
+}): bigint => {
+  const configured =
+    token.min_payment === undefined
+      ? undefined
+      : parseDecimal(token.min_payment, token.decimals, MAX_CAP_UNITS);
+  return configured !== undefined && Result.isSuccess(configured)
+    ? configured.success
+    : 10n ** BigInt(Math.max(0, token.decimals - 2));
+};
 
 /** The chain's own coin, which pays gas: what wallets show, and the unit of the relayer's balance. */
 const NativeCurrency = Schema.Struct({
@@ -155,6 +188,20 @@ export const ChainConfig = Schema.Struct({
   relayer: Schema.optionalKey(RelayerKeySource),
   /** Most the relayer may spend on gas on this chain in any hour (default 10^18 wei). */
   relayer_budget_wei_per_hour: Schema.optionalKey(Wei),
+  /**
+   * The part of that budget (above 0, at most 1; default 0.5) the transactions serving one merchant may
+   * take in any hour; a transaction serving several counts against each its part (chains/relayer-shares.ts).
+   */
+  relayer_merchant_share: Schema.optionalKey(
+    Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 1, exclusiveMinimum: true })),
+  ),
+  /**
+   * Chain seconds (default 3600) for which a payer whose gasless transfer or wallet deployment reverted
+   * is refused further gasless transfers on the chain (payments/gasless-payers.ts); 0: never.
+   */
+  gasless_cooling_off_seconds: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 30 * 86_400 })),
+  ),
   /** Fee ceilings, replacements, the gas-limit method and balance thresholds of the relayer. */
   gas: Schema.optionalKey(GasConfig),
   /**
@@ -182,6 +229,7 @@ export interface ResolvedChain extends ChainConfig {
     readonly symbol: string;
     readonly decimals: number;
     readonly address: `0x${string}`;
+    readonly min_payment?: string;
   }>;
 }
 
@@ -234,6 +282,12 @@ const semanticChecks = (file: ChainsFile): string[] => {
         problems.push(`${t}.address: required (or "deploy" on a local chain)`);
       if (token.deploy !== undefined && !chain.local)
         problems.push(`${t}.deploy: only allowed on a local chain`);
+      const minimum =
+        token.min_payment === undefined
+          ? undefined
+          : parseDecimal(token.min_payment, token.decimals, MAX_CAP_UNITS);
+      if (minimum !== undefined && Result.isFailure(minimum))
+        problems.push(`${t}.min_payment: ${minimum.failure.message}`);
     });
   });
   return problems;

@@ -18,9 +18,14 @@ export class RelayerError extends Schema.TaggedError<RelayerError>()("RelayerErr
     "simulation_failed",
     "rpc_failed",
     "budget_exhausted",
+    "merchant_share_exhausted",
     "balance_below_floor",
   ]),
   message: Schema.String,
+  /** `merchant_share_exhausted`: the merchants whose share of the hourly budget this transaction would pass. */
+  merchants: Schema.optionalKey(Schema.Array(Schema.String)),
+  /** `merchant_share_exhausted`: seconds until enough of their spending has left the hour for it to fit. */
+  retryAfterSeconds: Schema.optionalKey(Schema.Int),
 }) {}
 
 export interface UnsignedTransaction {

@@ -14,7 +14,17 @@ import { decodeRows } from "../db/rows.ts";
 import { newId } from "../ids.ts";
 import { relayerLocks } from "./relayer-locks.ts";
 import { relayerNonces } from "./relayer-nonces.ts";
-import { ADD_TO_TOTAL, COST, minuteOf, relayerSpending, SIGNED_AT } from "./relayer-spending.ts";
+import type { MerchantWeight } from "./relayer-shares.ts";
+import {
+  ADD_TO_MERCHANT_TOTAL,
+  ADD_TO_TOTAL,
+  COST,
+  MERCHANT_PARTS,
+  MERCHANT_TOTALS,
+  minuteOf,
+  relayerSpending,
+  SIGNED_AT,
+} from "./relayer-spending.ts";
 
 /** Why a pending transaction is held back (see migration 0036). */
 export const HeldReason = Schema.Literals(["fee_ceiling", "replacement_limit", "budget"]);
@@ -82,6 +92,8 @@ export interface NewTransaction {
   readonly action: string | null;
   /** Recorded and not sent: the base fee is above its fee cap (relayer-fees.ts). */
   readonly heldForFees: boolean;
+  /** The merchants it serves, by how many of their objects it carries (relayer-shares.ts). */
+  readonly merchants: ReadonlyArray<MerchantWeight>;
 }
 
 /** An item of a transaction that carries several (see insertItems). */
@@ -110,12 +122,23 @@ const make = Effect.gen(function* () {
    * minute unless the update signs it again). The CTE's `old` sees the row as it was before the update.
    */
   const updateCounted = (id: string, set: Fragment) =>
-    Effect.asVoid(sql`WITH old AS (SELECT ${SIGNED_AT("r")} AS signed_at, ${COST} AS wei
+    Effect.asVoid(sql`WITH old AS (SELECT ${SIGNED_AT("r")} AS signed_at, ${COST} AS wei, r.merchant_ids,
+            r.merchant_objects
           FROM billing.relayer_transactions r WHERE id = ${id}),
         new AS (UPDATE billing.relayer_transactions r SET ${set} WHERE id = ${id}
-          RETURNING chain_id, from_address, ${SIGNED_AT("r")} AS signed_at, ${COST} AS wei),
+          RETURNING chain_id, from_address, ${SIGNED_AT("r")} AS signed_at, ${COST} AS wei, merchant_ids,
+            merchant_objects),
         moved AS (SELECT new.chain_id, new.from_address, old.signed_at AS at, -old.wei AS wei FROM new, old
-          UNION ALL SELECT new.chain_id, new.from_address, new.signed_at, new.wei FROM new)
+          UNION ALL SELECT new.chain_id, new.from_address, new.signed_at, new.wei FROM new),
+        merchants_moved AS (
+          SELECT new.chain_id, new.from_address, m.merchant_id, old.signed_at AS at, -m.part AS wei
+            FROM new, old CROSS JOIN LATERAL ${MERCHANT_PARTS("old", "old.wei")}
+          UNION ALL SELECT new.chain_id, new.from_address, m.merchant_id, new.signed_at, m.part
+            FROM new CROSS JOIN LATERAL ${MERCHANT_PARTS("new", "new.wei")}),
+        merchant_totals AS (INSERT INTO ${MERCHANT_TOTALS}
+          SELECT chain_id, from_address, merchant_id, ${minuteOf("at")}, pg_backend_pid(), sum(wei)
+          FROM merchants_moved GROUP BY 1, 2, 3, 4 HAVING sum(wei) <> 0
+          ${ADD_TO_MERCHANT_TOTAL})
       INSERT INTO billing.relayer_spending (chain_id, from_address, minute, backend, wei)
         SELECT chain_id, from_address, ${minuteOf("at")}, pg_backend_pid(), sum(wei) FROM moved
         GROUP BY 1, 2, 3 HAVING sum(wei) <> 0
@@ -211,9 +234,15 @@ const make = Effect.gen(function* () {
           signed_at: at,
           held_reason: tx.heldForFees ? "fee_ceiling" : null,
           held_since: tx.heldForFees ? at : null,
+          merchant_ids: tx.merchants.length === 0 ? null : tx.merchants.map((m) => m.merchantId),
+          merchant_objects: tx.merchants.length === 0 ? null : tx.merchants.map((m) => m.objects),
         })} RETURNING *),
           cost AS (INSERT INTO billing.relayer_spending (chain_id, from_address, minute, backend, wei)
-            SELECT chain_id, from_address, ${minuteOf("signed_at")}, pg_backend_pid(), ${COST} FROM t ${ADD_TO_TOTAL})
+            SELECT chain_id, from_address, ${minuteOf("signed_at")}, pg_backend_pid(), ${COST} FROM t ${ADD_TO_TOTAL}),
+          merchant_cost AS (INSERT INTO ${MERCHANT_TOTALS}
+            SELECT t.chain_id, t.from_address, m.merchant_id, ${minuteOf("t.signed_at")}, pg_backend_pid(), m.part
+            FROM t CROSS JOIN LATERAL ${MERCHANT_PARTS("t", "t.gas_limit * t.max_fee_per_gas")}
+            ${ADD_TO_MERCHANT_TOTAL})
           SELECT ${TRANSACTIONS.columns} FROM t`.pipe(Effect.flatMap(TRANSACTIONS.decode));
         const [row] = rows;
         return row ?? (yield* Effect.die(new Error("relayer transaction vanished")));

@@ -2,9 +2,10 @@
  * The steps every relayer transaction goes through, lone or carrying a group: gas measured (an
  * access-list run, or `eth_estimateGas` where the node refuses it: gas-measure.ts), what is read before
  * the database transaction (the fees within the chain's ceiling, the node's pending count, the balance
- * against its floor), then inside it the budget's check, the nonce, the signature and the row. The bytes
- * go out once the caller's transaction commits, never for a rollback; bytes the base fee outprices are
- * recorded and held back until it falls (the tracker sends them).
+ * against its floor), then inside it the checks of the merchants' shares and of the budget, the nonce,
+ * the signature and the row. The bytes go out once the caller's transaction commits, never for a
+ * rollback; bytes the base fee outprices are recorded and held back until it falls (the tracker sends
+ * them).
  */
 import { Effect } from "effect";
 import { SqlClient } from "effect/sql";
@@ -19,6 +20,7 @@ import { RelayerAccount, RelayerError } from "./relayer-account.ts";
 import { RelayerBalances } from "./relayer-balance.ts";
 import { requireBudget } from "./relayer-budget.ts";
 import { type Fees, RelayerFees } from "./relayer-fees.ts";
+import { merchantWeights, requireMerchantShares } from "./relayer-shares.ts";
 import { RelayerStore, type TransactionRow } from "./relayer-store.ts";
 
 export interface RelayerSubmission {
@@ -36,6 +38,12 @@ export interface RelayerSubmission {
    * does not run it again; without it the relayer measures.
    */
   readonly gasUsed?: bigint;
+  /**
+   * The merchant of each object the transaction carries (one entry per object: a batch of three charges
+   * of one merchant names it three times). Each merchant's part of the cost counts against its share of
+   * the hourly budget (relayer-shares.ts); without it, the transaction counts against the chain's only.
+   */
+  readonly merchants?: ReadonlyArray<string>;
 }
 
 export interface RelayedTransaction {
@@ -137,8 +145,9 @@ export const makeSubmissionSteps = Effect.gen(function* () {
     });
 
   /**
-   * Inside the sending transaction: the hourly budget's check, the nonce, the signature and the row;
-   * the bytes go out once the transaction commits (unless held for the fee ceiling).
+   * Inside the sending transaction: the checks of the merchants' shares and of the hourly budget, the
+   * nonce, the signature and the row; the bytes go out once the transaction commits (unless held for the
+   * fee ceiling).
    */
   const signAndRecord = (
     chain: ResolvedChain,
@@ -150,7 +159,10 @@ export const makeSubmissionSteps = Effect.gen(function* () {
     Effect.gen(function* () {
       const gasLimit = gasLimitForUsed(gas);
       const { fees: offered, waits, nodePending } = prepared;
-      yield* requireBudget(store, chain, from, gasLimit * offered.maxFeePerGas, tx.purpose);
+      const cost = gasLimit * offered.maxFeePerGas;
+      const merchants = merchantWeights(tx.merchants ?? []);
+      yield* requireMerchantShares(store, chain, from, cost, merchants, tx.purpose);
+      yield* requireBudget(store, chain, from, cost, tx.purpose);
       const nonce = yield* store.takeNonce(chain.id, from, nodePending);
       const signed = yield* account.sign(chain, {
         to: tx.to,
@@ -172,6 +184,7 @@ export const makeSubmissionSteps = Effect.gen(function* () {
         purpose: tx.purpose,
         action: tx.action ?? null,
         heldForFees: waits,
+        merchants,
       });
       if (!waits) yield* sql.afterCommit(account.broadcast(chain, signed.raw));
       else {

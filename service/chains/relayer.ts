@@ -20,6 +20,9 @@
  * - Fees: read once per chain head (the base fee changes only with a block), so submissions of one
  *   block share one read; the node's pending count is still read per submission (it is the only guard
  *   against another holder of the key, whose transaction a cached count would miss).
+ * - Shares: each merchant's transactions may take only its share of the hourly budget
+ *   (relayer-shares.ts); batch senders skip the merchants `skippedMerchants` names (refused by this
+ *   process, until the time its refusal gave).
  */
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
@@ -54,6 +57,17 @@ const make = Effect.gen(function* () {
   const steps = yield* makeSubmissionSteps;
   const groups = yield* makeAuthorizationGroups(steps);
   const since = (ms: number) => Effect.map(Clock.currentTimeMillis, (now) => new Date(now - ms));
+  /** Merchants this process's submissions were refused for their share, by chain: until when (ms). */
+  const refusedShares = new Map<number, Map<string, number>>();
+  const noteShareRefusal = (chainId: number, error: RelayerError) =>
+    error.reason !== "merchant_share_exhausted"
+      ? Effect.void
+      : Effect.map(Clock.currentTimeMillis, (now) => {
+          const ofChain = refusedShares.get(chainId) ?? new Map<string, number>();
+          refusedShares.set(chainId, ofChain);
+          for (const merchant of error.merchants ?? [])
+            ofChain.set(merchant, now + (error.retryAfterSeconds ?? 60) * 1000);
+        });
 
   const find = (chainId: number, purpose: string) =>
     Effect.map(store.byPurpose(chainId, purpose), (row) => row && toRelayed(row));
@@ -90,6 +104,24 @@ const make = Effect.gen(function* () {
           return toRelayed(yield* steps.signAndRecord(chain, from, prepared, gas, tx));
         }),
       );
+    }).pipe(
+      Effect.tapError((error) =>
+        error._tag === "RelayerError" ? noteShareRefusal(chainId, error) : Effect.void,
+      ),
+    );
+
+  /**
+   * The merchants whose objects a batch sender leaves for later on a chain: this process's submissions
+   * were refused for their share, and the time the refusal gave has not passed. (Kept in memory: a
+   * process learns a merchant's refusal from its own first batch that includes the merchant, which the
+   * batch senders then send without that merchant's items.)
+   */
+  const skippedMerchants = (chainId: number) =>
+    Effect.map(Clock.currentTimeMillis, (now): ReadonlyArray<string> => {
+      const refused = refusedShares.get(chainId);
+      if (refused === undefined) return [];
+      for (const [merchant, until] of refused) if (until <= now) refused.delete(merchant);
+      return [...refused.keys()];
     });
 
   /** How many attempts of actions starting with `prefix` were sent in the last `window`, and when the oldest of them ends its window. */
@@ -141,6 +173,7 @@ const make = Effect.gen(function* () {
     actsFor: account.actsFor,
     submit,
     submitAuthorization: groups.submitAuthorization,
+    skippedMerchants,
     find,
     findAction,
     recentActions,

@@ -44,8 +44,12 @@ type FetchFn = (input: string | URL | Request, init?: RequestInit) => Promise<Re
 const FAILED_FOR_MS = 30_000;
 /** A URL this much slower than twice the fastest goes after the others. */
 const SLOW_MARGIN_MS = 100;
-/** The longest the first calls wait for the URLs' first heads. */
-const FIRST_PROBE_WAIT_MS = 2_000;
+/**
+ * The longest the first calls wait for the URLs' first heads: one call's timeout. A provider's slow
+ * moment (a latency spike, a 429's Retry-After) is waited out, so a lagging URL listed first does not
+ * answer them; only a URL that does not answer at all delays the process's first calls, once, by this.
+ */
+const FIRST_PROBE_WAIT_MS = 10_000;
 /** Weight of the newest call's time in a URL's average. */
 const LATENCY_WEIGHT = 0.2;
 

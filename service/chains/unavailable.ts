@@ -12,15 +12,26 @@ export const relayerBalanceLow = new Unavailable({
     "This service's relayer account on the chain is below its minimum balance, so nothing was sent or recorded. Retry once the operator has topped it up.",
 });
 
+/** 503 with Retry-After while the merchant's share of the chain's hourly relayer budget is spent. */
+export const relayerShareExhausted = (retryAfterSeconds: number) =>
+  new Unavailable({
+    code: "relayer_share_exhausted",
+    message:
+      "The gas this service's relayer spent on this merchant's transactions on the chain in the last hour has reached the merchant's share of its hourly budget, so nothing was sent or recorded. Retry after the time Retry-After gives.",
+    retryAfterSeconds,
+  });
+
 export const unavailable = (error: ChainUnavailable | RelayerError): Unavailable =>
   error._tag === "RelayerError" && error.reason === "budget_exhausted"
     ? relayerBudgetExhausted
-    : error._tag === "RelayerError" && error.reason === "balance_below_floor"
-      ? relayerBalanceLow
-      : new Unavailable({
-          code: "chain_unavailable",
-          message: `The chain did not answer (${error.message}). Nothing was changed; retry shortly.`,
-        });
+    : error._tag === "RelayerError" && error.reason === "merchant_share_exhausted"
+      ? relayerShareExhausted(error.retryAfterSeconds ?? 60)
+      : error._tag === "RelayerError" && error.reason === "balance_below_floor"
+        ? relayerBalanceLow
+        : new Unavailable({
+            code: "chain_unavailable",
+            message: `The chain did not answer (${error.message}). Nothing was changed; retry shortly.`,
+          });
 
 export const relayerUnavailable = (what: string) =>
   new Unavailable({

@@ -27,6 +27,10 @@ import { factoryAllowed, type WalletDeployment } from "./wallet-signatures.ts";
 /** How long a request waits for the deployment to be mined before it answers 503 (retry: same answer). */
 const MINED_WITHIN = "30 seconds";
 
+/** The purpose of the relayer's transaction deploying a wallet: one per address and chain, ever. */
+export const walletDeploymentPurpose = (chainId: number, address: Hex) =>
+  `wallet-deployment:${chainId}:${address.toLowerCase()}`;
+
 export interface DeploymentRequest<E> {
   /** The counterfactual wallet. */
   readonly address: Hex;
@@ -35,6 +39,8 @@ export interface DeploymentRequest<E> {
   readonly action: string;
   /** The object whose gas the deployment is accounted to (gas-costs.ts). */
   readonly source: { readonly object: "mandate" | "payment"; readonly id: string };
+  /** The merchant of that object, whose share of the relayer's budget the deployment counts against. */
+  readonly merchantId: string;
   /** The caller's checks (its row lock, its daily limit), in the transaction that records the deployment. */
   readonly admit: Effect.Effect<void, E>;
 }
@@ -70,7 +76,7 @@ const make = Effect.gen(function* () {
       if (!factoryAllowed(chain, deployment.factory))
         return yield* failed(address, `${deployment.factory} is not a wallet factory this chain allows`);
       if (relayer.address(chain.id) === undefined) return yield* relayerUnavailable("deploy wallets");
-      const purpose = `wallet-deployment:${chain.id}:${address.toLowerCase()}`;
+      const purpose = walletDeploymentPurpose(chain.id, address);
       if ((yield* relayer.find(chain.id, purpose)) === undefined)
         yield* sql.withTransaction(
           Effect.gen(function* () {
@@ -81,6 +87,7 @@ const make = Effect.gen(function* () {
                 data: deployment.data,
                 purpose,
                 action: request.action,
+                merchants: [request.merchantId],
               })
               .pipe(
                 Effect.catchTag("RelayerError", (error) =>

@@ -223,6 +223,7 @@ const make = Effect.gen(function* () {
           data: escrowCallData(call.functionName, call.args),
           purpose,
           ...(isolated.gasUsed === undefined ? {} : { gasUsed: isolated.gasUsed }),
+          merchants: sending.map((s) => s.checked.mandate.merchant_id),
         })
         .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
       yield* gasCosts.carries(

@@ -56,6 +56,7 @@ const decodeTaken = decodeRows(
 const decodeOnchainIds = decodeRows(Schema.Struct({ id: Schema.String, onchain_id: Schema.String }));
 const Releasable = Schema.Struct({
   id: Schema.String,
+  merchant_id: Schema.String,
   period: Schema.Number,
   onchain_id: Schema.String,
   mandate_onchain_id: Schema.String,
@@ -200,9 +201,10 @@ const make = Effect.gen(function* () {
       limit: number,
       at: Date,
       pausedTokens: ReadonlyArray<string>,
+      skippedMerchants: ReadonlyArray<string>,
     ) =>
       sql`
-        SELECT c.id, c.period, c.onchain_id, m.onchain_id AS mandate_onchain_id,
+        SELECT c.id, c.merchant_id, c.period, c.onchain_id, m.onchain_id AS mandate_onchain_id,
           lower(m.payee_address) AS payee_address, lower(m.token_address) AS token_address,
           c.release_failed_since
         FROM billing.charges c JOIN billing.mandates m ON m.id = c.mandate_id
@@ -210,6 +212,7 @@ const make = Effect.gen(function* () {
           AND c.release_at <= ${now} AND c.pending_action IS NULL AND lower(m.operator_address) = ANY(${operators}::text[])
           AND (c.release_retry_at IS NULL OR c.release_retry_at <= ${at})
           AND NOT (lower(m.token_address) = ANY (${pausedTokens}::text[]))
+          AND NOT (c.merchant_id = ANY (${skippedMerchants}::text[]))
         ORDER BY c.release_at LIMIT ${limit}
         FOR UPDATE OF c SKIP LOCKED`.pipe(Effect.flatMap(decodeReleasable)),
     /** The chain refused the charge's release alone: held back until `retryAt`, the episode begun at `since`. */

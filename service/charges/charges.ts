@@ -132,6 +132,7 @@ export class Charges extends Context.Service<
               data: escrowCallData("returnCharge", args),
               purpose: `${action}:${yield* newId("request")}`,
               action,
+              merchants: [charge.merchant_id],
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
           yield* store.startAction(id, "return", sent.purpose);

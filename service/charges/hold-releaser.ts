@@ -76,10 +76,12 @@ const releaseChain = (chain: ResolvedChain, now: number, sender: Hex, operators:
     const at = new Date(atMs);
     yield* retryCleared(chain, at);
     const paused = yield* states.pausedTokens(chain.id);
+    // Merchants whose share of the relayer's budget is spent: their releases wait (relayer-shares.ts).
+    const skipped = yield* (yield* Relayer).skippedMerchants(chain.id);
     return yield* sql.withTransaction(
       Effect.gen(function* () {
         const due = [
-          ...(yield* store.lockReleasable(chain.id, now, operators, RELEASE_BATCH, at, paused)),
+          ...(yield* store.lockReleasable(chain.id, now, operators, RELEASE_BATCH, at, paused, skipped)),
         ].sort(byPayout);
         if (due.length === 0) return 0;
         const isolated = yield* isolateFailures(chain, sender, due, releaseCall);
@@ -114,17 +116,24 @@ const releaseChain = (chain: ResolvedChain, now: number, sender: Hex, operators:
         if (sending.length === 0) return 0;
         // A fresh purpose per attempt: a release that reverted is cleared and tried again.
         const purpose = `release:${chain.id}:${yield* newId("request")}`;
-        const submitted = yield* submitPassing(chain, isolated, sending, releaseCall, purpose, "releases");
-        if (!submitted) return 0;
-        for (const charge of sending) yield* store.startAction(charge.id, "release", purpose);
+        const submitted = yield* submitPassing(
+          chain,
+          isolated,
+          sending,
+          releaseCall,
+          purpose,
+          "releases",
+          (c) => c.merchant_id,
+        );
+        for (const charge of submitted) yield* store.startAction(charge.id, "release", purpose);
         yield* (yield* GasCosts).carries(
           chain.id,
           purpose,
           "release",
           "charge",
-          sending.map((c) => c.id),
+          submitted.map((c) => c.id),
         );
-        return sending.length;
+        return submitted.length;
       }),
     );
   });

@@ -220,6 +220,26 @@ export const env = {
     integer(0, 1_000_000),
   ),
   TRUST_PROXY: variable("TRUST_PROXY", "true, false, 1 or 0", booleanSchema),
+  API_RATE_LIMIT_LIVE: variable(
+    "API_RATE_LIMIT_LIVE",
+    "an integer from 0 (unlimited) to 1000000",
+    integer(0, 1_000_000),
+  ),
+  API_RATE_LIMIT_TEST: variable(
+    "API_RATE_LIMIT_TEST",
+    "an integer from 0 (unlimited) to 1000000",
+    integer(0, 1_000_000),
+  ),
+  API_RATE_LIMIT_TEST_HELPERS: variable(
+    "API_RATE_LIMIT_TEST_HELPERS",
+    "an integer from 0 (unlimited) to 1000000",
+    integer(0, 1_000_000),
+  ),
+  OPEN_PAYMENTS_PER_CHAIN: variable(
+    "OPEN_PAYMENTS_PER_CHAIN",
+    "an integer from 0 (unlimited) to 10000000",
+    integer(0, 10_000_000),
+  ),
   AUTHORIZATIONS_PER_MANDATE_PER_DAY: variable(
     "AUTHORIZATIONS_PER_MANDATE_PER_DAY",
     "an integer from 1 to 1000",

@@ -5,6 +5,7 @@
  * unset (Effect's env provider reads it so).
  */
 import { type Config, Effect, type LogLevel, Option, Redacted, Result, Schema } from "effect";
+import { REQUEST_RATE_DEFAULTS, type RequestRateLimits } from "../limits/request-limits.ts";
 import { env, required, withDefault } from "./env-rules.ts";
 
 export { env } from "./env-rules.ts";
@@ -30,6 +31,8 @@ export interface ServiceConfig {
   readonly webhooks: WebhookConfig;
   /** Limits of the hosted pages (default: PAGE_LIMIT_DEFAULTS). */
   readonly page?: PageLimitsConfig;
+  /** Limits of the API's merchants (default: API_LIMIT_DEFAULTS). */
+  readonly apiLimits?: ApiLimitsConfig;
   /** Bearer token of `GET /metrics`; none: the endpoint does not exist (404). */
   readonly metricsToken?: Redacted.Redacted<string> | undefined;
   /** A chain moving on while its indexed head stays put this long is stalled (default 60). */
@@ -52,6 +55,17 @@ export const PAGE_LIMIT_DEFAULTS: PageLimitsConfig = {
   perTokenPerMinute: 240,
   trustProxy: false,
   authorizationsPerMandatePerDay: 5,
+};
+
+/** Request rates per API key (limits/request-limits.ts) and open payments per merchant and chain. */
+export interface ApiLimitsConfig extends RequestRateLimits {
+  /** Payments a merchant may have open at once on one chain; 0: no limit. */
+  readonly openPaymentsPerChain: number;
+}
+
+export const API_LIMIT_DEFAULTS: ApiLimitsConfig = {
+  ...REQUEST_RATE_DEFAULTS,
+  openPaymentsPerChain: 10_000,
 };
 
 export interface WebhookConfig {
@@ -121,9 +135,29 @@ const shared = {
   ),
   metricsToken: env.METRICS_TOKEN,
   indexerStallSeconds: env.INDEXER_STALL_SECONDS,
+  apiRateLive: env.API_RATE_LIMIT_LIVE.pipe(withDefault(API_LIMIT_DEFAULTS.livePerSecond)),
+  apiRateTest: env.API_RATE_LIMIT_TEST.pipe(withDefault(API_LIMIT_DEFAULTS.testPerSecond)),
+  apiRateTestHelpers: env.API_RATE_LIMIT_TEST_HELPERS.pipe(
+    withDefault(API_LIMIT_DEFAULTS.testHelpersPerSecond),
+  ),
+  openPaymentsPerChain: env.OPEN_PAYMENTS_PER_CHAIN.pipe(
+    withDefault(API_LIMIT_DEFAULTS.openPaymentsPerChain),
+  ),
 };
 
 type NodeEnv = "production" | "development" | "test";
+
+const apiLimitsOf = (e: {
+  readonly apiRateLive: number;
+  readonly apiRateTest: number;
+  readonly apiRateTestHelpers: number;
+  readonly openPaymentsPerChain: number;
+}): ApiLimitsConfig => ({
+  livePerSecond: e.apiRateLive,
+  testPerSecond: e.apiRateTest,
+  testHelpersPerSecond: e.apiRateTestHelpers,
+  openPaymentsPerChain: e.openPaymentsPerChain,
+});
 
 /**
  * The service alone runs as production unless told otherwise; only `npm start` (the local stack) runs
@@ -170,6 +204,7 @@ export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, EnvInvalid> = de
       trustProxy: e.trustProxy,
       authorizationsPerMandatePerDay: e.authorizationsPerMandatePerDay,
     },
+    apiLimits: apiLimitsOf(e),
     metricsToken: Option.getOrUndefined(Option.map(e.metricsToken, (token) => Redacted.make(token))),
     indexerStallSeconds: Option.getOrElse(e.indexerStallSeconds, () => 60),
   })),
@@ -194,6 +229,8 @@ export interface StackEnv {
   readonly metricsToken: string | undefined;
   /** INDEXER_STALL_SECONDS; unset: the stack's own default. */
   readonly indexerStallSeconds: number | undefined;
+  /** API_RATE_LIMIT_* and OPEN_PAYMENTS_PER_CHAIN, as the service alone reads them. */
+  readonly apiLimits: ApiLimitsConfig;
 }
 
 export const stackEnvFromEnv: Effect.Effect<StackEnv, EnvInvalid> = decodeAll({
@@ -220,5 +257,6 @@ export const stackEnvFromEnv: Effect.Effect<StackEnv, EnvInvalid> = decodeAll({
     localChainSaveSeconds: e.localChainSaveSeconds,
     metricsToken: Option.getOrUndefined(e.metricsToken),
     indexerStallSeconds: Option.getOrUndefined(e.indexerStallSeconds),
+    apiLimits: apiLimitsOf(e),
   })),
 );

@@ -945,6 +945,59 @@ export const migrations = {
     // A balance transaction shows the gas of the relayer transaction that moved it (its object's share).
     "CREATE INDEX gas_cost_shares_object ON billing.gas_cost_shares (object_id)",
   ),
+  "0041_relayer_payer_and_merchant_bounds": statements(
+    // The merchants a relayer transaction serves, each with how many of its objects it carries (parallel
+    // arrays; null: none), and each merchant's part of the account's spending per minute and backend,
+    // kept by the statements that keep relayer_spending (chains/relayer-shares.ts).
+    "ALTER TABLE billing.relayer_transactions ADD COLUMN merchant_ids text[], ADD COLUMN merchant_objects int[]",
+    `CREATE TABLE billing.relayer_merchant_spending (
+      chain_id bigint NOT NULL,
+      from_address text NOT NULL,
+      merchant_id text NOT NULL,
+      minute timestamptz NOT NULL,
+      backend int NOT NULL,
+      wei numeric NOT NULL,
+      PRIMARY KEY (chain_id, from_address, merchant_id, minute, backend)
+    )`,
+    // The pay page's gasless transfers (and payers' wallet deployments) by payer and token, written with
+    // the relayer's transaction of the purpose: what the payer has in flight, what its pending ones move,
+    // and whether one reverted (payments/gasless-payers.ts).
+    `CREATE TABLE billing.gasless_transfers (
+      chain_id bigint NOT NULL,
+      purpose text NOT NULL,
+      kind text NOT NULL CHECK (kind IN ('transfer', 'wallet_deployment')),
+      token_address text NOT NULL,
+      payer_address text NOT NULL,
+      value numeric(78, 0) NOT NULL,
+      payment_id text NOT NULL,
+      created_at timestamptz NOT NULL,
+      PRIMARY KEY (chain_id, purpose)
+    )`,
+    "CREATE INDEX gasless_transfers_payer ON billing.gasless_transfers (chain_id, payer_address)",
+  ),
+  "0042_api_limits": statements(
+    // The API's request-rate token buckets (limits/request-buckets.ts), shared by every process. Unlogged:
+    // a crash that loses them only refills them.
+    `CREATE UNLOGGED TABLE billing.request_buckets (
+      key text PRIMARY KEY,
+      tokens double precision NOT NULL,
+      at double precision NOT NULL,
+      version bigint NOT NULL
+    )`,
+    // Per merchant and chain, at least as many as its open payments (payments/open-payments.ts): the
+    // open ones when they were last counted, plus those created since.
+    `CREATE TABLE billing.open_payment_counts (
+      merchant_id text NOT NULL,
+      chain_id bigint NOT NULL,
+      bound integer NOT NULL,
+      PRIMARY KEY (merchant_id, chain_id)
+    )`,
+    `CREATE INDEX payments_open_by_merchant ON billing.payments (merchant_id, chain_id)
+      WHERE status IN ('requires_payment', 'processing')`,
+    `INSERT INTO billing.open_payment_counts (merchant_id, chain_id, bound)
+      SELECT merchant_id, chain_id, count(*) FROM billing.payments
+      WHERE status IN ('requires_payment', 'processing') GROUP BY merchant_id, chain_id`,
+  ),
   "0043_deposit_watch_tokens": statements(
     // The deposit watcher reads every transfer of the tokens that watched payments are in: each token of
     // a chain with its latest watch_until is one index probe, however many payments there are.

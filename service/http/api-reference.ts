@@ -1,7 +1,7 @@
 /**
  * The API reference at `/docs`: Scalar's API reference (`@scalar/api-reference`, MIT) rendering
  * `/v1/openapi.json` in the browser, from its standalone bundle that the service serves out of
- * node_modules. The page talks to its own origin only.
+ * node_modules. The page talks to its own origin only, from a sandbox (`API_REFERENCE_CSP`).
  *
  * Why Scalar: Redoc and Scalar are both MIT and render OpenAPI 3.1 with Markdown, a navigation tree and
  * request and response examples. Redoc 2.5 (a 1.1 MB bundle, maintenance releases only) always loads its
@@ -29,6 +29,35 @@ const PACKAGE_URL = new URL("../package.json", SCALAR_ENTRY);
 
 export const API_REFERENCE_PATH = "/docs";
 export const BUNDLE_PATH = "/docs/assets/scalar-api-reference.js";
+export const STORAGE_PATH = "/docs/assets/sandbox-storage.js";
+
+/**
+ * Scalar reads `localStorage` as it starts (its colour mode, its chosen client), which throws in a sandbox
+ * without `allow-same-origin` (the page would stay blank). This script, run before the bundle, gives the
+ * page an in-memory Storage in place of each unusable one: it lasts as long as the page, and the
+ * origin's own storage stays out of reach.
+ */
+export const SANDBOX_STORAGE_SCRIPT = `(() => {
+  const memory = () => {
+    const items = new Map();
+    return {
+      get length() { return items.size; },
+      key: (index) => [...items.keys()][index] ?? null,
+      getItem: (key) => items.get(String(key)) ?? null,
+      setItem: (key, value) => { items.set(String(key), String(value)); },
+      removeItem: (key) => { items.delete(String(key)); },
+      clear: () => { items.clear(); },
+    };
+  };
+  for (const name of ["localStorage", "sessionStorage"]) {
+    try {
+      window[name];
+    } catch {
+      Object.defineProperty(window, name, { value: memory(), configurable: true });
+    }
+  }
+})();
+`;
 
 /**
  * Scalar's options (its HTML API reads them from `data-configuration`). Off: everything that would
@@ -53,8 +82,15 @@ export const CONFIGURATION = {
  * styles, because it injects its stylesheet as a `<style>` element and sets `style` attributes at run
  * time (it has no nonce option); `data:` images (its inline icons); the document fetched from this
  * origin. No fonts (the system's), frames, workers, forms or objects.
+ *
+ * And `sandbox`: the page runs in an opaque origin, not the console's. A third party's 4 MB of script
+ * then cannot read `GET /console/session` (another origin, which answers no CORS) and its requests carry
+ * no session cookie (`SameSite=Strict`: an opaque origin is another site), so it cannot act as a
+ * signed-in merchant; nor can it use this origin's storage (it gets a page-long one in memory:
+ * SANDBOX_STORAGE_SCRIPT). Only the OpenAPI document, public, answers it (`Access-Control-Allow-Origin: *`).
  */
 export const API_REFERENCE_CSP = [
+  "sandbox allow-scripts allow-popups",
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self' 'unsafe-inline'",
@@ -92,6 +128,7 @@ export const renderApiReferencePage = (title: string, bundleVersion: string): st
 <body>
 <noscript><p>This reference needs JavaScript. The OpenAPI document is at <a href="v1/openapi.json">v1/openapi.json</a>.</p></noscript>
 <script id="api-reference" type="application/json" data-url="v1/openapi.json" data-configuration="${configuration}"></script>
+<script src="${STORAGE_PATH.slice(1)}"></script>
 <script src="${BUNDLE_PATH.slice(1)}?v=${escapeHtml(bundleVersion)}"></script>
 </body>
 </html>
@@ -112,7 +149,14 @@ export const registerApiReference = <E extends Env>(app: Hono<E>, title: string)
     precompress(renderApiReferencePage(title, await version()), "text/html; charset=utf-8"),
   );
   const bundle = assetCache(loadBundle);
+  const storage = assetCache(() => precompress(SANDBOX_STORAGE_SCRIPT, "text/javascript; charset=utf-8"));
   app.get(API_REFERENCE_PATH, async (c) => servePrecompressed(c, await page(), PAGE_HEADERS));
+  app.get(STORAGE_PATH, async (c) =>
+    servePrecompressed(c, await storage(), {
+      "cache-control": "no-cache",
+      "x-content-type-options": "nosniff",
+    }),
+  );
   app.get(BUNDLE_PATH, async (c) =>
     servePrecompressed(c, await bundle(), {
       // A versioned URL never changes content; the bare one is revalidated.

@@ -15,9 +15,11 @@ import { compileConforms } from "../compiled-schema.ts";
 import type { Download } from "../downloads.ts";
 import { type ApiFailure, HttpRefusal, isApiFailure } from "../errors.ts";
 import { Idempotency, validateIdempotencyKey } from "../idempotency/idempotency.ts";
-import { authenticateRequest, registerConsoleSessionRoutes } from "./console-session.ts";
+import type { Admission, RateState, RequestClass } from "../limits/request-limits.ts";
+import { authenticateRequest, consoleCookie, registerConsoleSessionRoutes } from "./console-session.ts";
 import { internalError, toErrorResponse } from "./error-response.ts";
 import { errorJson, type OperationalOptions, registerOperationalRoutes } from "./operational-routes.ts";
+import { rateLimited, rateLimitHeaders, requestClassOf } from "./rate-limits.ts";
 import { json, newRequestId, stampRequestId } from "./request-id.ts";
 import { decodeParams, decodeQuery, readBody } from "./request-input.ts";
 import { type AnyPublicRoute, type AnyRoute, toHonoPath } from "./route.ts";
@@ -35,7 +37,7 @@ export interface AppOptions<R> extends OperationalOptions {
   /** Registers extra non-JSON routes (the hosted pages and their assets). */
   readonly extend?: (app: Hono<Env>) => void;
   readonly run: Runner<R | ApiKeys | ConsoleSessions | Idempotency>;
-  /** The service's public URL: an https one makes the console's cookie `Secure`. */
+  /** The service's public URL: behind a proxy that ends TLS, an https one keeps the console's cookie `__Host-`. */
   readonly publicUrl?: string;
   /**
    * Checked before every request that needs no API key: the public pages (under `/authorize/`, `/pay/`,
@@ -43,9 +45,17 @@ export interface AppOptions<R> extends OperationalOptions {
    * matches to `/console`). Answers the refusal, if any.
    */
   readonly limitPage?: (c: HonoContext<Env>) => Promise<ApiFailure | undefined>;
+  /**
+   * Counts every authenticated `/v1` request against its API key's rate for the route's class
+   * (limits/request-limits.ts): the class's state for the `RateLimit-*` headers, and whether it is refused.
+   */
+  readonly limitRequest?: (
+    caller: Caller,
+    requestClass: RequestClass,
+  ) => Effect.Effect<Admission | undefined>;
 }
 
-export type Env = { Variables: { requestId: string; merchantId?: string } };
+export type Env = { Variables: { requestId: string; merchantId?: string; rateLimit?: RateState } };
 
 /** The template of the route that answered (`/v1/mandates/:id`), never the raw path: bounded labels. */
 const routeTemplate = (c: HonoContext<Env>): string =>
@@ -85,7 +95,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
   const { run } = options;
 
   const respondFailure = (c: HonoContext<Env>, failure: ApiFailure, headers: Record<string, string> = {}) =>
-    errorJson(c, toErrorResponse(failure), headers);
+    errorJson(c, toErrorResponse(failure), { ...rateLimitHeaders(c.get("rateLimit")), ...headers });
 
   const respondDefect = async (c: HonoContext<Env>, cause: Cause.Cause<unknown>) => {
     await run(
@@ -110,7 +120,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
    * A download's response: each chunk is asked for as the client reads the one before (pull), so a slow
    * reader holds one chunk, not the export. A failure midway ends the transfer without its last chunk.
    */
-  const streamDownload = (download: Download<R>, first: string | undefined) => {
+  const streamDownload = (c: HonoContext<Env>, download: Download<R>, first: string | undefined) => {
     const encoder = new TextEncoder();
     let pending = first;
     const body = new ReadableStream<Uint8Array>({
@@ -131,6 +141,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
         "content-type": download.contentType,
         "content-disposition": `attachment; filename="${download.filename}"`,
         "cache-control": "no-store",
+        ...rateLimitHeaders(c.get("rateLimit")),
       },
     });
   };
@@ -226,24 +237,29 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       });
 
   registerOperationalRoutes(app, options);
-  registerConsoleSessionRoutes(
-    app,
-    async (c, effect, ok) => respondExit(c, await run(effect), ok),
-    options.publicUrl,
-  );
+  const cookie = consoleCookie(options.publicUrl);
+  registerConsoleSessionRoutes(app, async (c, effect, ok) => respondExit(c, await run(effect), ok), cookie);
 
   // Each /v1 request is one run on the runtime: authentication, the protocol's checks and the handler in
   // one fiber (the checks fail in the same order as they are listed).
+  const limitRequest = options.limitRequest;
   for (const route of options.routes) {
     const status = route.status ?? 200;
+    const requestClass = requestClassOf(route);
     const encodeBody = bodyEncoder(route.response);
     // The generator functions are created once per route (Effect.fnUntraced), not per request: an
     // Effect.gen whose generator function is new each time costs ~2 µs more (docs/performance.md, "The API").
     /** The caller, once authenticated, allowed on this route, with the path's params. */
     const admitted = Effect.fnUntraced(function* (c: HonoContext<Env>) {
-      const caller: Caller = yield* authenticateRequest(c);
+      const caller: Caller = yield* authenticateRequest(c, cookie);
       c.set("merchantId", caller.merchantId);
       if (route.testOnly && caller.livemode) return yield* routeNotFound(c);
+      const admission = limitRequest === undefined ? undefined : yield* limitRequest(caller, requestClass);
+      if (admission !== undefined) {
+        c.set("rateLimit", admission.state);
+        if (admission.retryAfterSeconds !== undefined)
+          return yield* rateLimited(requestClass, admission.state.limit, admission.retryAfterSeconds);
+      }
       if (caller.restricted && route.method !== "GET") return yield* restrictedKeyRefusal;
       const params = yield* Effect.fromResult(decodeParams(c, route.params));
       return { caller, params };
@@ -268,8 +284,8 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
         const exit = await run(answer(c));
         return respondExit(c, exit, (answered) =>
           answered.download !== undefined
-            ? streamDownload(answered.download, answered.first)
-            : json(c, status, answered.body ?? ""),
+            ? streamDownload(c, answered.download, answered.first)
+            : json(c, status, answered.body ?? "", rateLimitHeaders(c.get("rateLimit"))),
         );
       });
       continue;
@@ -298,9 +314,15 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       // Read before the run (it is the only wait outside it); its refusal, if any, comes after the others.
       const body = await readBody(c, route.body);
       const exit = await run(answer(c, body));
-      return respondExit(c, exit, (stored) =>
-        json(c, stored.status, stored.bodyText, stored.replayed ? { "Idempotent-Replayed": "true" } : {}),
-      );
+      return respondExit(c, exit, (stored) => {
+        const limits = rateLimitHeaders(c.get("rateLimit"));
+        return json(
+          c,
+          stored.status,
+          stored.bodyText,
+          stored.replayed ? { ...limits, "Idempotent-Replayed": "true" } : limits,
+        );
+      });
     });
   }
 

@@ -5,7 +5,8 @@
  * then calls the same `/v1` routes as everyone (no other way in).
  *
  * - `POST /console/session` `{"api_key": "sk_…"}` → the session (mode, merchant, CSRF token, expiry) and
- *   the cookie `console_session` (`HttpOnly`, `SameSite=Strict`, `Path=/`, `Secure` over https).
+ *   the cookie `__Host-console_session` (`HttpOnly`, `SameSite=Strict`, `Secure`, `Path=/`, no `Domain`;
+ *   see `consoleCookie` for the one exception).
  * - `GET /console/session` → the session of the cookie (the page reads its CSRF token here).
  * - `POST /console/session/end` → signs out and clears the cookie: only a live session, with its CSRF
  *   token (else 401 or 403, nothing changed).
@@ -16,6 +17,7 @@ import { Effect, Result, Schema } from "effect";
 import type { SqlError } from "effect/sql";
 import type { Hono, Context as HonoContext } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import type { CookieOptions } from "hono/utils/cookie";
 import { ApiKeys, type Caller } from "../auth/api-keys.ts";
 import {
   CONSOLE_COOKIE,
@@ -34,12 +36,47 @@ const SignIn = Schema.Struct({ api_key: Schema.String });
 const csrfRefused = (message: string) =>
   new HttpRefusal({ status: 403, code: "console_csrf_invalid", message });
 
+/** Hosts a browser treats as a secure context over plain http, where it accepts a `Secure` cookie. */
+const LOOPBACK_HOST = /^(localhost|.+\.localhost|127(\.\d{1,3}){3}|\[::1\])$/;
+
+/** Reads, sets and clears the console's session cookie. */
+export interface ConsoleCookie {
+  readonly read: (c: HonoContext<Env>) => string | undefined;
+  readonly write: (c: HonoContext<Env>, token: string) => void;
+  readonly clear: (c: HonoContext<Env>) => void;
+}
+
 /**
- * `Secure` when the request came over https or the service's public URL is https (behind a proxy that
- * ends TLS, the request itself looks like plain http).
+ * The session cookie is `__Host-console_session`: `Secure`, `Path=/` and no `Domain`, so a sibling
+ * subdomain can neither plant nor overwrite it. A browser accepts a `Secure` cookie only from a secure
+ * context: a request over https, one behind a proxy whose public URL is https (the request itself looks
+ * like plain http there), or a loopback address. A console served over plain http on any other address,
+ * which anyone on the network can rewrite anyway, gets the unprefixed `console_session` without
+ * `Secure`. Each origin reads only its own name: a planted unprefixed cookie is never read where the
+ * prefixed one is used.
  */
-const secureCookie = (c: HonoContext<Env>, publicUrl: string | undefined) =>
-  new URL(c.req.url).protocol === "https:" || (publicUrl?.startsWith("https:") ?? false);
+export const consoleCookie = (publicUrl: string | undefined): ConsoleCookie => {
+  const prefixed = (c: HonoContext<Env>) => {
+    const url = new URL(c.req.url);
+    return (
+      url.protocol === "https:" ||
+      publicUrl?.startsWith("https:") === true ||
+      LOOPBACK_HOST.test(url.hostname)
+    );
+  };
+  const attributes = (c: HonoContext<Env>): CookieOptions => ({
+    httpOnly: true,
+    sameSite: "Strict",
+    path: "/",
+    ...(prefixed(c) ? { prefix: "host", secure: true } : { secure: false }),
+  });
+  return {
+    read: (c) => getCookie(c, CONSOLE_COOKIE, prefixed(c) ? "host" : undefined),
+    write: (c, token) =>
+      setCookie(c, CONSOLE_COOKIE, token, { ...attributes(c), maxAge: CONSOLE_SESSION_SECONDS }),
+    clear: (c) => deleteCookie(c, CONSOLE_COOKIE, attributes(c)),
+  };
+};
 
 /** A browser's Origin must be ours; a request without one (not a browser) is judged by the token alone. */
 const sameOrigin = (c: HonoContext<Env>) => {
@@ -64,9 +101,10 @@ const sessionBody = (session: ConsoleSession, token: string) => ({
 /** The caller of a `/v1` request: its API key, or the console session of its cookie. */
 export const authenticateRequest = (
   c: HonoContext<Env>,
+  cookie: ConsoleCookie,
 ): Effect.Effect<Caller, SqlError.SqlError | Unauthenticated | HttpRefusal, ApiKeys | ConsoleSessions> => {
   const authorization = c.req.header("authorization");
-  const token = authorization === undefined ? getCookie(c, CONSOLE_COOKIE) : undefined;
+  const token = authorization === undefined ? cookie.read(c) : undefined;
   // An API key, the usual case, without a generator function created per request (~2 µs each).
   if (token === undefined) return Effect.flatMap(ApiKeys, (keys) => keys.authenticate(authorization));
   return consoleCaller(c, token);
@@ -96,7 +134,7 @@ export type ConsoleHandler = <A>(
 export const registerConsoleSessionRoutes = (
   app: Hono<Env>,
   handle: ConsoleHandler,
-  publicUrl: string | undefined,
+  cookie: ConsoleCookie,
 ): void => {
   app.post("/console/session", async (c) => {
     const body = await readBody(c, SignIn as unknown as Schema.Codec<unknown, unknown>);
@@ -106,19 +144,13 @@ export const registerConsoleSessionRoutes = (
           sessions.signIn((body.success.value as typeof SignIn.Type).api_key),
         );
     return handle(c, signIn, (session) => {
-      setCookie(c, CONSOLE_COOKIE, session.token, {
-        httpOnly: true,
-        sameSite: "Strict",
-        secure: secureCookie(c, publicUrl),
-        path: "/",
-        maxAge: CONSOLE_SESSION_SECONDS,
-      });
+      cookie.write(c, session.token);
       return c.json(sessionBody(session, session.token), 200, { "cache-control": "no-store" });
     });
   });
 
   app.get("/console/session", async (c) => {
-    const token = getCookie(c, CONSOLE_COOKIE);
+    const token = cookie.read(c);
     const session =
       token === undefined
         ? Effect.fail(notSignedIn)
@@ -129,7 +161,7 @@ export const registerConsoleSessionRoutes = (
   });
 
   app.post("/console/session/end", async (c) => {
-    const token = getCookie(c, CONSOLE_COOKIE);
+    const token = cookie.read(c);
     // Only a live session, with its CSRF token and our Origin, is ended: a forged or stale cookie gets
     // the 401 (or 403) of any console request and changes nothing (ending a session clears every
     // process's credential caches).
@@ -139,12 +171,7 @@ export const registerConsoleSessionRoutes = (
       yield* Effect.flatMap(ConsoleSessions, (sessions) => sessions.signOut(token));
     });
     return handle(c, end, () => {
-      deleteCookie(c, CONSOLE_COOKIE, {
-        path: "/",
-        secure: secureCookie(c, publicUrl),
-        httpOnly: true,
-        sameSite: "Strict",
-      });
+      cookie.clear(c);
       return c.json({ object: "console_session", ended: true }, 200, { "cache-control": "no-store" });
     });
   });

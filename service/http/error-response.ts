@@ -50,7 +50,12 @@ export const toErrorResponse = (failure: ApiFailure): ErrorResponse => {
     case "HttpRefusal":
       return make(failure.status, "invalid_request_error", failure.code, failure.message);
     case "Unavailable":
-      return make(503, "api_error", failure.code, failure.message);
+      return failure.retryAfterSeconds === undefined
+        ? make(503, "api_error", failure.code, failure.message)
+        : {
+            ...make(503, "api_error", failure.code, failure.message),
+            headers: { "Retry-After": String(Math.max(1, failure.retryAfterSeconds)) },
+          };
     case "RateLimited":
       return {
         ...make(429, "invalid_request_error", failure.code, failure.message),

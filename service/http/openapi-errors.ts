@@ -9,8 +9,10 @@ import { Effect, Result } from "effect";
 import { ERROR_CODES } from "../error-codes.ts";
 import { type ApiFailure, HttpRefusal, IdempotencyError, Unauthenticated } from "../errors.ts";
 import { validateIdempotencyKey } from "../idempotency/idempotency.ts";
+import { perSecondOf, REQUEST_RATE_DEFAULTS } from "../limits/request-limits.ts";
 import { MAX_BODY_BYTES } from "./app.ts";
 import { type ErrorBody, toErrorResponse } from "./error-response.ts";
+import { rateLimited, requestClassOf } from "./rate-limits.ts";
 import { decodeInput } from "./request-input.ts";
 import type { AnyRoute } from "./route.ts";
 
@@ -83,6 +85,9 @@ export const routeRefusals = <R>(route: AnyRoute<R>): ReadonlyArray<ApiFailure> 
         message: `Unrecognized request URL (${route.method}: ${examplePath(route)}).`,
       }),
     );
+  // As a test key's default rate would answer it.
+  const requestClass = requestClassOf(route);
+  refusals.push(rateLimited(requestClass, perSecondOf(REQUEST_RATE_DEFAULTS, false, requestClass), 1));
   refusals.push(...(route.examples.errors ?? []));
   return refusals;
 };

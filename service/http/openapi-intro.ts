@@ -51,6 +51,10 @@ Lists are \`{"object":"list","data":[…],"has_more":…}\`, newest first. \`lim
 
 Amounts are exact: base-unit integer strings (\`cap\`, \`amount\`) with a decimal twin in the token's units (\`cap_decimal\`, \`amount_decimal\`). Decimals you send are digits with an optional point and at most the token's decimals.
 
+## Limits
+
+Each API key has a rate per class of routes: reads (GET), writes (POST, DELETE) and test helpers, by default 100 requests a second each for a live key, 25 for a test key and 10 test helpers, in bursts of at most one second's worth. Every authenticated answer carries the class's \`RateLimit-Limit\`, \`RateLimit-Remaining\`, \`RateLimit-Reset\` and \`RateLimit-Policy\` (draft-ietf-httpapi-ratelimit-headers-06); beyond the rate the answer is 429 \`rate_limited\` with \`Retry-After\`. A merchant may have 10,000 payments open at once per chain (400 \`open_payments_limit_reached\` beyond), and a payment must be at least its token's smallest amount (400 \`amount_too_small\`). \`GET /v1/limits\` shows every limit for your key.
+
 ## Webhooks
 
 Each delivery is a POST of the event's JSON with the header \`X-Service-Signature: t=<unix seconds>,v1=<hex>\`: the HMAC-SHA256, keyed with the endpoint's \`whsec_…\` secret, of \`<t>.\` followed by the raw body. Recompute it over the bytes you received, compare in constant time, and refuse a \`t\` more than 5 minutes from now. During a secret rotation the header carries a \`v1\` for each secret. Failed deliveries are retried 12 times over about two days; deduplicate on the event's \`id\`. \`verifySignature\` (the package's \`./webhooks\` export) does all this (README, *Webhooks*).

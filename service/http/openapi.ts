@@ -7,6 +7,7 @@ import { MAX_BODY_BYTES } from "./app.ts";
 import { ErrorBody } from "./error-response.ts";
 import { errorExamples } from "./openapi-errors.ts";
 import { apiIntroduction } from "./openapi-intro.ts";
+import { RATE_LIMIT_HEADER_DOCS } from "./rate-limits.ts";
 import type { AnyRoute } from "./route.ts";
 
 type JsonObject = Record<string, unknown>;
@@ -41,7 +42,14 @@ const ERROR_STATUSES = {
   "409": "Idempotency-Key reused with a different request.",
   "413": `Body larger than ${MAX_BODY_BYTES} bytes.`,
   "415": "Body is not application/json.",
+  "429":
+    "Too many requests of this operation's class with this API key; `Retry-After` says when to try again.",
 } as const;
+
+/** Every answer to an authenticated request carries its class's request rate (http/rate-limits.ts). */
+const rateLimitHeaders = Object.fromEntries(
+  Object.keys(RATE_LIMIT_HEADER_DOCS).map((name) => [name, { $ref: `#/components/headers/${name}` }]),
+);
 
 export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { readonly version: string }) => {
   const components: JsonObject = {};
@@ -57,6 +65,8 @@ export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { read
         status,
         {
           description,
+          // Shown on the success and the 429 (every answer to an authenticated request carries them).
+          ...(status === "429" ? { headers: rateLimitHeaders } : {}),
           content: {
             "application/json": {
               schema: errorRef,
@@ -113,6 +123,7 @@ export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { read
       responses: {
         [String(route.status ?? 200)]: {
           description: "Success",
+          headers: rateLimitHeaders,
           content: {
             "application/json": {
               schema: schemaRef(route.response, "ignore"),
@@ -159,6 +170,7 @@ export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { read
         },
       },
       schemas: components,
+      headers: RATE_LIMIT_HEADER_DOCS,
     },
   };
 };

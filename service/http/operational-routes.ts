@@ -89,13 +89,17 @@ export const registerOperationalRoutes = (app: Hono<any>, options: OperationalOp
       const scraped = await metrics.scrape();
       return c.body(scraped.body, 200, { "content-type": scraped.contentType, "cache-control": "no-store" });
     });
-  // Encoded once, started now (the document is small); served as the API reference's bytes are.
+  // Encoded once, started now (the document is small); served as the API reference's bytes are, to any
+  // origin (it is public, and /docs reads it from its sandbox's opaque origin).
   const openapi = assetCache(() =>
     precompress(JSON.stringify(options.openapi), "application/json; charset=utf-8"),
   );
   openapi().catch(() => undefined);
   app.get("/v1/openapi.json", async (c) =>
-    servePrecompressed(c, await openapi(), { "cache-control": "no-cache" }),
+    servePrecompressed(c, await openapi(), {
+      "cache-control": "no-cache",
+      "access-control-allow-origin": "*",
+    }),
   );
   registerApiReference(app, "API reference");
 };

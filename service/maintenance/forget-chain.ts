@@ -17,6 +17,7 @@ import { Outbox } from "../events/outbox.ts";
 import { RelayStore } from "../facts/relay-store.ts";
 import { Idempotency } from "../idempotency/idempotency.ts";
 import { MandateStore } from "../mandates/mandate-store.ts";
+import { GaslessPayers } from "../payments/gasless-payers.ts";
 import { PaymentStore } from "../payments/payment-store.ts";
 import { InvoiceStore } from "../subscriptions/invoice-store.ts";
 import { SubscriptionStore } from "../subscriptions/subscription-store.ts";
@@ -36,6 +37,7 @@ export const forgetChain = (chainId: number) =>
     const charges = yield* ChargeStore;
     const mandates = yield* MandateStore;
     const payments = yield* PaymentStore;
+    const payers = yield* GaslessPayers;
     const relayer = yield* RelayerStore;
     const gasCosts = yield* GasCosts;
     const ledger = yield* BalanceStore;
@@ -61,6 +63,7 @@ export const forgetChain = (chainId: number) =>
         removed.charges = yield* charges.forgetChain(chainId);
         removed.mandates = yield* mandates.forgetChain(chainId);
         removed.payments = yield* payments.forgetChain(chainId);
+        yield* payers.forgetChain(chainId);
         removed["relayer transactions"] = yield* relayer.forgetChain(chainId);
         // The blocks that paid these costs are gone with the chain's state.
         yield* gasCosts.forgetChain(chainId);
@@ -83,6 +86,7 @@ export const forgetChainLayer = (databaseUrl: string) => {
     ChargeStore.layer,
     MandateStore.layer,
     PaymentStore.layer,
+    GaslessPayers.layer,
     RelayerStore.layer,
     GasCosts.layer,
     BalanceStore.layer,

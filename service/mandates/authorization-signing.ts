@@ -371,6 +371,7 @@ const make = Effect.gen(function* () {
           deployment: checked.deployment,
           action: `${authorizationPrefix(chain.id, expected.mandateId)}wallet`,
           source: { object: "mandate", id: mandate.id },
+          merchantId: mandate.merchant_id,
           admit: admitFor(chain, mandate, customer, expected.mandateId),
         });
       return {
@@ -464,6 +465,7 @@ const make = Effect.gen(function* () {
           action,
           data: escrowCallData(functionName, args),
           gasUsed: Option.getOrUndefined(measured),
+          merchant: mandate.merchant_id,
           // Inside the group's transaction, before the item is recorded.
           admit: Effect.andThen(
             admitFor(chain, mandate, customer, expected.mandateId),

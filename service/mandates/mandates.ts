@@ -259,6 +259,7 @@ export class Mandates extends Context.Service<
               data: escrowCallData("lowerCap", args),
               purpose: `${action}:${yield* newId("request")}`,
               action,
+              merchants: [mandate.merchant_id],
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
           yield* gasCosts.carries(chain.id, sent.purpose, "cap_lowering", "mandate", [mandate.id]);

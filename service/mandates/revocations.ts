@@ -162,6 +162,7 @@ const make = Effect.gen(function* () {
               purpose: `${action}:${yield* newId("request")}`,
               action,
               gasUsed: Option.getOrUndefined(measured),
+              merchants: [mandate.merchant_id],
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
           yield* gasCosts.carries(chain.id, submitted.purpose, "revocation", "mandate", [mandate.id]);

@@ -41,6 +41,18 @@ const makeInstruments = (registry: Registry) => {
       labelNames: ["chain_id"] as const,
       registers,
     }),
+    relayerShareRefusals: new Counter({
+      name: "billing_relayer_share_refusals_total",
+      help: "Relayer transactions refused because a merchant they served had spent its share of the chain's hourly relayer budget (relayer_merchant_share).",
+      labelNames: ["chain_id"] as const,
+      registers,
+    }),
+    gaslessRefusals: new Counter({
+      name: "billing_gasless_refusals_total",
+      help: "Gasless transfers (the pay page's authorizations) refused for their payer, by reason: in_flight (another of the payer's on the token still pending), cooling_off (a transfer or wallet deployment of the payer reverted within gasless_cooling_off_seconds), reserved (the payer's balance less what its pending transfers move is below the value).",
+      labelNames: ["chain_id", "reason"] as const,
+      registers,
+    }),
     relayerFloorRefusals: new Counter({
       name: "billing_relayer_floor_refusals_total",
       help: "Relayer transactions refused because the relayer's balance on the chain was below gas.min_balance_wei.",

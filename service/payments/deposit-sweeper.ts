@@ -39,6 +39,8 @@ export const MAX_SWEEPS = 10;
 /** Transactions per chain and pass at most (a pass goes on while its batches come back full). */
 const BATCHES_PER_PASS = 40;
 
+const merchantOf = (row: PaymentRow) => row.merchant_id;
+
 const sweepCall = (rows: ReadonlyArray<PaymentRow>) => ({
   functionName: "sweep" as const,
   args: [rows.map(depositTermsOf)],
@@ -51,9 +53,11 @@ const sweepBatch = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
     const store = yield* PaymentStore;
     const states = yield* TokenStates;
     const paused = yield* states.pausedTokens(chain.id);
+    // Merchants whose share of the relayer's budget is spent: their deposits wait (relayer-shares.ts).
+    const skipped = yield* (yield* Relayer).skippedMerchants(chain.id);
     return yield* sql.withTransaction(
       Effect.gen(function* () {
-        const due = yield* store.lockSweepable(chain.id, now, MAX_SWEEPS, SWEEP_BATCH, at, paused);
+        const due = yield* store.lockSweepable(chain.id, now, MAX_SWEEPS, SWEEP_BATCH, at, paused, skipped);
         if (due.length === 0) return 0;
         const isolated = yield* isolateFailures(chain, from, due, sweepCall);
         const pausedNow = new Set<string>();
@@ -68,10 +72,11 @@ const sweepBatch = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
         const sending = isolated.passing.filter((row) => !pausedNow.has(row.token_address.toLowerCase()));
         if (sending.length === 0) return due.length;
         const purpose = `sweep:${chain.id}:${yield* newId("request")}`;
-        const sent = yield* submitPassing(chain, isolated, sending, sweepCall, purpose, "sweep");
-        if (!sent) return 0;
+        const sent = yield* submitPassing(chain, isolated, sending, sweepCall, purpose, "sweep", merchantOf);
+        // Refused whole: the pass ends; merchants left out are skipped by the next batch's lock.
+        if (sent.length === 0) return 0;
         yield* store.recordSwept(
-          sending.map((row) => row.id),
+          sent.map((row) => row.id),
           purpose,
         );
         yield* (yield* GasCosts).carries(
@@ -79,7 +84,7 @@ const sweepBatch = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
           purpose,
           "sweep",
           "payment",
-          sending.map((row) => row.id),
+          sent.map((row) => row.id),
         );
         return due.length;
       }),

@@ -10,7 +10,10 @@
  * wrapper simulated), the payer's balance and the nonce (read from the token), and a simulation of the
  * call. Then, under the payment's row lock: one transaction pending or mined per payment at a time (the
  * relayer's `action`), the same authorization twice is the same transaction (its `purpose`), and at most
- * `transactionsPerPaymentPerDay` transactions a day, a deployment of the payer's wallet included.
+ * `transactionsPerPaymentPerDay` transactions a day, a deployment of the payer's wallet included. Across
+ * payments, per payer (gasless-payers.ts): one gasless transfer in flight per token, the balance check
+ * less what its pending ones move, and a cooling-off after one of its transactions reverted. The
+ * transaction counts against the payment's merchant's share of the relayer's budget (relayer-shares.ts).
  *
  * The call is the one the token checks the signer's way: an EOA's signature as v, r, s (every EIP-3009
  * token has that form), a contract wallet's as `bytes` (USDC v2.2's overload, which hands the signature
@@ -37,11 +40,12 @@ import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
 import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
-import { WalletDeployments } from "../chains/wallet-deployments.ts";
+import { WalletDeployments, walletDeploymentPurpose } from "../chains/wallet-deployments.ts";
 import { SignatureHex, WalletSignatures } from "../chains/wallet-signatures.ts";
 import type { ErrorCode } from "../error-codes.ts";
 import { InvalidRequest, RateLimited, type Unavailable } from "../errors.ts";
 import { formatDecimal } from "../money/decimal.ts";
+import { GaslessPayers, unreserved } from "./gasless-payers.ts";
 import { chainOfPayment, gaslessAction, PaySessions } from "./pay-session.ts";
 import type { PaymentRow } from "./payment-object.ts";
 import { PaymentStore } from "./payment-store.ts";
@@ -172,9 +176,16 @@ const make = Effect.gen(function* () {
   const limits = yield* GaslessLimits;
   const walletSignatures = yield* WalletSignatures;
   const walletDeployments = yield* WalletDeployments;
+  const payers = yield* GaslessPayers;
 
   const rpc = <A>(chain: ResolvedChain, what: string, f: () => Promise<A>) =>
     clients.rpc(chain, what, f).pipe(Effect.mapError(unavailable));
+
+  /** The chain time of a block (a payer's revert, for its cooling-off). */
+  const blockTime = (chain: ResolvedChain) => (blockNumber: bigint) =>
+    rpc(chain, "block", () => clients.client(chain).getBlock({ blockNumber })).pipe(
+      Effect.map((block) => Number(block.timestamp)),
+    );
 
   /** A payment still open to this payer's money, and what is left to send (read under its lock, too). */
   const checkPayable = (payment: PaymentRow, now: number) =>
@@ -187,9 +198,21 @@ const make = Effect.gen(function* () {
         );
     });
 
-  /** Reads the token before anything is simulated: the clear answers for the two common refusals. */
-  const checkPayer = (chain: ResolvedChain, token: Hex, authorization: TransferAuthorization) =>
+  /**
+   * Reads the token before anything is simulated: the clear answers for the two common refusals, the
+   * balance less what the payer's pending gasless transfers in the token move; and the payer's
+   * cooling-off after a revert (gasless-payers.ts).
+   */
+  const checkPayer = (
+    chain: ResolvedChain,
+    payment: PaymentRow,
+    authorization: TransferAuthorization,
+    now: number,
+  ) =>
     Effect.gen(function* () {
+      const token = payment.token_address as Hex;
+      const held = yield* payers.standing(chain.id, token, authorization.from, payment.id);
+      yield* payers.requireNotCoolingOff(chain, authorization.from, held, now, blockTime(chain));
       const client = clients.client(chain);
       const [balance, used] = yield* Effect.all(
         [
@@ -213,12 +236,13 @@ const make = Effect.gen(function* () {
         { concurrency: 2 },
       );
       if (used) return yield* refuse("authorization_used", USED_MESSAGE, "nonce");
-      if (balance < authorization.value) {
+      if (unreserved(balance, held.reserved) < authorization.value) {
         const decimals = tokenOf(chain, token)?.decimals ?? 0;
         const symbol = tokenOf(chain, token)?.symbol ?? "tokens";
+        if (balance >= authorization.value) yield* payers.refusedReserved(chain);
         return yield* refuse(
           "payer_balance_insufficient",
-          `The wallet ${authorization.from} holds ${formatDecimal(balance, decimals)} ${symbol}; the authorization moves ${formatDecimal(authorization.value, decimals)} ${symbol}.`,
+          `The wallet ${authorization.from} holds ${formatDecimal(balance, decimals)} ${symbol}${held.reserved > 0n ? `, of which ${formatDecimal(held.reserved, decimals)} ${symbol} are on their way to the chain in gasless transfers` : ""}; the authorization moves ${formatDecimal(authorization.value, decimals)} ${symbol}.`,
           "from",
         );
       }
@@ -304,10 +328,12 @@ const make = Effect.gen(function* () {
         },
       ]);
       const signature = checked.signatures[0] as Hex;
-      yield* checkPayer(chain, token, authorization);
+      yield* checkPayer(chain, payment, authorization, now);
       /**
        * Under the payment's row lock: one decision per payment at a time, on its current amounts, and the
        * day's limit, unless a transfer already on its way answers the submission (`transfer`: sends nothing).
+       * Then under the payer's lock (chain, token, payer): none of its gasless transfers in the token in
+       * flight, and no cooling-off (gasless-payers.ts); the relayer's simulation runs under it too.
        */
       const admit = (what: "transfer" | "deployment") =>
         Effect.gen(function* () {
@@ -319,12 +345,26 @@ const make = Effect.gen(function* () {
             const live = yield* relayer.findAction(chain.id, action);
             if (live && (live.status === "pending" || live.status === "mined")) return;
           }
+          yield* payers.lock(chain.id, token, authorization.from);
+          const held = yield* payers.standing(chain.id, token, authorization.from, payment.id);
+          yield* payers.requireNotCoolingOff(chain, authorization.from, held, now, blockTime(chain));
+          yield* payers.requireNoneInFlight(chain, authorization.from, held);
           const recent = yield* relayer.recentActions(chain.id, action, "1 day");
           if (recent.count >= limits.transactionsPerPaymentPerDay)
             return yield* new RateLimited({
               code: "authorization_limit_reached",
               message: `This payment's gasless transfers were sent to the chain ${limits.transactionsPerPaymentPerDay} times in the last day, the most allowed. Pay with a transfer from your wallet, or try again later.`,
               retryAfterSeconds: recent.retryAfterSeconds,
+            });
+          if (what === "deployment")
+            yield* payers.record({
+              chainId: chain.id,
+              purpose: walletDeploymentPurpose(chain.id, authorization.from),
+              kind: "wallet_deployment",
+              token,
+              payer: authorization.from,
+              value: 0n,
+              paymentId: payment.id,
             });
         });
       // A counterfactual wallet (ERC-6492) is deployed first; the transfer is then simulated against it.
@@ -334,6 +374,7 @@ const make = Effect.gen(function* () {
           deployment: checked.deployment,
           action: `${action}:wallet:${authorization.from.toLowerCase()}`,
           source: { object: "payment", id: payment.id },
+          merchantId: payment.merchant_id,
           admit: admit("deployment"),
         });
       const { from, to, value, validAfter, validBefore, nonce } = authorization;
@@ -367,7 +408,7 @@ const make = Effect.gen(function* () {
         Effect.gen(function* () {
           yield* admit("transfer");
           const sent = yield* relayer
-            .submit(chain.id, { to: token, data, purpose, action })
+            .submit(chain.id, { to: token, data, purpose, action, merchants: [payment.merchant_id] })
             .pipe(
               Effect.catchTag("RelayerError", (error) =>
                 Effect.fail(
@@ -381,6 +422,17 @@ const make = Effect.gen(function* () {
               ),
             );
           yield* gasCosts.carries(chain.id, purpose, "gasless_transfer", "payment", [payment.id]);
+          // Sent now (not an attempt of this payment's already on its way): the payer has it in flight.
+          if (sent.purpose === purpose)
+            yield* payers.record({
+              chainId: chain.id,
+              purpose,
+              kind: "transfer",
+              token,
+              payer: authorization.from,
+              value: authorization.value,
+              paymentId: payment.id,
+            });
           return sent;
         }),
       );

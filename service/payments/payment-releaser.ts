@@ -44,9 +44,11 @@ const releaseChain = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
     const store = yield* PaymentStore;
     const states = yield* TokenStates;
     const paused = yield* states.pausedTokens(chain.id);
+    // Merchants whose share of the relayer's budget is spent: their releases wait (relayer-shares.ts).
+    const skipped = yield* (yield* Relayer).skippedMerchants(chain.id);
     yield* sql.withTransaction(
       Effect.gen(function* () {
-        const due = yield* store.lockReleasable(chain.id, now, RELEASE_BATCH, at, paused);
+        const due = yield* store.lockReleasable(chain.id, now, RELEASE_BATCH, at, paused, skipped);
         if (due.length === 0) return;
         const isolated = yield* isolateFailures(chain, from, due, releaseCall);
         const pausedNow = new Set<string>();
@@ -60,15 +62,22 @@ const releaseChain = (chain: ResolvedChain, now: number, at: Date, from: Hex) =>
         const sending = isolated.passing.filter((row) => !pausedNow.has(row.token_address.toLowerCase()));
         if (sending.length === 0) return;
         const purpose = `payment-release:${chain.id}:${yield* newId("request")}`;
-        const sent = yield* submitPassing(chain, isolated, sending, releaseCall, purpose, "payment release");
-        if (!sent) return;
-        for (const row of sending) yield* store.startAction(row.id, "release", purpose, null);
+        const sent = yield* submitPassing(
+          chain,
+          isolated,
+          sending,
+          releaseCall,
+          purpose,
+          "payment release",
+          (row) => row.merchant_id,
+        );
+        for (const row of sent) yield* store.startAction(row.id, "release", purpose, null);
         yield* (yield* GasCosts).carries(
           chain.id,
           purpose,
           "payment_release",
           "payment",
-          sending.map((row) => row.id),
+          sent.map((row) => row.id),
         );
       }),
     );

@@ -402,6 +402,7 @@ const make = Effect.gen(function* () {
       limit: number,
       at: Date,
       pausedTokens: ReadonlyArray<string>,
+      skippedMerchants: ReadonlyArray<string>,
     ) =>
       select(
         [
@@ -413,6 +414,7 @@ const make = Effect.gen(function* () {
                 AND r.purpose = p.sweep_purpose AND r.status = 'pending')`,
           sql`(p.sweep_retry_at IS NULL OR p.sweep_retry_at <= ${at})`,
           sql`NOT (lower(p.token_address) = ANY (${pausedTokens}::text[]))`,
+          sql`NOT (p.merchant_id = ANY (${skippedMerchants}::text[]))`,
         ],
         { order: PAYMENTS.id, limit, lock: "update_skip_locked" },
       ),
@@ -490,6 +492,7 @@ const make = Effect.gen(function* () {
       limit: number,
       at: Date,
       pausedTokens: ReadonlyArray<string>,
+      skippedMerchants: ReadonlyArray<string>,
     ) =>
       select(
         [
@@ -499,6 +502,7 @@ const make = Effect.gen(function* () {
           sql`p.pending_action IS NULL`,
           sql`(p.release_retry_at IS NULL OR p.release_retry_at <= ${at})`,
           sql`NOT (lower(p.token_address) = ANY (${pausedTokens}::text[]))`,
+          sql`NOT (p.merchant_id = ANY (${skippedMerchants}::text[]))`,
         ],
         { order: PAYMENTS.id, limit, lock: "update_skip_locked" },
       ),

@@ -12,6 +12,7 @@ import { PAYMENT_STATUSES } from "../../src/ledger/payment-machine.ts";
 import { chooseChain, chooseToken, requirePaymentsOpen } from "../chains/chain-choice.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
+import { minPaymentUnits, tokenOf } from "../chains/config.ts";
 import { GasCosts } from "../chains/gas-costs.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
@@ -22,10 +23,11 @@ import type { Page } from "../db/query.ts";
 import { type InvalidRequest, invalidParam, type NotFound, type Unavailable } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
-import { MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
+import { formatDecimal, MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";
 import { PageQuery } from "../pagination.ts";
 import { depositAddress } from "./deposit-address.ts";
 import { depositTermsOf, paymentReturnAction } from "./deposit-terms.ts";
+import { OpenPayments } from "./open-payments.ts";
 import type { PaymentObject } from "./payment-object.ts";
 import { PaymentRender } from "./payment-render.ts";
 import { PaymentStore } from "./payment-store.ts";
@@ -125,6 +127,7 @@ export class Payments extends Context.Service<
       const gasCosts = yield* GasCosts;
       const renderer = yield* PaymentRender;
       const transitions = yield* PaymentTransitions;
+      const openPayments = yield* OpenPayments;
 
       const create = (scope: MerchantScope, input: CreatePayment) =>
         Effect.gen(function* () {
@@ -135,6 +138,13 @@ export class Payments extends Context.Service<
           const amount = parseDecimal(input.amount_decimal, token.decimals, MAX_CAP_UNITS);
           if (Result.isFailure(amount))
             return yield* invalidParam("amount_decimal", `amount_decimal ${amount.failure.message}.`);
+          const minimum = minPaymentUnits(tokenOf(chain, token.address) ?? token);
+          if (amount.success < minimum)
+            return yield* invalidParam(
+              "amount_decimal",
+              `amount_decimal must be at least ${formatDecimal(minimum, token.decimals)} ${token.symbol}, the smallest payment in this token (GET /v1/limits).`,
+              "amount_too_small",
+            );
           const operator = relayer.operator(chain);
           if (!operator) return yield* relayerUnavailable("take payments");
           // Expiry counts in chain time, as the chain tells it (a test clock moves it).
@@ -148,7 +158,7 @@ export class Payments extends Context.Service<
             holdSeconds: BigInt(chain.escrow_available ? chain.hold_seconds : 0),
           };
           const expiresAt = now + (input.expires_in ?? DEFAULT_EXPIRES_IN);
-          const row = yield* store.insert({
+          const insert = store.insert({
             scope,
             chainId: chain.id,
             token: terms.token,
@@ -164,6 +174,8 @@ export class Payments extends Context.Service<
             watchUntil: expiresAt + LATE_PAYMENT_WINDOW_SECONDS,
             createdBlock: head.number,
           });
+          // The merchant's open payments on the chain stay counted (locked) until the payment is in.
+          const row = yield* sql.withTransaction(Effect.andThen(openPayments.admit(scope, chain), insert));
           return yield* renderer.render(row);
         });
 
@@ -252,6 +264,7 @@ export class Payments extends Context.Service<
               data: escrowCallData("returnPayment", args),
               purpose: `${action}:${yield* newId("request")}`,
               action,
+              merchants: [row.merchant_id],
             })
             .pipe(Effect.catchTag("RelayerError", (e) => Effect.fail(unavailable(e))));
           yield* store.startAction(row.id, "return", sent.purpose, getAddress(to));

@@ -118,7 +118,7 @@ export class TestHelpers extends Context.Service<
             vault,
             amount,
             "test_funding_unsupported",
-            { object: "mandate", id: mandate.id },
+            { object: "mandate", id: mandate.id, merchantId: mandate.merchant_id },
           ).pipe(
             Effect.provideService(SqlClient.SqlClient, sql),
             Effect.provideService(Relayer, relayer),

@@ -33,8 +33,11 @@ export const mintTestFunds = (
   to: Hex,
   amount: bigint,
   refusedCode: ErrorCode,
-  /** The object the test funds are for: the mint's gas is accounted to it (gas-costs.ts). */
-  source: { readonly object: "mandate" | "payment"; readonly id: string },
+  /**
+   * The object the test funds are for: the mint's gas is accounted to it (gas-costs.ts) and counts
+   * against its merchant's share of the relayer's budget (relayer-shares.ts).
+   */
+  source: { readonly object: "mandate" | "payment"; readonly id: string; readonly merchantId: string },
 ): Effect.Effect<
   Hex,
   InvalidRequest | Unavailable | SqlError.SqlError,
@@ -52,7 +55,7 @@ export const mintTestFunds = (
         // The mint and what it carries commit together, before its receipt can be recorded.
         yield* sql.withTransaction(
           Effect.andThen(
-            relayer.submit(chain.id, { to: token, data, purpose }),
+            relayer.submit(chain.id, { to: token, data, purpose, merchants: [source.merchantId] }),
             gasCosts.carries(chain.id, purpose, "test_funding", source.object, [source.id]),
           ),
         );

@@ -101,6 +101,7 @@ export class TestPayments extends Context.Service<
           yield* mintTestFunds(chain, token, from, amount, "test_payment_unsupported", {
             object: "payment",
             id: payment.id,
+            merchantId: payment.merchant_id,
           }).pipe(
             Effect.provideService(Relayer, relayer),
             Effect.provideService(GasCosts, gasCosts),

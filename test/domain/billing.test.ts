@@ -2,7 +2,8 @@
  * Billing's steps on a real Postgres with a fake chain and relayer (harness.ts): a boundary invoices and
  * charges, the chain's charge pays the invoice, a failing charge follows the dunning schedule to an
  * uncollectible invoice and a canceled subscription, and a batch with one failing charge sends the rest
- * as one `chargeMany` after bisecting.
+ * as one `chargeMany` after bisecting; a merchant whose share of the relayer's budget is spent waits while
+ * the others are charged.
  */
 import { expect, layer } from "@effect/vitest";
 import { Effect, Layer } from "effect";
@@ -409,6 +410,41 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
       expect(failed?.first_failed_at).toBe(chain.time);
       chain.failing.clear();
     }),
+  );
+
+  it.effect(
+    "charges other merchants' invoices while one merchant's share of the relayer budget is spent; that one's wait",
+    () =>
+      Effect.gen(function* () {
+        const spent = yield* merchantWithPrice("5");
+        const other = yield* merchantWithPrice("6");
+        const waiting = yield* signedSubscriptions(spent.scope, spent.price, 3);
+        const going = yield* signedSubscriptions(other.scope, other.price, 3);
+        chain.spentShares.add(spent.scope.merchantId);
+        const sent = freshChainRecords();
+
+        // The boundary's batch is refused for the spent merchant; each invoice is then charged alone, as
+        // after a refusal of the chain's budget: the other merchant's go out, the spent one's wait.
+        yield* bill;
+        const charged = chain.sent.slice(sent);
+        expect(charged.flatMap((tx) => tx.merchants ?? [])).not.toContain(spent.scope.merchantId);
+        const invoices = yield* InvoiceStore;
+        for (const sub of going) {
+          const [invoice] = (yield* invoices.page(other.scope, { subscription: sub.id }, {})).data;
+          expect((yield* linkOf(invoice?.id ?? ""))?.charge_id, sub.id).not.toBeNull();
+          expect(charged.some((tx) => tx.data.includes(sub.onchainId.slice(2).toLowerCase()))).toBe(true);
+        }
+        for (const sub of waiting)
+          expect((yield* invoices.page(spent.scope, { subscription: sub.id }, {})).data).toEqual([]);
+
+        // Once its share has room again, the spent merchant's boundary is billed in one batch.
+        chain.spentShares.delete(spent.scope.merchantId);
+        const later = freshChainRecords();
+        yield* bill;
+        const batches = chain.sent.slice(later);
+        expect(batches).toHaveLength(1);
+        expect(batches[0]?.merchants).toEqual(waiting.map(() => spent.scope.merchantId));
+      }),
   );
 
   it.effect("runs a boundary's batch that succeeds once: its measured gas goes to the relayer", () =>

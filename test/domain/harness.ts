@@ -15,7 +15,12 @@ import { ChainClients, ChainUnavailable, EscrowRevert } from "../../service/chai
 import { ChainHeads } from "../../service/chains/chain-heads.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { ChainRegistry } from "../../service/chains/registry.ts";
-import { type RelayedTransaction, Relayer, type RelayerSubmission } from "../../service/chains/relayer.ts";
+import {
+  type RelayedTransaction,
+  Relayer,
+  RelayerError,
+  type RelayerSubmission,
+} from "../../service/chains/relayer.ts";
 import { RelayerStore } from "../../service/chains/relayer-store.ts";
 import { PublicUrl } from "../../service/config/public-url.ts";
 import { databaseLayer } from "../../service/db/client.ts";
@@ -52,6 +57,8 @@ export interface FakeChain {
   readonly measurements: { readonly functionName: string; readonly charges: number }[];
   /** Every transaction the relayer was asked to send. */
   readonly sent: RelayerSubmission[];
+  /** Merchants whose share of the relayer's budget is spent: a submission serving one is refused. */
+  readonly spentShares: Set<string>;
 }
 
 export const fakeChain = (time: number): FakeChain => ({
@@ -60,6 +67,7 @@ export const fakeChain = (time: number): FakeChain => ({
   simulations: [],
   measurements: [],
   sent: [],
+  spentShares: new Set(),
 });
 
 const fakeChainClients = (state: FakeChain) =>
@@ -114,26 +122,41 @@ const fakeRelayer = (state: FakeChain) => {
     operator: () => RELAYER,
     actsFor: (_chain, operator) => operator.toLowerCase() === RELAYER,
     submit: (chainId, tx) =>
-      Effect.sync(() => {
-        const known = sent.get(tx.purpose);
-        if (known) return known;
-        state.sent.push(tx);
-        const hash = `0x${sent.size.toString(16).padStart(64, "0")}` as Hex;
-        const relayed: RelayedTransaction = {
-          id: `rtx_${randomUUID()}`,
-          chainId,
-          nonce: sent.size,
-          hash,
-          hashes: [hash],
-          purpose: tx.purpose,
-          action: tx.action ?? null,
-          status: "pending",
-          blockNumber: null,
-        };
-        sent.set(tx.purpose, relayed);
-        return relayed;
-      }),
+      Effect.suspend(() => {
+        const refused = [...new Set(tx.merchants ?? [])].filter((m) => state.spentShares.has(m));
+        return refused.length === 0
+          ? Effect.void
+          : Effect.fail(
+              new RelayerError({
+                reason: "merchant_share_exhausted",
+                message: "the fake relayer: their share is spent",
+                merchants: refused,
+                retryAfterSeconds: 60,
+              }),
+            );
+      }).pipe(
+        Effect.map(() => {
+          const known = sent.get(tx.purpose);
+          if (known) return known;
+          state.sent.push(tx);
+          const hash = `0x${sent.size.toString(16).padStart(64, "0")}` as Hex;
+          const relayed: RelayedTransaction = {
+            id: `rtx_${randomUUID()}`,
+            chainId,
+            nonce: sent.size,
+            hash,
+            hashes: [hash],
+            purpose: tx.purpose,
+            action: tx.action ?? null,
+            status: "pending",
+            blockNumber: null,
+          };
+          sent.set(tx.purpose, relayed);
+          return relayed;
+        }),
+      ),
     submitAuthorization: () => Effect.die(new Error("the billing domain tests send no authorisations")),
+    skippedMerchants: () => Effect.succeed([]),
     find: (_chainId, purpose) => Effect.sync(() => sent.get(purpose)),
     findAction: () => Effect.succeed(undefined),
     recentActions: () => Effect.succeed({ count: 0, retryAfterSeconds: 0 }),

@@ -2,8 +2,9 @@
  * Payments' domain on a real Postgres with a fake chain and relayer (harness.ts): a confirmed sweep fact
  * applied twice counts once, the state machine raises one event per change, expiry waits for funds that
  * arrived in time, and the sweeper leaves a partial payment alone until its time is up, then sweeps the
- * due deposit addresses in one transaction. A payment naming another operator than this service's (terms
- * made under a former operator) is not returned by the service, and still swept.
+ * due deposit addresses in one transaction, leaving out a merchant whose share of the relayer's budget is
+ * spent. A payment naming another operator than this service's (terms made under a former operator) is
+ * not returned by the service, and still swept.
  */
 import { expect, layer } from "@effect/vitest";
 import { Effect, Layer } from "effect";
@@ -207,6 +208,41 @@ layer(testLayer, { timeout: "60 seconds" })("payments with a fake chain", (it) =
         ((last.args?.[0] ?? []) as ReadonlyArray<{ paymentId: string }>).map((d) => d.paymentId),
       ).toEqual([partialId]);
     }),
+  );
+
+  it.effect(
+    "sweeps other merchants' deposits while one merchant's share of the relayer budget is spent; that one's wait",
+    () =>
+      Effect.gen(function* () {
+        const payments = yield* Payments;
+        const store = yield* PaymentStore;
+        const spent = yield* merchant;
+        const other = yield* merchant;
+        const waiting = yield* payments.create(spent.scope, { amount_decimal: "2" });
+        const going = yield* payments.create(other.scope, { amount_decimal: "3" });
+        yield* seen(waiting.id, 2_000_000n);
+        yield* seen(going.id, 3_000_000n);
+        chain.spentShares.add(spent.scope.merchantId);
+        const before = chain.sent.length;
+        yield* sweepDeposits;
+        const sweeps = chain.sent.slice(before);
+        expect(sweeps).toHaveLength(1);
+        expect(sweeps[0]?.merchants).not.toContain(spent.scope.merchantId);
+        const call = decodeFunctionData({ abi: MandateEscrowAbi, data: sweeps[0]?.data ?? "0x" });
+        const swept = ((call.args?.[0] ?? []) as ReadonlyArray<{ paymentId: string }>).map(
+          (d) => d.paymentId,
+        );
+        expect(swept).toContain((yield* store.reload(going.id)).onchain_id);
+        expect(swept).not.toContain((yield* store.reload(waiting.id)).onchain_id);
+        expect((yield* store.reload(going.id)).sweep_due).toBe(false);
+        expect((yield* store.reload(waiting.id)).sweep_due).toBe(true);
+        // Once the merchant's share has room again, its deposit is swept.
+        chain.spentShares.delete(spent.scope.merchantId);
+        yield* sweepDeposits;
+        expect(chain.sent.length).toBe(before + 2);
+        expect(chain.sent.at(-1)?.merchants).toEqual([spent.scope.merchantId]);
+        expect((yield* store.reload(waiting.id)).sweep_due).toBe(false);
+      }),
   );
 
   it.effect("refuses to return a payment naming another operator, sending nothing, and still sweeps it", () =>

@@ -5,7 +5,8 @@
  * budget's figure for a window equals the sum of every transaction's cost (gas limit × max fee while
  * pending, gas used × price once mined, nothing once superseded) over the transactions last signed
  * (created, or replaced: a replacement moves the whole cost to its own minute) since the start of the
- * window's first minute: never less than the exact hour's spending.
+ * window's first minute: never less than the exact hour's spending. The same for each merchant's part
+ * (chains/relayer-shares.ts): its objects' fraction of each cost, rounded down.
  */
 
 import { Clock, Effect } from "effect";
@@ -13,6 +14,7 @@ import { SqlClient } from "effect/sql";
 import fc from "fast-check";
 import type { Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { merchantWeights, partOf } from "../../service/chains/relayer-shares.ts";
 import { startOfMinute } from "../../service/chains/relayer-spending.ts";
 import { RelayerStore } from "../../service/chains/relayer-store.ts";
 import { type RelayerStoreRuntime, relayerStoreRuntime } from "./harness.ts";
@@ -45,8 +47,17 @@ const at = <A, E, R>(millis: number, effect: Effect.Effect<A, E, R>) =>
     }),
   );
 
+const MERCHANTS = ["mer_one", "mer_two", "mer_three"] as const;
+
 type Op =
-  | { readonly kind: "insert"; readonly offsetMs: number; readonly gasLimit: bigint; readonly maxFee: bigint }
+  | {
+      readonly kind: "insert";
+      readonly offsetMs: number;
+      readonly gasLimit: bigint;
+      readonly maxFee: bigint;
+      /** The merchant of each object carried (none: a transaction serving no merchant). */
+      readonly merchants: ReadonlyArray<string>;
+    }
   | { readonly kind: "receipt"; readonly pick: number; readonly spent: bigint }
   | { readonly kind: "superseded"; readonly pick: number }
   | { readonly kind: "replaced"; readonly pick: number; readonly offsetMs: number; readonly maxFee: bigint };
@@ -57,6 +68,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     offsetMs: fc.integer({ min: 0, max: 3 * 3_600_000 }),
     gasLimit: fc.bigInt({ min: 21_000n, max: 30_000_000n }),
     maxFee: fc.bigInt({ min: 1n, max: 10n ** 12n }),
+    merchants: fc.array(fc.constantFrom(...MERCHANTS), { maxLength: 7 }),
   }),
   fc.record({
     kind: fc.constant("receipt" as const),
@@ -82,10 +94,31 @@ const directSum = (chainId: number, since: Date) =>
       WHERE chain_id = ${chainId} AND coalesce(signed_at, created_at) >= ${since}`,
   ).pipe(Effect.map((rows) => BigInt(rows[0]?.value ?? "0")));
 
+/** A merchant's parts straight from the transactions (each cost now, as directSum), computed here. */
+const directParts = (chainId: number, merchant: string, since: Date) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ cost: string; merchant_ids: string[] | null; merchant_objects: number[] | null }>`
+      SELECT coalesce(spent_wei, CASE WHEN status = 'superseded' THEN 0 ELSE gas_limit * max_fee_per_gas END)::text
+          AS cost, merchant_ids, merchant_objects
+        FROM billing.relayer_transactions
+        WHERE chain_id = ${chainId} AND coalesce(signed_at, created_at) >= ${since}`,
+  ).pipe(
+    Effect.map((rows) =>
+      rows.reduce((sum, row) => {
+        const ids = row.merchant_ids ?? [];
+        const objects = (row.merchant_objects ?? []).map(Number);
+        const all = objects.reduce((a, b) => a + b, 0);
+        const i = ids.indexOf(merchant);
+        return i < 0 ? sum : sum + partOf(BigInt(row.cost), objects[i] ?? 0, all);
+      }, 0n),
+    ),
+  );
+
 let chains = 40_000;
 
 describe("the relayer's budget totals", () => {
-  it("equal the transactions' costs since the window's first minute, whatever happened to them", async () => {
+  it("equal the transactions' costs (and each merchant's parts) since the window's first minute, whatever happened to them", async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(op, { minLength: 1, maxLength: 25 }),
@@ -115,6 +148,7 @@ describe("the relayer's budget totals", () => {
                         purpose: `spending:${chainId}:${n}`,
                         action: null,
                         heldForFees: false,
+                        merchants: merchantWeights(step.merchants),
                       }),
                     ),
                   ),
@@ -168,6 +202,15 @@ describe("the relayer's budget totals", () => {
             expect(spent).toBeGreaterThanOrEqual(
               await run(directSum(chainId, new Date(since.getTime() + 1))),
             );
+            const parts = await run(
+              Effect.flatMap(RelayerStore, (store) =>
+                store.merchantSpentSince(chainId, FROM, [...MERCHANTS], since),
+              ),
+            );
+            for (const merchant of MERCHANTS)
+              expect(
+                parts.filter((row) => row.merchant_id === merchant).reduce((sum, row) => sum + row.wei, 0n),
+              ).toBe(await run(directParts(chainId, merchant, startOfMinute(since))));
           }
         },
       ),

@@ -2,7 +2,8 @@
  * The API reference at /docs in headless Chromium (Debian's, driven by playwright-core) against the real
  * stack: navigation by tag, an operation with its request and response examples and its error examples,
  * the introduction's Markdown rendered (code elements, no raw backticks) with every error code, and every
- * request the page makes going to the service's own origin.
+ * request the page makes going to the service's own origin; and the page's sandbox: its scripts, a third
+ * party's bundle, cannot read the console's session nor send its cookie.
  * Screenshots of what is on screen at each step go to test-results/docs/ (a test artifact, gitignored).
  */
 import type { Locator, Page } from "playwright-core";
@@ -11,7 +12,7 @@ import { ERROR_CODES } from "../../service/error-codes.ts";
 import { IDS } from "../../service/http/examples/shared.ts";
 import { routes } from "../../service/main.ts";
 import { hostedPageBrowser } from "./browser-wallet.ts";
-import { stack } from "./helpers.ts";
+import { api, CONSOLE_SESSION_COOKIE, newMerchantWithKey, stack } from "./helpers.ts";
 
 const SHOTS = "test-results/docs";
 const { openPage, expectNoProblems } = hostedPageBrowser(SHOTS);
@@ -94,6 +95,91 @@ describe("API reference at /docs (Chromium)", () => {
       ]),
     );
     expectNoProblems();
+    await page.close();
+  });
+
+  it("runs in a sandbox: a script in /docs can neither read the console's session nor send its cookie", async () => {
+    const { key } = await newMerchantWithKey("test");
+    const origin = new URL(stack().apiUrl).origin;
+    const page = await openPage("about:blank", null);
+    // The cookie header each request was sent with, as Chromium's network stack sent it.
+    const sent: Array<Promise<{ url: string; cookie: string | undefined }>> = [];
+    page.on("request", (request) =>
+      sent.push(request.allHeaders().then((headers) => ({ url: request.url(), cookie: headers.cookie }))),
+    );
+    const cookiesTo = async (path: string) =>
+      (await Promise.all(sent)).filter((r) => new URL(r.url).pathname === path).map((r) => r.cookie);
+
+    // Signed in to the console in this browser: a page of the service's own origin reads the session and
+    // keeps something in the origin's storage.
+    await page.goto(`${origin}/console`);
+    await page.evaluate(() => localStorage.setItem("probe", "the console's"));
+    const signedIn = await page.evaluate(async (apiKey) => {
+      const response = await fetch("/console/session", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ api_key: apiKey }),
+      });
+      return response.status;
+    }, key);
+    expect(signedIn).toBe(200);
+    const session = await page.evaluate(async () => (await fetch("/console/session")).json());
+    expect(session).toMatchObject({ object: "console_session", csrf_token: expect.any(String) });
+    // (the method of observation works: this request carried the cookie)
+    expect((await cookiesTo("/console/session")).at(-1)).toContain(`${CONSOLE_SESSION_COOKIE}=`);
+
+    // The same browser on /docs: an opaque origin, not the origin's storage, and neither the session nor
+    // its cookie.
+    sent.length = 0;
+    await page.goto(`${origin}/docs`);
+    await page.getByRole("heading", { name: "Recurring billing and webhooks API" }).waitFor();
+    const attempts = await page.evaluate(async () => {
+      const attempt = async (request: Promise<Response>) => {
+        try {
+          const response = await request;
+          return `${response.type} ${response.status}`;
+        } catch (error) {
+          return (error as Error).name;
+        }
+      };
+      const read = (get: () => unknown) => {
+        try {
+          return String(get());
+        } catch (error) {
+          return (error as Error).name;
+        }
+      };
+      return {
+        origin: window.origin,
+        cookie: read(() => document.cookie),
+        storage: read(() => localStorage.getItem("probe")),
+        session: await attempt(fetch("/console/session", { credentials: "include" })),
+        sessionNoCors: await attempt(fetch("/console/session", { credentials: "include", mode: "no-cors" })),
+        create: await attempt(
+          fetch("/v1/webhook_endpoints", {
+            method: "POST",
+            credentials: "include",
+            mode: "no-cors",
+            headers: { "content-type": "text/plain" },
+            body: JSON.stringify({ url: "http://127.0.0.1:9/hook", enabled_events: ["*"] }),
+          }),
+        ),
+      };
+    });
+    expect(attempts).toEqual({
+      origin: "null",
+      cookie: "SecurityError",
+      storage: "null", // a storage of its own, in memory, for the page's life
+      session: "TypeError", // another origin that answers no CORS: unreadable
+      sessionNoCors: "opaque 0",
+      create: "opaque 0",
+    });
+    expect(await cookiesTo("/console/session")).toEqual([undefined, undefined]);
+    expect(await cookiesTo("/v1/webhook_endpoints")).toEqual([undefined]);
+    const endpoints = await api("/v1/webhook_endpoints", { key });
+    expect(endpoints.json.data).toEqual([]);
+    // The public OpenAPI document is the one thing it reads, by CORS.
+    expect((await Promise.all(sent)).map((r) => new URL(r.url).pathname)).toContain("/v1/openapi.json");
     await page.close();
   });
 });

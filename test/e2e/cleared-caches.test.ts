@@ -18,6 +18,7 @@ import {
   newAddress,
   newMerchantWithKey,
   query,
+  sessionCookieOf,
   silently,
   stack,
 } from "./helpers.ts";
@@ -36,8 +37,7 @@ const keyIdOf = async (merchantId: string) =>
 const signIn = async (key: string, baseUrl: string) => {
   const signedIn = await api("/console/session", { key: null, body: { api_key: key }, baseUrl });
   expect(signedIn.status, signedIn.text).toBe(200);
-  const cookie = /console_session=([^;]*)/.exec(signedIn.headers.get("set-cookie") ?? "")?.[1];
-  return `console_session=${cookie}`;
+  return sessionCookieOf(signedIn.headers.get("set-cookie"));
 };
 
 /** Revokes a key in the database without firing its trigger. */

@@ -6,27 +6,24 @@
  * credential cache cleared), and the console's routes, which need no key, are rate-limited per address.
  */
 import { createHash, randomBytes } from "node:crypto";
+import { request as httpRequest } from "node:http";
 import { Agent, fetch } from "undici";
 import { describe, expect, it } from "vitest";
 import {
   api,
+  CONSOLE_SESSION_COOKIE,
   cli,
   expectErrorShape,
   newAddress,
   newMerchantWithKey,
   query,
+  sessionCookieOf,
   silently,
   stack,
   withinOneMinute,
 } from "./helpers.ts";
 
 const signIn = (apiKey: unknown) => api("/console/session", { key: null, body: { api_key: apiKey } });
-
-const cookieOf = (setCookie: string | null) => {
-  const value = /console_session=([^;]*)/.exec(setCookie ?? "")?.[1];
-  if (!value) throw new Error(`no session cookie in ${setCookie}`);
-  return `console_session=${value}`;
-};
 
 const withSession = (path: string, cookie: string, options: Parameters<typeof api>[1] = {}) =>
   api(path, { ...options, key: null, headers: { cookie, ...options.headers } });
@@ -41,12 +38,14 @@ describe("console sessions", () => {
     expect(setCookie).toMatch(/SameSite=Strict/);
     expect(setCookie).toMatch(/Path=\//);
     expect(setCookie).toMatch(/Max-Age=43200/);
-    expect(setCookie).not.toMatch(/Secure/); // plain http on loopback; https adds it
+    expect(setCookie).toMatch(/^__Host-console_session=/);
+    expect(setCookie).toMatch(/; Secure/); // loopback is a secure context, even over plain http
+    expect(setCookie).not.toMatch(/Domain=/);
     expect(setCookie).not.toContain(key);
     expect(signedIn.json).toMatchObject({ object: "console_session", livemode: false, merchant: merchantId });
     const csrf = signedIn.json.csrf_token as string;
     expect(csrf).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    const cookie = cookieOf(setCookie);
+    const cookie = sessionCookieOf(setCookie);
 
     const again = await withSession("/console/session", cookie);
     expect(again.status).toBe(200);
@@ -96,7 +95,7 @@ describe("console sessions", () => {
     expect(expectErrorShape(missing.json).code).toBe("parameter_missing");
     const forged = await withSession(
       "/v1/chains",
-      "console_session=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+      `${CONSOLE_SESSION_COOKIE}=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA`,
     );
     expect(forged.status).toBe(401);
     expect(expectErrorShape(forged.json).code).toBe("console_session_invalid");
@@ -120,12 +119,64 @@ describe("console sessions", () => {
     expect(expectErrorShape(notJson.json).code).toBe("invalid_json");
   });
 
+  it("reads only the cookie name of the request's origin: `__Host-` where a browser takes a Secure cookie, the plain name on plain http elsewhere", async () => {
+    const { key } = await newMerchantWithKey("test");
+    const prefixed = sessionCookieOf((await signIn(key)).headers.get("set-cookie"));
+    const token = prefixed.slice(`${CONSOLE_SESSION_COOKIE}=`.length);
+    // A sibling subdomain can plant `console_session` but never `__Host-console_session`: the planted name
+    // opens nothing where the prefixed one is used.
+    expect((await withSession("/console/session", prefixed)).status).toBe(200);
+    const planted = await withSession("/console/session", `console_session=${token}`);
+    expect(planted.status).toBe(401);
+    expect(expectErrorShape(planted.json).code).toBe("console_session_invalid");
+
+    // The same service reached as http://console.test (not loopback, not https): a browser would refuse a
+    // Secure cookie there, so the unprefixed name without Secure, and only that name is read.
+    const { port } = new URL(stack().apiUrl);
+    const asHost = (path: string, headers: Record<string, string>, body?: string) =>
+      new Promise<{ status: number; setCookie: string }>((resolve, reject) => {
+        const request = httpRequest(
+          {
+            host: "127.0.0.1",
+            port,
+            path,
+            method: body === undefined ? "GET" : "POST",
+            headers: { ...headers, host: `console.test:${port}` },
+          },
+          (response) => {
+            response.resume();
+            response.on("end", () =>
+              resolve({
+                status: response.statusCode ?? 0,
+                setCookie: String(response.headers["set-cookie"] ?? ""),
+              }),
+            );
+          },
+        );
+        request.on("error", reject);
+        request.end(body);
+      });
+    const plain = await asHost(
+      "/console/session",
+      { "content-type": "application/json" },
+      JSON.stringify({ api_key: key }),
+    );
+    expect(plain.status).toBe(200);
+    expect(plain.setCookie).toMatch(/^console_session=[A-Za-z0-9_-]{43}; /);
+    expect(plain.setCookie).not.toMatch(/Secure/);
+    const plainToken = /^console_session=([^;]*)/.exec(plain.setCookie)?.[1] ?? "";
+    expect((await asHost("/console/session", { cookie: `console_session=${plainToken}` })).status).toBe(200);
+    expect(
+      (await asHost("/console/session", { cookie: `${CONSOLE_SESSION_COOKIE}=${plainToken}` })).status,
+    ).toBe(401);
+  });
+
   it("ends the session on sign-out (with the CSRF token) and when its key is revoked", async () => {
     const { key, merchantId } = await newMerchantWithKey("test");
     const first = await signIn(key);
-    const cookie = cookieOf(first.headers.get("set-cookie"));
+    const cookie = sessionCookieOf(first.headers.get("set-cookie"));
     const second = await signIn(key);
-    const secondCookie = cookieOf(second.headers.get("set-cookie"));
+    const secondCookie = sessionCookieOf(second.headers.get("set-cookie"));
 
     const forgedEnd = await withSession("/console/session/end", cookie, { body: {} });
     expect(forgedEnd.status).toBe(403);
@@ -136,7 +187,7 @@ describe("console sessions", () => {
       headers: { "x-csrf-token": first.json.csrf_token },
     });
     expect(ended.status, ended.text).toBe(200);
-    expect(ended.headers.get("set-cookie")).toMatch(/console_session=;.*Max-Age=0/);
+    expect(ended.headers.get("set-cookie")).toMatch(/^__Host-console_session=;.*Max-Age=0/);
     const after = await withSession("/v1/chains", cookie);
     expect(after.status).toBe(401);
     expect(expectErrorShape(after.json).code).toBe("console_session_invalid");
@@ -163,9 +214,9 @@ describe("console sessions", () => {
 
     const { key } = await newMerchantWithKey("test");
     const signedIn = await signIn(key);
-    const cookie = cookieOf(signedIn.headers.get("set-cookie"));
+    const cookie = sessionCookieOf(signedIn.headers.get("set-cookie"));
     const csrf = signedIn.json.csrf_token as string;
-    const token = cookie.slice("console_session=".length);
+    const token = cookie.slice(`${CONSOLE_SESSION_COOKIE}=`.length);
     const endedAt = async () =>
       (
         await query<{ ended_at: Date | null }>(
@@ -174,10 +225,10 @@ describe("console sessions", () => {
         )
       )[0]?.ended_at;
 
-    const forgedToken = `console_session=${randomBytes(32).toString("base64url")}`;
+    const forgedToken = `${CONSOLE_SESSION_COOKIE}=${randomBytes(32).toString("base64url")}`;
     const refusals: Array<[string, Record<string, string>, number, string]> = [
       ["no cookie", {}, 401, "console_session_invalid"],
-      ["a malformed cookie", { cookie: "console_session=x" }, 401, "console_session_invalid"],
+      ["a malformed cookie", { cookie: `${CONSOLE_SESSION_COOKIE}=x` }, 401, "console_session_invalid"],
       ["an unknown token", { cookie: forgedToken, "x-csrf-token": csrf }, 401, "console_session_invalid"],
       ["no CSRF token", { cookie }, 403, "console_csrf_invalid"],
       ["a wrong CSRF token", { cookie, "x-csrf-token": "A".repeat(43) }, 403, "console_csrf_invalid"],
@@ -215,7 +266,7 @@ describe("console sessions", () => {
     const loopback = () =>
       `127.0.${2 + Math.floor(Math.random() * 250)}.${2 + Math.floor(Math.random() * 250)}`;
     const from = (localAddress: string) => new Agent({ localAddress, connections: 32 });
-    const forged = `console_session=${randomBytes(32).toString("base64url")}`;
+    const forged = `${CONSOLE_SESSION_COOKIE}=${randomBytes(32).toString("base64url")}`;
     const requests = [
       { path: "/console/session/end", init: { method: "POST", body: "{}", headers: { cookie: forged } } },
       { path: "/console/session", init: { method: "POST", body: JSON.stringify({ api_key: "sk_test_x" }) } },
@@ -276,12 +327,12 @@ describe("console sessions", () => {
     );
     const session = await signIn(liveKey);
     expect(session.json.livemode).toBe(true);
-    const listed = await withSession("/v1/mandates", cookieOf(session.headers.get("set-cookie")));
+    const listed = await withSession("/v1/mandates", sessionCookieOf(session.headers.get("set-cookie")));
     expect(listed.status).toBe(200);
     expect(listed.json.data).toEqual([]);
     const read = await withSession(
       `/v1/mandates/${mandate.json.id}`,
-      cookieOf(session.headers.get("set-cookie")),
+      sessionCookieOf(session.headers.get("set-cookie")),
     );
     expect(read.status).toBe(404);
   });

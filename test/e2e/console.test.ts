@@ -11,7 +11,14 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { consoleBrowser, heading, nav, signIn, status } from "./console-driver.ts";
-import { api, cli, merchantOnTestChain, newMerchantWithKey, stack } from "./helpers.ts";
+import {
+  api,
+  CONSOLE_SESSION_COOKIE,
+  cli,
+  merchantOnTestChain,
+  newMerchantWithKey,
+  stack,
+} from "./helpers.ts";
 import { startReceiver } from "./receiver.ts";
 
 const { openConsole, shot, button, expectNoProblems } = consoleBrowser();
@@ -100,7 +107,7 @@ describe("merchant console at /console (Chromium)", () => {
     );
     expect(kept).toEqual({ dom: false, local: false, inputs: false });
     const cookies = await page.context().cookies(origin);
-    const sessionCookie = cookies.find((cookie) => cookie.name === "console_session");
+    const sessionCookie = cookies.find((cookie) => cookie.name === CONSOLE_SESSION_COOKIE);
     expect(sessionCookie?.httpOnly).toBe(true);
 
     // Overview: chain 31337 with its flags, the payout address, recent events.
@@ -186,7 +193,7 @@ describe("merchant console at /console (Chromium)", () => {
     await button(page, "Sign out").click();
     await heading(page, "Sign in to the console").waitFor();
     const after = await fetch(`${origin}/v1/webhook_endpoints`, {
-      headers: { cookie: `console_session=${sessionCookie?.value ?? ""}` },
+      headers: { cookie: `${CONSOLE_SESSION_COOKIE}=${sessionCookie?.value ?? ""}` },
     });
     expect(after.status).toBe(401);
     expect(((await after.json()) as { error: { code: string } }).error.code).toBe("console_session_invalid");

@@ -13,8 +13,10 @@ import { startAnvil } from "../../scripts/stack/anvil.ts";
 import { resolveLocalChain } from "../../scripts/stack/local-chain.ts";
 import { removeAbandonedScratchDirs, scratchDir } from "../../scripts/stack/scratch-stack.ts";
 import { startStack } from "../../scripts/stack/stack.ts";
+import { UNREACHED_REQUEST_RATES } from "../../scripts/stack/unreached-limits.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
 import type { ChainConfig } from "../../service/chains/config.ts";
+import { API_LIMIT_DEFAULTS } from "../../service/config/env.ts";
 import { DEV_API_KEY } from "./constants.ts";
 
 export interface TestStack {
@@ -107,6 +109,7 @@ export default async function setup(project: TestProject) {
     relayerKey,
     logFormat: "json",
     logLevel: "Warn",
+    apiLimits: { ...API_LIMIT_DEFAULTS, ...UNREACHED_REQUEST_RATES },
     onOutput: (source, line) => {
       log.write(`[${source}] ${line}\n`);
     },

@@ -144,6 +144,19 @@ export const newMerchantWithKey = async (mode: "test" | "live" = "test") => {
   return { merchantId: String(merchantId), key: String(key) };
 };
 
+/**
+ * The console's session cookie as the stack sets it: `__Host-` prefixed (loopback is a secure context,
+ * so it is `Secure` even over plain http).
+ */
+export const CONSOLE_SESSION_COOKIE = "__Host-console_session";
+
+/** The `cookie` request header that carries the session a sign-in's `Set-Cookie` answered. */
+export const sessionCookieOf = (setCookie: string | null): string => {
+  const value = new RegExp(`(?:^|, )${CONSOLE_SESSION_COOKIE}=([^;]*)`).exec(setCookie ?? "")?.[1];
+  if (!value) throw new Error(`no session cookie in ${setCookie}`);
+  return `${CONSOLE_SESSION_COOKIE}=${value}`;
+};
+
 /** A fresh payout address: each belongs to one merchant. */
 export const newAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { consoleBrowser, heading, nav, signIn } from "./console-driver.ts";
-import { api, cli, expectErrorShape, merchantOnTestChain, query } from "./helpers.ts";
+import { api, cli, expectErrorShape, merchantOnTestChain, query, sessionCookieOf } from "./helpers.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary JSON bodies
 type Json = any;
@@ -121,7 +121,7 @@ describe("restricted keys", () => {
     const session = await api("/console/session", { key: null, body: { api_key: key } });
     expect(session.status, session.text).toBe(200);
     expect(session.json).toMatchObject({ read_only: true, livemode: false, merchant: m.merchantId });
-    const cookie = /console_session=[^;]*/.exec(session.headers.get("set-cookie") ?? "")?.[0] ?? "";
+    const cookie = sessionCookieOf(session.headers.get("set-cookie"));
     const post = await api("/v1/prices", {
       key: null,
       headers: { cookie, "x-csrf-token": session.json.csrf_token },

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { Effect } from "effect";
 import { describe, expect, it } from "vitest";
-import { parseChainsFile } from "../../service/chains/config.ts";
+import { minPaymentUnits, parseChainsFile } from "../../service/chains/config.ts";
 
 const valid = {
   id: 8453,
@@ -65,8 +65,29 @@ describe("chain config", () => {
       { ...valid, wallet_factories: "0x4e1DCf7AD4e460CfD30791CCC4F9c8a4f820ec67" },
       "chains[0].wallet_factories",
     ],
+    [
+      { ...valid, tokens: [{ ...valid.tokens[0], min_payment: "0.0000001" }] },
+      "chains[0].tokens[0].min_payment",
+    ],
+    [{ ...valid, tokens: [{ ...valid.tokens[0], min_payment: "0" }] }, "chains[0].tokens[0].min_payment"],
+    [{ ...valid, tokens: [{ ...valid.tokens[0], min_payment: "-1" }] }, "chains[0].tokens[0].min_payment"],
+    [{ ...valid, tokens: [{ ...valid.tokens[0], min_payment: 1 }] }, "chains[0].tokens[0].min_payment"],
   ])("names the bad field (%#)", async (chain, field) => {
     expect(await problem([chain])).toContain(field);
+  });
+
+  it("gives each token's smallest payment: its min_payment, or 0.01 of the token", async () => {
+    const file = await Effect.runPromise(
+      parseChainsFile(
+        JSON.stringify({ chains: [{ ...valid, tokens: [{ ...valid.tokens[0], min_payment: "0.5" }] }] }),
+        "x",
+      ),
+    );
+    expect(minPaymentUnits(file.chains[0]?.tokens[0] ?? { decimals: 0 })).toBe(500_000n);
+    expect(minPaymentUnits({ decimals: 6 })).toBe(10_000n);
+    expect(minPaymentUnits({ decimals: 18 })).toBe(10n ** 16n);
+    expect(minPaymentUnits({ decimals: 2 })).toBe(1n);
+    expect(minPaymentUnits({ decimals: 0 })).toBe(1n);
   });
 
   it("refuses a chain listed twice", async () => {

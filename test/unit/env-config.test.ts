@@ -47,6 +47,12 @@ describe("environment rules", () => {
       logLevel: "Info",
       verbose: false,
       localChainSaveSeconds: 5,
+      apiLimits: {
+        livePerSecond: 100,
+        testPerSecond: 25,
+        testHelpersPerSecond: 10,
+        openPaymentsPerChain: 10_000,
+      },
     });
   });
 
@@ -68,6 +74,10 @@ describe("environment rules", () => {
         WEBHOOK_MAX_IN_FLIGHT: "100",
         WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: "4",
         CHAINS_CONFIG: "config/chains.json",
+        API_RATE_LIMIT_LIVE: "500",
+        API_RATE_LIMIT_TEST: "0",
+        API_RATE_LIMIT_TEST_HELPERS: "3",
+        OPEN_PAYMENTS_PER_CHAIN: "250",
       }),
     );
     expect(config).toMatchObject({
@@ -81,6 +91,7 @@ describe("environment rules", () => {
       publicUrl: "https://pay.example",
       ponderUrl: "http://127.0.0.1:42069",
       webhooks: { allowPrivateInTest: false, timeoutSeconds: 5, maxInFlight: 100, maxInFlightPerEndpoint: 4 },
+      apiLimits: { livePerSecond: 500, testPerSecond: 0, testHelpersPerSecond: 3, openPaymentsPerChain: 250 },
     });
     expect(Redacted.value(config.webhooks.secretsKey)).toBe(SECRETS_KEY);
     expect(config.relayerKey && Redacted.value(config.relayerKey)).toBe(`0x${"ab".repeat(32)}`);
@@ -208,6 +219,26 @@ describe("environment rules", () => {
       "WEBHOOK_TEST_ALLOW_PRIVATE_URLS",
       "maybe",
       'WEBHOOK_TEST_ALLOW_PRIVATE_URLS must be true, false, 1 or 0, got "maybe"',
+    ],
+    [
+      "API_RATE_LIMIT_LIVE",
+      "-1",
+      'API_RATE_LIMIT_LIVE must be an integer from 0 (unlimited) to 1000000, got "-1"',
+    ],
+    [
+      "API_RATE_LIMIT_TEST",
+      "2.5",
+      'API_RATE_LIMIT_TEST must be an integer from 0 (unlimited) to 1000000, got "2.5"',
+    ],
+    [
+      "API_RATE_LIMIT_TEST_HELPERS",
+      "1000001",
+      'API_RATE_LIMIT_TEST_HELPERS must be an integer from 0 (unlimited) to 1000000, got "1000001"',
+    ],
+    [
+      "OPEN_PAYMENTS_PER_CHAIN",
+      "many",
+      'OPEN_PAYMENTS_PER_CHAIN must be an integer from 0 (unlimited) to 10000000, got "many"',
     ],
   ])("refuses %s=%j in the service", (name, value, message) => {
     expect(serviceProblems({ [name]: value })).toEqual([message]);

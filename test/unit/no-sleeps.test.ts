@@ -69,6 +69,12 @@ const ALLOWED: ReadonlyArray<{ readonly file: string; readonly contains: string;
         "the chain moving on at a block a second while the indexer is frozen: the stall the watchdog must see",
     },
     {
+      file: "test/unit/rpc-transport.test.ts",
+      contains: "setTimeout(resolve, node.delayMs)",
+      reason:
+        "a JSON-RPC node that answers slowly (a provider's latency spike): the server's side, not a wait",
+    },
+    {
       file: "test/e2e/browser-wallet.ts",
       contains: "setTimeout(start, entry.delayMs)",
       reason: "a wallet extension that announces itself late (EIP-6963), as real ones do",

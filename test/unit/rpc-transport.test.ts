@@ -1,6 +1,7 @@
 /**
  * A chain's transport over several URLs (service/chains/rpc-transport.ts), against JSON-RPC nodes the
- * test answers on loopback: the chain's call rate, a URL whose head lags set aside and taken back, the
+ * test answers on loopback: the chain's call rate, a URL whose head lags set aside and taken back (and
+ * never used before the first heads are known, however slow), the
  * next URL after a failure but not after a revert, and a 429 retried after its `Retry-After`.
  */
 import { createServer, type IncomingMessage } from "node:http";
@@ -14,6 +15,8 @@ import { type ChainTransport, chainTransport } from "../../service/chains/rpc-tr
 interface FakeNode {
   readonly url: string;
   head: number;
+  /** How long it takes to answer (a provider's slow moment). */
+  delayMs: number;
   /** Answers to give before the normal ones: an HTTP status with headers, or a JSON-RPC error. */
   readonly queued: Array<
     { status: number; headers?: Record<string, string> } | { rpcError: string; code?: number }
@@ -33,8 +36,9 @@ const body = (request: IncomingMessage): Promise<string> =>
   });
 
 const fakeNode = async (head: number): Promise<FakeNode> => {
-  const node: Omit<FakeNode, "url" | "close"> = { head, queued: [], calls: [] };
+  const node: Omit<FakeNode, "url" | "close"> = { head, delayMs: 0, queued: [], calls: [] };
   const server = createServer(async (request, response) => {
+    if (node.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, node.delayMs));
     const parsed = JSON.parse(await body(request)) as
       | { id: number; method: string }
       | Array<{ id: number; method: string }>;
@@ -133,6 +137,21 @@ describe("a chain's RPC transport", () => {
     });
     await client.request({ method: "eth_chainId" });
     expect(calls(lagging)).toBe(1);
+  });
+
+  it("answers the first calls from a URL known to be up to date, even when the healthy one's first head is slow", async () => {
+    const [lagging, healthy] = await nodes(100, 130);
+    if (!lagging || !healthy) throw new Error("no nodes");
+    // The healthy provider takes 3 s to answer (a spike, a rate limit's Retry-After) as the process starts.
+    healthy.delayMs = 3_000;
+    const { client, transport } = clientOf(
+      chainOn([lagging.url, healthy.url], { max_lag_blocks: 3 }),
+      60_000,
+    );
+    expect(await client.request({ method: "eth_chainId" })).toBe("0x1");
+    expect(calls(lagging)).toBe(0);
+    expect(calls(healthy)).toBe(1);
+    expect(transport.nodes().map((n) => n.lagging)).toEqual([true, false]);
   });
 
   it("moves to the next URL when one fails, but a revert is the answer", async () => {

@@ -116,7 +116,10 @@ export const createFlow = (env: FlowEnvironment, onChange: hosted.Listener<State
         return fail(serviceError("Gasless payment unavailable", error.message, "pay_transfer"));
       case "payer_balance_insufficient":
         return fail(serviceError(`Not enough ${symbol}`, error.message, "pay_gasless"));
+      case "authorization_in_flight":
+        return fail(serviceError("Another payment is on its way", error.message, "pay_gasless"));
       case "authorization_limit_reached":
+      case "payer_cooling_off":
       case "rate_limited":
         return fail(serviceError("Too many attempts", error.message, "pay_transfer"));
       default:
