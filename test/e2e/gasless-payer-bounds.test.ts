@@ -13,8 +13,8 @@ import { encodeFunctionData, erc20Abi, type Hex } from "viem";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
-import type { PaySession } from "../../service/payments/pay-session.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
+import { paySession, postAuthorization, signTransferAuthorization } from "./gasless-authorizations.ts";
 import { expectErrorShape, merchantOnTestChain, query } from "./helpers.ts";
 import { metricValue } from "./settle.ts";
 
@@ -49,48 +49,11 @@ const newPayment = async (): Promise<Payment> => {
   return created.json as Payment;
 };
 
-const session = async (url: string): Promise<PaySession> =>
-  (await fetch(`${url}/session`)).json() as Promise<PaySession>;
+/** A TransferWithAuthorization of what is left to pay, signed as the page's wallet would sign it. */
+const signAuthorization = async (signer: PrivateKeyAccount, payment: Payment) =>
+  signTransferAuthorization(signer, await paySession(payment.payment_url));
 
-/** A TransferWithAuthorization of the payment's amount, signed as the page's wallet would sign it. */
-const signAuthorization = async (signer: PrivateKeyAccount, payment: Payment) => {
-  const current = await session(payment.payment_url);
-  const gasless = current.gasless;
-  if (gasless === null) throw new Error("the stack's USDC takes EIP-3009 authorizations");
-  const message = {
-    from: signer.address,
-    to: gasless.to as Hex,
-    value: BigInt(gasless.value),
-    validAfter: 0n,
-    validBefore: BigInt(current.now + 3600),
-    nonce: generatePrivateKey(),
-  };
-  const { EIP712Domain: _domain, ...types } = gasless.types;
-  const signature = await signer.signTypedData({
-    domain: gasless.domain,
-    types,
-    primaryType: "TransferWithAuthorization",
-    message,
-  } as Parameters<PrivateKeyAccount["signTypedData"]>[0]);
-  return {
-    from: message.from,
-    to: message.to,
-    value: String(message.value),
-    valid_after: "0",
-    valid_before: String(message.validBefore),
-    nonce: message.nonce,
-    signature,
-  };
-};
-
-const post = async (payment: Payment, body: unknown) => {
-  const response = await fetch(`${payment.payment_url}/authorizations`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  return { status: response.status, headers: response.headers, json: await response.json() };
-};
+const post = (payment: Payment, body: unknown) => postAuthorization(payment.payment_url, body);
 
 /** The relayer's transactions for these payments' gasless transfers, by status. */
 const relayed = (ids: readonly string[]) =>

@@ -23,9 +23,9 @@ import {
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { beforeAll, describe, expect, it } from "vitest";
 import { QR_OPTIONS } from "../../service/http/pay-page/client/qr.ts";
-import type { PaySession } from "../../service/payments/pay-session.ts";
 import { announceLater, CHAIN_ID, chainRpcUrl, hostedPageBrowser, TestWallet } from "./browser-wallet.ts";
 import { faucet } from "./chain-driver.ts";
+import { paySession, postAuthorization, signTransferAuthorization } from "./gasless-authorizations.ts";
 import { expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
 
 const { openPage, shot, button, expectKeepOpen, expectNoProblems } =
@@ -56,9 +56,6 @@ const newPayment = async (body: Record<string, unknown> = {}): Promise<Payment> 
 };
 
 const payment = async (id: string): Promise<Payment> => (await merchant.call(`/v1/payments/${id}`)).json;
-
-const session = async (url: string): Promise<PaySession> =>
-  (await fetch(`${url}/session`)).json() as Promise<PaySession>;
 
 /** A plain ERC-20 transfer to the deposit address from a test payer (the test helper mints and sends). */
 const transfer = async (id: string, amount: string) => {
@@ -143,55 +140,6 @@ const mint = async (token: Hex, to: Hex, units: bigint) => {
   expect((await local.publicClient.waitForTransactionReceipt({ hash })).status).toBe("success");
 };
 
-/** Signs a TransferWithAuthorization as the page's wallet would, from the session's typed data. */
-const signAuthorization = async (
-  signer: PrivateKeyAccount,
-  current: PaySession,
-  overrides: Partial<Record<"to" | "value" | "validAfter" | "validBefore" | "nonce", string>> = {},
-) => {
-  const gasless = current.gasless;
-  if (gasless === null) throw new Error("the test token should take EIP-3009 authorizations");
-  const message = {
-    from: signer.address,
-    to: gasless.to,
-    value: gasless.value,
-    validAfter: "0",
-    validBefore: String(current.now + 3600),
-    nonce: generatePrivateKey(),
-    ...overrides,
-  };
-  const { EIP712Domain: _domain, ...types } = gasless.types;
-  const signature = await signer.signTypedData({
-    domain: gasless.domain,
-    types,
-    primaryType: "TransferWithAuthorization",
-    message: {
-      ...message,
-      value: BigInt(message.value),
-      validAfter: BigInt(message.validAfter),
-      validBefore: BigInt(message.validBefore),
-    },
-  } as Parameters<PrivateKeyAccount["signTypedData"]>[0]);
-  return {
-    from: message.from,
-    to: message.to,
-    value: message.value,
-    valid_after: message.validAfter,
-    valid_before: message.validBefore,
-    nonce: message.nonce,
-    signature,
-  };
-};
-
-const postAuthorization = async (url: string, body: unknown) => {
-  const response = await fetch(`${url}/authorizations`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  return { status: response.status, json: await response.json() };
-};
-
 /** The relayer transactions sent for a payment's gasless transfers. */
 const gaslessTransactions = async (id: string) =>
   (
@@ -219,7 +167,7 @@ describe("hosted pay page", () => {
     await expect.poll(() => page.locator("#expiry").textContent()).toMatch(/^Expires in (1:00:00|59:\d\d)$/);
 
     // The QR code carries the EIP-681 transfer of the whole amount, as the library draws it.
-    const first = await session(created.payment_url);
+    const first = await paySession(created.payment_url);
     const uri = `ethereum:${first.token.address}@${CHAIN_ID}/transfer?address=${created.address}&uint256=10000000`;
     expect(first.payment_uri).toBe(uri);
     expect(await decodeQr(page)).toBe(uri);
@@ -293,7 +241,7 @@ describe("hosted pay page", () => {
     expect(await gaslessTransactions(created.id)).toBe(1);
 
     await waitForPaid(created.id);
-    const paid = await session(created.payment_url);
+    const paid = await paySession(created.payment_url);
     expect(paid.gasless_transaction?.status).toBe("mined");
     expect(paid.transfers).toBe(1);
     await page.close();
@@ -362,7 +310,7 @@ describe("hosted pay page", () => {
   it("refuses bad authorizations with a clear 4xx and sends nothing", async () => {
     const created = await newPayment({ amount_decimal: "4" });
     const url = created.payment_url;
-    const current = await session(url);
+    const current = await paySession(url);
     const payer = privateKeyToAccount(generatePrivateKey());
     const other = privateKeyToAccount(generatePrivateKey());
     await mint(created.token_address, payer.address, 4_000_000n);
@@ -385,7 +333,7 @@ describe("hosted pay page", () => {
       expect(missing.status).toBe(404);
       expect(expectErrorShape(await missing.json()).code).toBe("payment_page_not_found");
     }
-    const wrongLink = await postAuthorization(unknown, await signAuthorization(payer, current));
+    const wrongLink = await postAuthorization(unknown, await signTransferAuthorization(payer, current));
     expect([wrongLink.status, wrongLink.json.error.code]).toEqual([404, "payment_page_not_found"]);
     const html = await fetch(unknown);
     expect(html.status).toBe(404);
@@ -393,47 +341,51 @@ describe("hosted pay page", () => {
     expect(await html.text()).toContain("Payment not found");
 
     // The request's shape, then each check in turn.
-    const good = await signAuthorization(payer, current);
+    const good = await signTransferAuthorization(payer, current);
     await refused({ ...good, tip: "1" }, 400, "parameter_unknown", "tip");
     await refused({ ...good, value: "1e6" }, 400, "parameter_invalid", "value");
     await refused({ ...good, signature: "0x1234" }, 400, "parameter_invalid", "signature");
     await refused(
-      await signAuthorization(payer, current, { to: other.address }),
+      await signTransferAuthorization(payer, current, { to: other.address }),
       400,
       "payment_recipient_mismatch",
       "to",
     );
     await refused(
-      await signAuthorization(payer, current, { value: "3999999" }),
+      await signTransferAuthorization(payer, current, { value: "3999999" }),
       400,
       "payment_amount_too_low",
       "value",
     );
     await refused(
-      await signAuthorization(payer, current, { validBefore: String(current.now + 30) }),
+      await signTransferAuthorization(payer, current, { validBefore: String(current.now + 30) }),
       400,
       "authorization_expired",
       "valid_before",
     );
     await refused(
-      await signAuthorization(payer, current, { validAfter: String(current.now + 600) }),
+      await signTransferAuthorization(payer, current, { validAfter: String(current.now + 600) }),
       400,
       "authorization_not_yet_valid",
       "valid_after",
     );
     // Signed by another key for the payer's address, or changed after signing.
     await refused(
-      { ...(await signAuthorization(other, current)), from: payer.address },
+      { ...(await signTransferAuthorization(other, current)), from: payer.address },
       400,
       "signature_invalid",
       "signature",
     );
     await refused({ ...good, value: "4000001" }, 400, "signature_invalid", "signature");
     // A signer without the tokens.
-    await refused(await signAuthorization(other, current), 400, "payer_balance_insufficient", "from");
+    await refused(await signTransferAuthorization(other, current), 400, "payer_balance_insufficient", "from");
     // A nonce the payer already used elsewhere (submitted straight to the token by someone with gas).
     const nonce = generatePrivateKey();
-    const elsewhere = await signAuthorization(payer, current, { to: other.address, value: "1", nonce });
+    const elsewhere = await signTransferAuthorization(payer, current, {
+      to: other.address,
+      value: "1",
+      nonce,
+    });
     const submitter = local.walletClient(await gasAccount());
     const { r, s, v } = parseSignature(elsewhere.signature);
     const hash = await submitter.writeContract({
@@ -443,13 +395,18 @@ describe("hosted pay page", () => {
       args: [payer.address, other.address, 1n, 0n, BigInt(elsewhere.valid_before), nonce, Number(v), r, s],
     });
     expect((await local.publicClient.waitForTransactionReceipt({ hash })).status).toBe("success");
-    await refused(await signAuthorization(payer, current, { nonce }), 400, "authorization_used", "nonce");
+    await refused(
+      await signTransferAuthorization(payer, current, { nonce }),
+      400,
+      "authorization_used",
+      "nonce",
+    );
     expect(await gaslessTransactions(created.id)).toBe(0);
 
     // Paid by a plain transfer: nothing is left to pay.
     await transfer(created.id, "4");
     await waitForPaid(created.id);
-    await refused(await signAuthorization(payer, current), 400, "payment_not_payable", null);
+    await refused(await signTransferAuthorization(payer, current), 400, "payment_not_payable", null);
     expect(await gaslessTransactions(created.id)).toBe(0);
   });
 

@@ -10,12 +10,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, rpc, startAnvil } from "../../scripts/stack/anvil.ts";
 import { freePort, waitFor } from "../../scripts/stack/wait.ts";
-import type { ResolvedChain } from "../../service/chains/config.ts";
 import { Relayer, type RelayerError } from "../../service/chains/relayer.ts";
 import { Metrics } from "../../service/metrics/metrics.ts";
 import { deployTestUsdc } from "./chain-driver.ts";
 import { query } from "./helpers.ts";
-import { type RelayerServices, relayerRunner, track } from "./relayer-harness.ts";
+import { type RelayerServices, relayerRunner, relayerTestChain, track } from "./relayer-harness.ts";
 
 const CHAIN_ID = 31342;
 const BUDGET = 10n ** 15n;
@@ -27,20 +26,9 @@ let dispose: (() => Promise<void>) | undefined;
 beforeAll(async () => {
   anvil = await startAnvil({ port: await freePort(), chainId: CHAIN_ID });
   token = await deployTestUsdc(anvil);
-  const chain: ResolvedChain = {
-    id: CHAIN_ID,
-    name: "relayer budget test chain",
-    livemode: false,
-    rpc: { http: [anvil.http] },
-    escrow: { address: token, start_block: 0 },
-    tokens: [{ symbol: "USDC", decimals: 6, address: token }],
-    subscriptions_available: true,
-    payments_available: true,
-    escrow_available: false,
-    hold_seconds: 0,
-    confirmations: 0,
+  const chain = relayerTestChain(CHAIN_ID, "relayer budget test chain", anvil.http, token, {
     relayer_budget_wei_per_hour: BUDGET.toString(),
-  };
+  });
   const runner = relayerRunner(chain);
   dispose = runner.dispose;
   run = runner.run;

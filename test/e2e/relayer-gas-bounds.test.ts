@@ -30,7 +30,7 @@ import { type Instruments, Metrics } from "../../service/metrics/metrics.ts";
 import { deployTestUsdc } from "./chain-driver.ts";
 import { api, expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
 import { type OpNodeProxy, startOpNodeProxy } from "./op-node-proxy.ts";
-import { relayerRunner, track } from "./relayer-harness.ts";
+import { relayerRunner, relayerTestChain, track } from "./relayer-harness.ts";
 import { startSecondService } from "./second-service.ts";
 
 const CHAIN_ID = 31343;
@@ -50,21 +50,11 @@ let chain: ResolvedChain;
 let relayer: Runner;
 const runners: Runner[] = [];
 
-const testChain = (id: number, http: string, address: Hex, gas: ResolvedChain["gas"]): ResolvedChain => ({
-  id,
-  name: "relayer gas bounds test chain",
-  livemode: false,
-  rpc: { http: [http] },
-  escrow: { address, start_block: 0 },
-  tokens: [{ symbol: "USDC", decimals: 6, address }],
-  subscriptions_available: true,
-  payments_available: true,
-  escrow_available: false,
-  hold_seconds: 0,
-  confirmations: 0,
-  relayer_budget_wei_per_hour: BUDGET.toString(),
-  ...(gas === undefined ? {} : { gas }),
-});
+const testChain = (id: number, http: string, address: Hex, gas: ResolvedChain["gas"]): ResolvedChain =>
+  relayerTestChain(id, "relayer gas bounds test chain", http, address, {
+    relayer_budget_wei_per_hour: BUDGET.toString(),
+    ...(gas === undefined ? {} : { gas }),
+  });
 
 const runnerFor = (config: ResolvedChain) => {
   const runner = relayerRunner(config);

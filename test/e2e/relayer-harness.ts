@@ -3,6 +3,7 @@
  * (account, store, relayer) over one chain, with the process's metrics.
  */
 import { type Duration, type Effect, Layer, ManagedRuntime, Redacted } from "effect";
+import type { Hex } from "viem";
 import { LOCAL_DEPLOYER_KEY } from "../../scripts/stack/local-chain.ts";
 import { ChainClients } from "../../service/chains/chain-clients.ts";
 import { ChainHeads } from "../../service/chains/chain-heads.ts";
@@ -16,6 +17,31 @@ import { trackPending } from "../../service/chains/relayer-tracker.ts";
 import { databaseLayer } from "../../service/db/client.ts";
 import { Metrics } from "../../service/metrics/metrics.ts";
 import { stack } from "./helpers.ts";
+
+/**
+ * A test chain on an anvil of the test's own, whose one token is `token` (also named as the escrow,
+ * which the relayer never calls), with `settings` (budget, share, gas) over the defaults.
+ */
+export const relayerTestChain = (
+  id: number,
+  name: string,
+  http: string,
+  token: Hex,
+  settings: Partial<ResolvedChain> = {},
+): ResolvedChain => ({
+  id,
+  name,
+  livemode: false,
+  rpc: { http: [http] },
+  escrow: { address: token, start_block: 0 },
+  tokens: [{ symbol: "USDC", decimals: 6, address: token }],
+  subscriptions_available: true,
+  payments_available: true,
+  escrow_available: false,
+  hold_seconds: 0,
+  confirmations: 0,
+  ...settings,
+});
 
 export const relayerLayer = (chain: ResolvedChain) => {
   const base = Layer.mergeAll(

@@ -16,14 +16,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TestUSDCAbi } from "../../abis/TestUSDC.ts";
 import { type RunningAnvil, startAnvil } from "../../scripts/stack/anvil.ts";
 import { freePort } from "../../scripts/stack/wait.ts";
-import type { ResolvedChain } from "../../service/chains/config.ts";
 import { Relayer, type RelayerError } from "../../service/chains/relayer.ts";
 import { unavailable } from "../../service/chains/unavailable.ts";
 import { toErrorResponse } from "../../service/http/error-response.ts";
 import { Metrics } from "../../service/metrics/metrics.ts";
 import { deployTestUsdc } from "./chain-driver.ts";
 import { api, expectErrorShape, merchantOnTestChain, query, stack } from "./helpers.ts";
-import { type RelayerServices, relayerRunner, track } from "./relayer-harness.ts";
+import { type RelayerServices, relayerRunner, relayerTestChain, track } from "./relayer-harness.ts";
 import { startSecondService } from "./second-service.ts";
 
 const CHAIN_ID = 31345;
@@ -39,21 +38,10 @@ let dispose: (() => Promise<void>) | undefined;
 beforeAll(async () => {
   anvil = await startAnvil({ port: await freePort(), chainId: CHAIN_ID });
   token = await deployTestUsdc(anvil);
-  const chain: ResolvedChain = {
-    id: CHAIN_ID,
-    name: "merchant shares test chain",
-    livemode: false,
-    rpc: { http: [anvil.http] },
-    escrow: { address: token, start_block: 0 },
-    tokens: [{ symbol: "USDC", decimals: 6, address: token }],
-    subscriptions_available: true,
-    payments_available: true,
-    escrow_available: false,
-    hold_seconds: 0,
-    confirmations: 0,
+  const chain = relayerTestChain(CHAIN_ID, "merchant shares test chain", anvil.http, token, {
     relayer_budget_wei_per_hour: BUDGET.toString(),
     relayer_merchant_share: 0.5,
-  };
+  });
   const runner = relayerRunner(chain);
   dispose = runner.dispose;
   run = runner.run;

@@ -13,7 +13,7 @@ import { freePort } from "../../scripts/stack/wait.ts";
 import type { ResolvedChain } from "../../service/chains/config.ts";
 import { Relayer, type RelayerError } from "../../service/chains/relayer.ts";
 import { deployTestUsdc } from "./chain-driver.ts";
-import { type RelayerServices, relayerRunner, track } from "./relayer-harness.ts";
+import { type RelayerServices, relayerRunner, relayerTestChain, track } from "./relayer-harness.ts";
 
 const CHAIN_ID = 31341;
 let anvil: RunningAnvil;
@@ -26,19 +26,7 @@ beforeAll(async () => {
   anvil = await startAnvil({ port: await freePort(), chainId: CHAIN_ID });
   // The token to call.
   token = await deployTestUsdc(anvil);
-  chain = {
-    id: CHAIN_ID,
-    name: "relayer test chain",
-    livemode: false,
-    rpc: { http: [anvil.http] },
-    escrow: { address: token, start_block: 0 },
-    tokens: [{ symbol: "USDC", decimals: 6, address: token }],
-    subscriptions_available: true,
-    payments_available: true,
-    escrow_available: false,
-    hold_seconds: 0,
-    confirmations: 0,
-  };
+  chain = relayerTestChain(CHAIN_ID, "relayer test chain", anvil.http, token);
   const runner = relayerRunner(chain);
   dispose = runner.dispose;
   run = runner.run;

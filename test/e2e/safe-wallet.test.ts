@@ -23,9 +23,9 @@ import { verifyHash } from "viem/actions";
 import { beforeAll, describe, expect, it } from "vitest";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { TERMS_TYPES } from "../../service/mandates/terms.ts";
-import type { PaySession } from "../../service/payments/pay-session.ts";
 import { type PageTypedData, signPageTerms } from "../contract/harness.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
+import { paySession, postAuthorization, signTransferAuthorization } from "./gasless-authorizations.ts";
 import { api, type EventOf, expectErrorShape, merchantOnTestChain, query } from "./helpers.ts";
 import { safeAbi, safesOn } from "./safe-wallet.ts";
 
@@ -163,7 +163,7 @@ describe("a deployed one-owner Safe as the customer", () => {
     const payment = await newPayment("7");
     const current = await paySession(payment.payment_url);
 
-    const wrongKey = await signTransfer(safes.signer(safe, { signers: [newOwner()] }), current);
+    const wrongKey = await signTransferAuthorization(safes.signer(safe, { signers: [newOwner()] }), current);
     const refused = await postAuthorization(payment.payment_url, wrongKey);
     expect(refused.status, JSON.stringify(refused.json)).toBe(400);
     expect(expectErrorShape(refused.json)).toMatchObject({ code: "signature_invalid", param: "signature" });
@@ -171,7 +171,7 @@ describe("a deployed one-owner Safe as the customer", () => {
 
     const paid = await postAuthorization(
       payment.payment_url,
-      await signTransfer(safes.signer(safe), current),
+      await signTransferAuthorization(safes.signer(safe), current),
     );
     expect(paid.status, JSON.stringify(paid.json)).toBe(200);
     const [sent] = await relayed(`pay-gasless:31337:${payment.id}`);
@@ -292,7 +292,10 @@ describe("a counterfactual Safe signing with ERC-6492", () => {
     const payment = await newPayment("3");
     const current = await paySession(payment.payment_url);
 
-    const forged = await signTransfer(safes.signer(safe, { signers: [newOwner()], erc6492: true }), current);
+    const forged = await signTransferAuthorization(
+      safes.signer(safe, { signers: [newOwner()], erc6492: true }),
+      current,
+    );
     const refused = await postAuthorization(payment.payment_url, forged);
     expect(refused.status, JSON.stringify(refused.json)).toBe(400);
     expect(expectErrorShape(refused.json)).toMatchObject({ code: "signature_invalid", param: "signature" });
@@ -301,7 +304,7 @@ describe("a counterfactual Safe signing with ERC-6492", () => {
 
     const paid = await postAuthorization(
       payment.payment_url,
-      await signTransfer(safes.signer(safe, { erc6492: true }), current),
+      await signTransferAuthorization(safes.signer(safe, { erc6492: true }), current),
     );
     expect(paid.status, JSON.stringify(paid.json)).toBe(200);
     expect(await hasCode(safe.address)).toBe(true);
@@ -426,49 +429,7 @@ const newPayment = async (amount: string) => {
   return created.json as { id: string; payment_url: string };
 };
 
-const paySession = async (url: string) => (await (await fetch(`${url}/session`)).json()) as PaySession;
-
 /** Signs the session's TransferWithAuthorization for the whole amount, as the page's wallet would. */
-const signTransfer = async (
-  signer: { address: Hex; signTypedData: (t: TypedDataDefinition) => Promise<Hex> },
-  current: PaySession,
-) => {
-  const gasless = current.gasless;
-  if (gasless === null) throw new Error("USDC takes EIP-3009 authorizations");
-  const message = {
-    from: signer.address,
-    to: gasless.to as Hex,
-    value: BigInt(gasless.value),
-    validAfter: 0n,
-    validBefore: BigInt(current.now + 3600),
-    nonce: generatePrivateKey(),
-  };
-  const { EIP712Domain: _domain, ...types } = gasless.types;
-  const signature = await signer.signTypedData({
-    domain: gasless.domain,
-    types,
-    primaryType: "TransferWithAuthorization",
-    message,
-  } as TypedDataDefinition);
-  return {
-    from: message.from,
-    to: message.to,
-    value: String(message.value),
-    valid_after: "0",
-    valid_before: String(message.validBefore),
-    nonce: message.nonce,
-    signature,
-  };
-};
-
-const postAuthorization = async (url: string, body: unknown) => {
-  const response = await fetch(`${url}/authorizations`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  return { status: response.status, json: await response.json() };
-};
 
 /** The EIP-712 hash of the terms the page handed out (JSON integers back to numbers). */
 const termsHashOf = (terms: PageTypedData) =>
