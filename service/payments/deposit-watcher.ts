@@ -8,7 +8,9 @@
  * among the deposit addresses (the table's unique index). A topic filter of every watched address took a
  * call per 500 addresses on every pass (bench/watcher.ts measures both). The price is in the answers:
  * every transfer of the tokens on the chain, whoever receives it (a provider that refuses a range for its
- * size names a narrower one, which is taken). A chain whose head has not moved since the cursor is not
+ * size names a narrower one, which is taken). So while a chain has at most RECIPIENT_FILTER_MAX watched
+ * addresses (most deployments, most of the time), the one call filters by recipient, and the answers
+ * hold only their transfers. A chain whose head has not moved since the cursor is not
  * asked at all. The indexer does not do this: Ponder would store every one of those transfers, and it
  * cannot match recipients against the payments.
  *
@@ -34,6 +36,11 @@ import { type ObservedTransfer, PaymentStore } from "./payment-store.ts";
 import { PaymentTransitions } from "./payment-transitions.ts";
 
 const TRANSFER = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
+/**
+ * Up to this many watched deposit addresses on a chain, the node is asked for their transfers only (a
+ * topic filter, as providers take); above, for every transfer of the tokens.
+ */
+const RECIPIENT_FILTER_MAX = 500;
 /** Blocks read per request; a watcher far behind catches up over several requests. */
 const MAX_RANGE = 2_000n;
 /** Blocks read again below the cursor after each new block (reorgs shallower than this are followed). */
@@ -87,9 +94,19 @@ const watchChain = (chain: ResolvedChain) =>
     if (start === undefined) return 0;
     const from = start > RESCAN_BLOCKS ? start - RESCAN_BLOCKS : 0n;
     if (head.number <= from) return 0;
+    // Few watched addresses (the usual case): the node filters by recipient and answers only their
+    // transfers. More: every transfer of the tokens, matched below. One call per block range either way.
+    const few = yield* store.watchedAddressesUpTo(chain.id, now, RECIPIENT_FILTER_MAX);
     const readLogs = (toBlock: bigint) =>
       Effect.tryPromise({
-        try: () => client.getLogs({ address: tokens, event: TRANSFER, fromBlock: from + 1n, toBlock }),
+        try: () =>
+          client.getLogs({
+            address: tokens,
+            event: TRANSFER,
+            ...(few === undefined ? {} : { args: { to: few } }),
+            fromBlock: from + 1n,
+            toBlock,
+          }),
         catch: (error) => error,
       });
     /** Up to `toBlock`, or up to the end of the narrower range a refusing provider names. */

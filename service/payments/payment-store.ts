@@ -274,6 +274,16 @@ const make = Effect.gen(function* () {
         Effect.flatMap(decodeRows(Schema.Struct({ token: Schema.String }))),
         Effect.map((rows) => rows.map((row) => row.token)),
       ),
+    /**
+     * The deposit addresses of the chain's payments watched at `now` when there are at most `max` (an
+     * index range read that stops after `max + 1`); undefined when there are more.
+     */
+    watchedAddressesUpTo: (chainId: number, now: number, max: number) =>
+      sql`SELECT deposit_address AS address FROM billing.payments
+          WHERE chain_id = ${chainId} AND watch_until >= ${now} LIMIT ${max + 1}`.pipe(
+        Effect.flatMap(decodeRows(Schema.Struct({ address: Schema.String }))),
+        Effect.map((rows) => (rows.length > max ? undefined : rows.map((row) => row.address as Hex))),
+      ),
     /** Of these addresses (lowercase), the deposit addresses of the chain's payments watched at `now`. */
     watchedAt: (chainId: number, addresses: ReadonlyArray<string>, now: number) =>
       addresses.length === 0

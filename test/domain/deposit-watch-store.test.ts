@@ -1,7 +1,8 @@
 /**
  * What the deposit watcher reads and writes of the payments (payment-store.ts) on a real Postgres: the
  * tokens of the payments watched now (a token whose payments are all past their watch, or on another
- * chain, is left out), the oldest watched payment's block, the watched deposit addresses among a block's
+ * chain, is left out), the oldest watched payment's block, the watched deposit addresses while they are
+ * few, the watched deposit addresses among a block's
  * recipients, and the replacement of a range read again, which drops what a reorg took out of watched
  * payments only.
  */
@@ -76,6 +77,22 @@ layer(testLayer, { timeout: "60 seconds" })("the deposit watcher's reads of the 
         [a, b, c].sort(),
       );
       expect(yield* store.oldestWatchedBlock(CHAIN.id, NOW - 50)).toBe(6n);
+    }),
+  );
+
+  it.effect("lists the watched deposit addresses while there are at most so many, and says when more", () =>
+    Effect.gen(function* () {
+      const store = yield* PaymentStore;
+      const chainId = CHAIN.id + 7; // a chain of this test's own
+      const token = address();
+      const watched = yield* Effect.forEach([1, 2, 3], () => payment(token, NOW + 100, 1n, chainId));
+      yield* payment(token, NOW - 100, 1n, chainId);
+      const few = yield* store.watchedAddressesUpTo(chainId, NOW, 3);
+      expect(few?.map((a) => a.toLowerCase()).sort()).toEqual(
+        watched.map((p) => p.deposit_address.toLowerCase()).sort(),
+      );
+      expect(yield* store.watchedAddressesUpTo(chainId, NOW, 2)).toBeUndefined();
+      expect(yield* store.watchedAddressesUpTo(chainId, NOW + 101, 2)).toEqual([]);
     }),
   );
 
