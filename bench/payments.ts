@@ -56,6 +56,7 @@ import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { SWEEP_BATCH } from "../service/payments/deposit-sweeper.ts";
 import { benchChain } from "./local-chain-config.ts";
 import { percentiles, wall, writeResults } from "./report.ts";
+import { stackApi } from "./stack-api.ts";
 
 const N = Number(process.env.PAYMENTS_N ?? 500);
 const AMOUNT = process.env.PAYMENTS_AMOUNT ?? "10.00";
@@ -110,22 +111,7 @@ try {
   const anvil = (method: string, params: unknown[]) => client.request({ method, params } as never);
   const deployer = privateKeyToAccount(LOCAL_DEPLOYER_KEY);
   const amount = parseUnits(AMOUNT, DECIMALS);
-  const key = stack.devMerchant.apiKey;
-  const api = async (path: string, body?: unknown) => {
-    const response = await fetch(`${stack.apiUrl}${path}`, {
-      method: body === undefined ? "GET" : "POST",
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined
-          ? {}
-          : { "content-type": "application/json", "idempotency-key": crypto.randomUUID() }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const json = (await response.json()) as Record<string, unknown>;
-    if (!response.ok) throw new Error(`${path}: ${response.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const api = stackApi(stack);
   const database = ManagedRuntime.make(
     PgClient.layer({ url: Redacted.make(stack.databaseUrl), maxConnections: 3 }),
   );

@@ -41,10 +41,12 @@ import { LOCAL_FAUCET_KEY } from "../scripts/stack/local-chain.ts";
 import { processLabels } from "../scripts/stack/rpc-clients.ts";
 import { type RpcProxy, startRpcProxy } from "../scripts/stack/rpc-proxy.ts";
 import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
+import { workerPasses } from "../scripts/stack/stack-metrics.ts";
 import { DEPOSITS_CHANNEL } from "../service/payments/payment-store.ts";
 import { benchChain } from "./local-chain-config.ts";
 import { loadPgStatements, resetStatements } from "./pg-statements.ts";
 import { percentiles, type SummaryRow, tenths, writeResults } from "./report.ts";
+import { stackApi } from "./stack-api.ts";
 
 const SIZES = (process.env.WATCHER_SIZES ?? "100,10000,100000").split(",").map(Number);
 const WINDOW_S = Number(process.env.WATCHER_WINDOW_S ?? 60);
@@ -101,31 +103,8 @@ try {
   const anvil = (method: string, params: unknown[]) => client.request({ method, params } as never);
   const sql = <A extends object>(run: (sql: PgClient.PgClient) => Effect.Effect<ReadonlyArray<A>, unknown>) =>
     database.runPromise(Effect.flatMap(Effect.service(PgClient.PgClient), run));
-  const key = stack.devMerchant.apiKey;
-  const api = async (path: string, body?: unknown) => {
-    const response = await fetch(`${stack.apiUrl}${path}`, {
-      method: body === undefined ? "GET" : "POST",
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined
-          ? {}
-          : { "content-type": "application/json", "idempotency-key": crypto.randomUUID() }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const json = (await response.json()) as Record<string, unknown>;
-    if (!response.ok) throw new Error(`${path}: ${response.status} ${JSON.stringify(json)}`);
-    return json;
-  };
-  const watcherPasses = async () => {
-    const text = await (
-      await fetch(`${stack.apiUrl}/metrics`, { headers: { authorization: `Bearer ${stack.metricsToken}` } })
-    ).text();
-    const line = text
-      .split("\n")
-      .find((l) => l.startsWith('billing_worker_passes_total{worker="deposit-watcher",outcome="success"}'));
-    return line === undefined ? 0 : Number(line.split(" ")[1]);
-  };
+  const api = stackApi(stack);
+  const watcherPasses = () => workerPasses(stack, "deposit-watcher");
 
   // The payer: gas, and USDC from the local token's test faucet.
   const payer = privateKeyToAccount(generatePrivateKey());

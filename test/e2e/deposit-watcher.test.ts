@@ -13,6 +13,7 @@ import { erc20Abi, getAddress, type Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { localChain, type ScratchStack, startScratchStack } from "../../scripts/stack/scratch-stack.ts";
 import type { RunningStack } from "../../scripts/stack/stack.ts";
+import { workerPasses } from "../../scripts/stack/stack-metrics.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { RESCAN_BLOCKS } from "../../service/payments/deposit-watcher.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
@@ -52,15 +53,7 @@ const call = async (path: string, body?: unknown) => {
 
 /** A whole pass of the watcher that began after the call (`billing_worker_passes_total`). */
 const watcherPassed = async () => {
-  const passes = async () => {
-    const text = await (
-      await fetch(`${stack.apiUrl}/metrics`, { headers: { authorization: `Bearer ${stack.metricsToken}` } })
-    ).text();
-    const line = text
-      .split("\n")
-      .find((l) => l.startsWith('billing_worker_passes_total{worker="deposit-watcher",outcome="success"}'));
-    return line === undefined ? 0 : Number(line.split(" ")[1]);
-  };
+  const passes = () => workerPasses(stack, "deposit-watcher");
   const before = await passes();
   await waitFor(async () => (await passes()) >= before + 2, {
     timeoutMs: 30_000,

@@ -13,6 +13,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { workerPasses as passesOf, metricValue as readMetric } from "../../scripts/stack/stack-metrics.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { chainDriver } from "./chain-driver.ts";
 import { api, newAddress, query, stack } from "./helpers.ts";
@@ -80,21 +81,16 @@ export const relaySettled = async (chainId: number) => {
   return tx.receipt.blockNumber;
 };
 
-const metricsToken = () => readFileSync(join(stack().dataDir, "metrics.token"), "utf8").trim();
+const service = () => ({
+  apiUrl: stack().apiUrl,
+  metricsToken: readFileSync(join(stack().dataDir, "metrics.token"), "utf8").trim(),
+});
 
-/** One series of the stack service's /metrics, e.g. `billing_worker_passes_total{worker="x",outcome="success"}`; 0 when absent. */
-export const metricValue = async (series: string): Promise<number> => {
-  const response = await fetch(`${stack().apiUrl}/metrics`, {
-    headers: { authorization: `Bearer ${metricsToken()}` },
-  });
-  if (response.status !== 200) throw new Error(`GET /metrics answered ${response.status}`);
-  const line = (await response.text()).split("\n").find((l) => l.startsWith(`${series} `));
-  return line === undefined ? 0 : Number(line.split(" ")[1]);
-};
+/** One series of the stack service's /metrics; 0 when absent. */
+export const metricValue = (series: string): Promise<number> => readMetric(service(), series);
 
 /** The stack service's count of successful passes of a worker (`billing_worker_passes_total`). */
-export const workerPasses = (worker: string): Promise<number> =>
-  metricValue(`billing_worker_passes_total{worker="${worker}",outcome="success"}`);
+export const workerPasses = (worker: string): Promise<number> => passesOf(service(), worker);
 
 /**
  * Waits for a whole pass of the stack service's worker that began after the call: the pass under way
