@@ -41,6 +41,7 @@ import { LOCAL_FAUCET_KEY } from "../scripts/stack/local-chain.ts";
 import { processLabels } from "../scripts/stack/rpc-clients.ts";
 import { type RpcProxy, startRpcProxy } from "../scripts/stack/rpc-proxy.ts";
 import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
+import { seedOpenPayments } from "../scripts/stack/seeded-payments.ts";
 import { workerPasses } from "../scripts/stack/stack-metrics.ts";
 import { DEPOSITS_CHANNEL } from "../service/payments/payment-store.ts";
 import { benchChain } from "./local-chain-config.ts";
@@ -143,17 +144,20 @@ try {
     const salt = crypto.randomUUID();
     while (seeded + API_PAYMENTS < total) {
       const count = Math.min(SEED_CHUNK, total - API_PAYMENTS - seeded);
-      await sql(
-        (s) => s`INSERT INTO billing.payments (id, merchant_id, livemode, chain_id,
-            token_address, payee_address, operator_address, hold_seconds, onchain_id, deposit_address,
-            page_token, amount, status, expires_at, watch_until, created_block)
-          SELECT 'pay_SEEDED' || lpad(g::text, 20, '0'), ${stack.devMerchant.merchantId}::text, false,
-            ${resolved.id}::bigint, ${usdc}::text, ${merchantChain.payee}::text, ${merchantChain.operator}::text,
-            0, '0x' || md5('id' || g || ${salt}::text) || md5('id2' || g || ${salt}::text),
-            '0x' || md5('address' || g || ${salt}::text) || left(md5('address2' || g || ${salt}::text), 8),
-            md5('page' || g || ${salt}::text) || md5('page2' || g || ${salt}::text), 10000000,
-            'requires_payment', ${expires}::bigint, ${expires + 604_800}::bigint, ${head.number.toString()}::bigint
-          FROM generate_series(${seeded + 1}::int, ${seeded + count}::int) g`,
+      await database.runPromise(
+        seedOpenPayments({
+          merchantId: stack.devMerchant.merchantId,
+          chainId: resolved.id,
+          token: usdc,
+          payee: merchantChain.payee,
+          operator: merchantChain.operator,
+          amount: 10_000_000n,
+          expiresAt: expires,
+          createdBlock: head.number,
+          first: seeded + 1,
+          count,
+          salt,
+        }),
       );
       seeded += count;
     }

@@ -188,6 +188,8 @@ export const chainDriver = (chainId: number, chainsFile: string = stack().chains
     escrow,
     usdc,
     rpc,
+    /** The latest block's time (chain seconds). */
+    latestTime,
     /** Any account's call of a contract, mined and checked (reverted: an error). */
     call,
     mint,

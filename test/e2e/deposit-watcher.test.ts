@@ -6,18 +6,16 @@
  * service was stopped, further below the head than the watcher's rescan by the time it starts again.
  */
 import { randomUUID } from "node:crypto";
-import { PgClient } from "@effect/sql-pg";
-import { Effect, Redacted } from "effect";
-import { SqlClient } from "effect/sql";
 import { erc20Abi, getAddress, type Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { localChain, type ScratchStack, startScratchStack } from "../../scripts/stack/scratch-stack.ts";
+import { seedOpenPayments } from "../../scripts/stack/seeded-payments.ts";
 import type { RunningStack } from "../../scripts/stack/stack.ts";
 import { workerPasses } from "../../scripts/stack/stack-metrics.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
 import { RESCAN_BLOCKS } from "../../service/payments/deposit-watcher.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
-import { newAddress } from "./helpers.ts";
+import { newAddress, queryAt, withDatabase } from "./helpers.ts";
 
 const CHAIN = 31337;
 const OPEN_PAYMENTS = 5_000;
@@ -30,12 +28,7 @@ let chain: ReturnType<typeof chainDriver>;
 type Json = any;
 
 const query = <A extends object>(text: string, params: unknown[] = []) =>
-  Effect.runPromise(
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient;
-      return yield* sql.unsafe<A>(text, params);
-    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack.databaseUrl), maxConnections: 1 }))),
-  );
+  queryAt(stack.databaseUrl)<A>(text, params);
 
 const call = async (path: string, body?: unknown) => {
   const response = await fetch(`${stack.apiUrl}${path}`, {
@@ -119,28 +112,21 @@ describe("deposit watcher", () => {
 
   it(`sees a deposit to one payment among ${OPEN_PAYMENTS.toLocaleString("en")} open ones, for that payment alone`, async () => {
     const head = await chain.client.getBlock();
-    const expires = Number(head.timestamp) + 86_400;
-    const seeded = await query<{ id: string; address: string }>(
-      `INSERT INTO billing.payments (id, merchant_id, livemode, chain_id, token_address, payee_address,
-         operator_address, hold_seconds, onchain_id, deposit_address, page_token, amount, status, expires_at,
-         watch_until, created_block)
-       SELECT 'pay_SEEDED' || lpad(g::text, 20, '0'), $1::text, false, $2::bigint, $3::text, $4::text,
-         $4::text, 0, '0x' || md5('id' || g || $5::text) || md5('id2' || g || $5::text),
-         '0x' || md5('address' || g || $5::text) || left(md5('address2' || g || $5::text), 8),
-         md5('page' || g || $5::text) || md5('page2' || g || $5::text), 1000000, 'requires_payment',
-         $6::bigint, $6::bigint + 604800, $7::bigint
-       FROM generate_series(1, $8::int) g
-       RETURNING id, deposit_address AS address`,
-      [
-        stack.devMerchant.merchantId,
-        CHAIN,
-        getAddress(chain.usdc),
-        newAddress(),
-        randomUUID(),
-        expires,
-        head.number.toString(),
-        OPEN_PAYMENTS - 1,
-      ],
+    const seeded = await withDatabase(
+      stack.databaseUrl,
+      seedOpenPayments({
+        merchantId: stack.devMerchant.merchantId,
+        chainId: CHAIN,
+        token: getAddress(chain.usdc),
+        payee: newAddress(),
+        operator: newAddress(),
+        amount: 1_000_000n,
+        expiresAt: Number(head.timestamp) + 86_400,
+        createdBlock: head.number,
+        first: 1,
+        count: OPEN_PAYMENTS - 1,
+        salt: randomUUID(),
+      }),
     );
     expect(seeded).toHaveLength(OPEN_PAYMENTS - 1);
     const made = await call("/v1/payments", { amount_decimal: "5" });

@@ -58,14 +58,24 @@ export const api = async (
   return { status: response.status, headers: response.headers, text, json };
 };
 
-/** Runs SQL against the stack's database (read-only checks of what the API did). */
-export const query = <A extends object>(text: string, params: unknown[] = []): Promise<readonly A[]> =>
+/** Runs an effect that needs SQL on the database at `url` (a scratch stack's, or the suite's). */
+export const withDatabase = <A, E>(url: string, effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
   Effect.runPromise(
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient;
-      return yield* sql.unsafe<A>(text, params);
-    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(stack().databaseUrl), maxConnections: 1 }))),
+    effect.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 }))),
   );
+
+/** Runs SQL against the database at `url` (read-only checks of what the API did). */
+export const queryAt =
+  (url: string) =>
+  <A extends object>(text: string, params: unknown[] = []): Promise<readonly A[]> =>
+    withDatabase(
+      url,
+      Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<A>(text, params)),
+    );
+
+/** Runs SQL against the stack's database. */
+export const query = <A extends object>(text: string, params: unknown[] = []): Promise<readonly A[]> =>
+  queryAt(stack().databaseUrl)<A>(text, params);
 
 /** Runs a statement without firing triggers: no NOTIFY reaches any process (a change behind the service's back). */
 export const silently = (statement: (sql: PgClient.PgClient) => Effect.Effect<unknown, unknown>) =>
@@ -128,19 +138,25 @@ export const holdInTransaction = async (
 
 const run = promisify(execFile);
 
-/** The operator CLI, as `npm run cli -- …` runs it. */
-export const cli = async (...args: string[]) => {
+/** The operator CLI on the database at `url`, as `npm run cli -- …` runs it. */
+export const cliAt = async (url: string, ...args: string[]) => {
   const result = await run(process.execPath, ["service/cli.ts", ...args], {
-    env: { ...process.env, DATABASE_URL: stack().databaseUrl },
+    env: { ...process.env, DATABASE_URL: url },
   });
   return result.stdout.trim();
 };
 
-export const newMerchantWithKey = async (mode: "test" | "live" = "test") => {
+/** The operator CLI on the stack's database. */
+export const cli = (...args: string[]) => cliAt(stack().databaseUrl, ...args);
+
+/** A new merchant and a key of it, made by the operator CLI (on the stack's database by default). */
+export const newMerchantWithKey = async (mode: "test" | "live" = "test", url = stack().databaseUrl) => {
   const [merchantId] = (
-    await cli("merchants", "create", "--name", `Merchant ${randomUUID().slice(0, 8)}`)
+    await cliAt(url, "merchants", "create", "--name", `Merchant ${randomUUID().slice(0, 8)}`)
   ).split("\t");
-  const [, key] = (await cli("keys", "create", "--merchant", String(merchantId), "--mode", mode)).split("\t");
+  const [, key] = (
+    await cliAt(url, "keys", "create", "--merchant", String(merchantId), "--mode", mode)
+  ).split("\t");
   return { merchantId: String(merchantId), key: String(key) };
 };
 

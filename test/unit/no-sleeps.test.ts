@@ -96,6 +96,18 @@ const ALLOWED: ReadonlyArray<{ readonly file: string; readonly contains: string;
       reason: "a Clock whose wall time the test sets passes sleeping through to the real clock",
     },
     {
+      file: "test/e2e/hostile-merchant.test.ts",
+      contains: 'await sleep(Number(answer.headers.get("retry-after")',
+      reason:
+        "an honest merchant's client waiting out a 429's Retry-After before asking again, as Stripe's libraries do; nothing is asserted meanwhile",
+    },
+    {
+      file: "test/e2e/hostile-merchant.test.ts",
+      contains: "await sleep(Math.max(0, started + (i * 1000) / perSecond - Date.now()))",
+      reason:
+        "an attacker's load generator pacing its requests at a stated rate; nothing is asserted meanwhile",
+    },
+    {
       file: "test/domain/relayer-spending.test.ts",
       contains: "sleep: (duration) => clock.sleep(duration)",
       reason: "a Clock whose wall time the test sets passes sleeping through to the real clock",

@@ -1,0 +1,539 @@
+/**
+ * Issue 47's hostile merchant, on a stack of its own with the service's real limits (docs/limits.md) and
+ * a chain that mines a block a second: merchant B bills 100 subscriptions at a period boundary, once alone
+ * and once while merchant A does at the same boundary what the limits are there for: floods `/v1` with
+ * reads and payment creations at ten times its key's rate, holds 10,000 open payments (the most a merchant
+ * may), pays 1,000 of them with the smallest amount a payment may ask (a 1-unit payment is refused),
+ * hammers the pay page with gasless authorizations from many payers, and answers its webhooks never.
+ *
+ * What is asserted is what the limits promise: A's requests held to its key's rates, its open payments to
+ * the limit, each payer to one gasless transfer in flight, A's relayer spending to its share of the hour
+ * (the budget is set so that A's sweeps need more than a half and B's needs fit in one), and every one of
+ * B's invoices paid and its `invoice.paid` delivered. B's time from the chain passing the boundary to the
+ * last delivery is printed alone and attacked, with where it went. It is not asserted to be the same:
+ * on one 2-core machine A's deposits, sweeps and events are processed by the same service process, the
+ * same Postgres and the same cores as B's boundary, and nothing yet gives one merchant's work priority over
+ * another's (docs/limits.md, "A hostile merchant").
+ *
+ * The attacker's open payments are 8,900 written into the database (what A's key, at its 25 writes a
+ * second, would have opened over six minutes) and 1,100 opened through the API, which A pays.
+ */
+import { randomUUID } from "node:crypto";
+import { createWalletClient, encodeFunctionData, erc20Abi, type Hex, http } from "viem";
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { localChain, type ScratchStack, startScratchStack } from "../../scripts/stack/scratch-stack.ts";
+import { seedOpenPayments } from "../../scripts/stack/seeded-payments.ts";
+import type { RunningStack } from "../../scripts/stack/stack.ts";
+import { metricValue } from "../../scripts/stack/stack-metrics.ts";
+import { sleep, waitFor } from "../../scripts/stack/wait.ts";
+import { API_LIMIT_DEFAULTS } from "../../service/config/env.ts";
+import { testWalletKey } from "../../service/mandates/terms.ts";
+import { chainDriver, usd } from "./chain-driver.ts";
+import { paySession, postAuthorization, signTransferAuthorization } from "./gasless-authorizations.ts";
+import {
+  type ApiResponse,
+  api,
+  expectErrorShape,
+  newAddress,
+  newMerchantWithKey,
+  queryAt,
+  withDatabase,
+} from "./helpers.ts";
+import { type Received, startReceiver } from "./receiver.ts";
+
+const CHAIN = 31337;
+const SUBSCRIPTIONS = 100;
+const OPEN_LIMIT = API_LIMIT_DEFAULTS.openPaymentsPerChain;
+const PAID_BY_TRANSFER = 1_000;
+const TRANSFER_WALLETS = 10;
+const GASLESS_PAYERS = 20;
+const LINKS_PER_PAYER = 5;
+const API_PAYMENTS = PAID_BY_TRANSFER + GASLESS_PAYERS * LINKS_PER_PAYER;
+/** A's reads and its payment creations each, requests a second: ten times its key's rate. */
+const FLOOD_PER_SECOND = 10 * API_LIMIT_DEFAULTS.testPerSecond;
+/** The smallest payment the chain's USDC may ask (docs/limits.md), and what A pays each. */
+const MIN_PAYMENT = "0.01";
+/**
+ * The relayer's budget for the hour on this chain: each merchant's half (5·10^16 wei) holds what B spends
+ * in this test (its customers' signatures and three periods' charges: about 3.6·10^16 wei here) and not
+ * all of A's sweeps of 1,000 payments and gasless transfers (A is refused at about 4·10^16 spent, while
+ * its transactions in flight count at their fee cap).
+ */
+const BUDGET_WEI = 10n ** 17n;
+/** Chain seconds between moving the clock to just before a boundary and moving it past. */
+const LEAD_SECONDS = 900;
+
+let scratch: ScratchStack;
+let stack: RunningStack;
+let chain: ReturnType<typeof chainDriver>;
+let query: ReturnType<typeof queryAt>;
+
+beforeAll(async () => {
+  scratch = await startScratchStack("hostile-merchant", {
+    chains: [
+      localChain({
+        name: "Hostile merchant chain",
+        hold_seconds: 0,
+        relayer_budget_wei_per_hour: BUDGET_WEI.toString(),
+      }),
+    ],
+    apiLimits: API_LIMIT_DEFAULTS,
+    logLevel: "Error",
+  });
+  stack = scratch.stack;
+  chain = chainDriver(CHAIN, stack.chainsFile);
+  query = queryAt(stack.databaseUrl);
+}, 180_000);
+
+afterAll(async () => {
+  await scratch?.stop();
+});
+
+/**
+ * A merchant's calls as a client library makes them: on 429 it waits the `Retry-After` seconds and asks
+ * again (nothing was done: a fresh idempotency key is fine), as Stripe's libraries do.
+ */
+const clientOf =
+  (key: string) =>
+  async (path: string, body?: unknown): Promise<ApiResponse> => {
+    for (;;) {
+      const answer = await api(path, { key, baseUrl: stack.apiUrl, ...(body === undefined ? {} : { body }) });
+      if (answer.status !== 429) return answer;
+      await sleep(Number(answer.headers.get("retry-after") ?? "1") * 1000);
+    }
+  };
+
+/** Runs `work` over `items`, `concurrency` at a time. */
+const inPool = async <T, R>(items: readonly T[], concurrency: number, work: (item: T) => Promise<R>) => {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < items.length; i = next++) results[i] = await work(items[i] as T);
+    }),
+  );
+  return results;
+};
+
+/**
+ * An attacker's load generator: `send` `perSecond` times a second without waiting for the answers,
+ * while `going()`; resolves once every answer is in.
+ */
+const paced = async (perSecond: number, going: () => boolean, send: () => Promise<void>) => {
+  const started = Date.now();
+  const sent: Promise<void>[] = [];
+  for (let i = 1; going(); i++) {
+    sent.push(send());
+    await sleep(Math.max(0, started + (i * 1000) / perSecond - Date.now()));
+  }
+  await Promise.all(sent);
+};
+
+/** Answers counted by status and error code, e.g. `429 rate_limited`. */
+const tally = () => {
+  const counts: Record<string, number> = {};
+  return {
+    counts,
+    add: (answer: { status: number; json?: unknown }) => {
+      const code = (answer.json as { error?: { code?: string } } | undefined)?.error?.code;
+      const name = code === undefined ? String(answer.status) : `${answer.status} ${code}`;
+      counts[name] = (counts[name] ?? 0) + 1;
+    },
+  };
+};
+
+/** The distinct `invoice.paid` events an endpoint received, each with when it first arrived. */
+const invoicesPaidAt = (received: readonly Received[]) => {
+  const first = new Map<string, number>();
+  for (const r of received)
+    if (r.event.type === "invoice.paid" && !first.has(r.event.id)) first.set(r.event.id, r.at);
+  return first;
+};
+
+describe("a hostile merchant and an honest one at the same boundary", () => {
+  it("holds the attacker to its limits and bills all of the honest merchant's 100 subscriptions", async () => {
+    // B: the stack's merchant, 100 subscriptions whose customers signed their mandates; every
+    // invoice.paid delivered to an endpoint of its own.
+    const b = clientOf(stack.devMerchant.apiKey);
+    const bReceiver = await startReceiver();
+    const aReceiver = await startReceiver(() => "hang");
+    try {
+      expect(
+        (await b("/v1/webhook_endpoints", { url: bReceiver.url, events: ["invoice.paid"] })).status,
+      ).toBe(200);
+      const price = await b("/v1/prices", { product_name: "Seat", amount_decimal: "1", chain: CHAIN });
+      expect(price.status, price.text).toBe(200);
+      const subscriptions = await inPool(
+        Array.from({ length: SUBSCRIPTIONS }, (_, i) => i),
+        4,
+        async (i) => {
+          const sub = await b("/v1/subscriptions", { customer: `cus_b_${i}`, price: price.json.id });
+          expect(sub.status, sub.text).toBe(200);
+          // The customer's wallet holds the token as a real one would (not through the relayer).
+          await chain.mint(privateKeyToAccount(testWalletKey(sub.json.mandate)).address, usd("10"));
+          const signed = await b(`/v1/test/mandates/${sub.json.mandate}/authorize`, {});
+          expect(signed.status, signed.text).toBe(200);
+          return sub.json.id as string;
+        },
+      );
+      const paidInvoices = async () =>
+        Number(
+          (
+            await query<{ n: string }>(
+              "SELECT count(*)::text AS n FROM billing.invoices WHERE subscription_id = ANY($1) AND status = 'paid'",
+              [subscriptions],
+            )
+          )[0]?.n,
+        );
+      const allPaid = async (periods: number) => {
+        await waitFor(
+          async () =>
+            (await paidInvoices()) === periods * SUBSCRIPTIONS &&
+            invoicesPaidAt(bReceiver.received).size === periods * SUBSCRIPTIONS,
+          {
+            timeoutMs: 300_000,
+            intervalMs: 100,
+            what: `${periods * SUBSCRIPTIONS} invoices paid and delivered`,
+          },
+        );
+      };
+      await allPaid(1);
+
+      /** Moves the chain's clock to LEAD_SECONDS before B's next boundary (every subscription's next invoice). */
+      const nextBoundary = async () => {
+        const list = await b(`/v1/subscriptions?limit=${SUBSCRIPTIONS}`);
+        const times = (list.json.data as Array<{ next_billing_at: number }>).map((s) => s.next_billing_at);
+        expect(times).toHaveLength(SUBSCRIPTIONS);
+        const last = Math.max(...times);
+        const before = Math.min(...times) - LEAD_SECONDS - (await chain.latestTime());
+        expect((await b("/v1/test/clock/advance", { seconds: before })).status).toBe(200);
+        return last;
+      };
+      /**
+       * Moves the clock past the boundary and waits for every invoice of the period paid and delivered:
+       * the seconds from the move to the last delivery's arrival.
+       */
+      const billBoundary = async (last: number, periods: number) => {
+        const delivered = new Set(invoicesPaidAt(bReceiver.received).keys());
+        const started = Date.now();
+        const move = last + 1 - (await chain.latestTime());
+        expect((await b("/v1/test/clock/advance", { seconds: move })).status).toBe(200);
+        await allPaid(periods);
+        const arrivals = [...invoicesPaidAt(bReceiver.received)]
+          .filter(([id]) => !delivered.has(id))
+          .map(([, at]) => at);
+        expect(arrivals).toHaveLength(SUBSCRIPTIONS);
+        const seconds = (Math.max(...arrivals) - started) / 1000;
+        // Where the time went: the last invoice written, B's last relayer transaction recorded (and how
+        // many sends its transactions took: more than one is a fee bump), the last invoice paid.
+        const [stage] = await query<{ invoiced: number; sent: number; paid: number; sends: string }>(
+          `SELECT (SELECT extract(epoch FROM max(created_at)) FROM billing.invoices
+                    WHERE subscription_id = ANY ($1) AND created_at >= to_timestamp($2))::float8 AS invoiced,
+                  (SELECT extract(epoch FROM max(created_at)) FROM billing.relayer_transactions
+                    WHERE $3 = ANY (merchant_ids) AND created_at >= to_timestamp($2))::float8 AS sent,
+                  (SELECT extract(epoch FROM max(updated_at)) FROM billing.invoices
+                    WHERE subscription_id = ANY ($1) AND status = 'paid' AND created_at >= to_timestamp($2))::float8 AS paid,
+                  (SELECT string_agg(cardinality(hashes)::text, ',') FROM billing.relayer_transactions
+                    WHERE $3 = ANY (merchant_ids) AND created_at >= to_timestamp($2)) AS sends`,
+          [subscriptions, started / 1000, stack.devMerchant.merchantId],
+        );
+        const at = (epoch: number | undefined) =>
+          epoch === undefined || epoch === null ? null : Math.round((epoch * 1000 - started) / 10) / 100;
+        return {
+          seconds,
+          stages: {
+            invoiced: at(stage?.invoiced),
+            charge_sent: at(stage?.sent),
+            paid: at(stage?.paid),
+            delivered: seconds,
+            relayer_sends: stage?.sends,
+          },
+        };
+      };
+
+      // A's wallets, funded now (one transaction a block until the chain mines on a clock): ten paying
+      // 100 payments each by plain transfers, twenty signing gasless authorizations of the smallest
+      // payment for five payment links each, holding enough for one.
+      const wallets: PrivateKeyAccount[] = [];
+      for (let i = 0; i < TRANSFER_WALLETS; i++)
+        wallets.push(
+          await chain.newCustomer(usd(MIN_PAYMENT) * BigInt(PAID_BY_TRANSFER / TRANSFER_WALLETS), {
+            approve: false,
+          }),
+        );
+      const payers: PrivateKeyAccount[] = [];
+      for (let i = 0; i < GASLESS_PAYERS; i++) {
+        const payer = privateKeyToAccount(generatePrivateKey());
+        await chain.mint(payer.address, usd(MIN_PAYMENT));
+        payers.push(payer);
+      }
+
+      // From here the chain mines a block a second, as a real one does on its own clock: the attacker's
+      // transactions share blocks with B's charges instead of each making a block of its own.
+      await chain.rpc("evm_setAutomine", [false]);
+      await chain.rpc("evm_setIntervalMining", [1]);
+
+      // Alone.
+      const aloneRun = await billBoundary(await nextBoundary(), 2);
+      const alone = aloneRun.seconds;
+
+      // A: a merchant of its own with a test key, a payout address and an endpoint that never answers.
+      const a = await newMerchantWithKey("test", stack.databaseUrl);
+      const aCall = clientOf(a.key);
+      const payout = newAddress();
+      expect((await aCall("/v1/merchant/chains", { chain: CHAIN, payout_address: payout })).status).toBe(200);
+      expect(
+        (
+          await aCall("/v1/webhook_endpoints", {
+            url: aReceiver.url,
+            events: ["payment.paid", "payment.underpaid"],
+          })
+        ).status,
+      ).toBe(200);
+
+      const last = await nextBoundary();
+      // A's open payments: 8,900 written, 1,100 through its key, which fill the merchant's limit.
+      const made = await inPool(
+        Array.from({ length: API_PAYMENTS }, () => 0),
+        4,
+        async () => {
+          const payment = await aCall("/v1/payments", { amount_decimal: MIN_PAYMENT, expires_in: 86_400 });
+          expect(payment.status, payment.text).toBe(200);
+          return payment.json as { id: string; address: Hex; payment_url: string };
+        },
+      );
+      const [terms] = await query<{ payee: string; operator: string; token: string }>(
+        "SELECT payee_address AS payee, operator_address AS operator, token_address AS token FROM billing.payments WHERE id = $1",
+        [made[0]?.id],
+      );
+      if (terms === undefined) throw new Error("A's payment is not in the database");
+      const head = await chain.client.getBlock();
+      await withDatabase(
+        stack.databaseUrl,
+        seedOpenPayments({
+          merchantId: a.merchantId,
+          chainId: CHAIN,
+          token: terms.token,
+          payee: terms.payee,
+          operator: terms.operator,
+          amount: usd(MIN_PAYMENT),
+          expiresAt: Number(head.timestamp) + 86_400,
+          createdBlock: head.number,
+          first: 1,
+          count: OPEN_LIMIT - API_PAYMENTS,
+          salt: randomUUID(),
+        }),
+      );
+      const openOfA = async () =>
+        Number(
+          (
+            await query<{ n: string }>(
+              "SELECT count(*)::text AS n FROM billing.payments WHERE merchant_id = $1 AND status IN ('requires_payment', 'processing')",
+              [a.merchantId],
+            )
+          )[0]?.n,
+        );
+      expect(await openOfA()).toBe(OPEN_LIMIT);
+
+      const byTransfer = made.slice(0, PAID_BY_TRANSFER);
+      const byAuthorization = made.slice(PAID_BY_TRANSFER);
+      const authorizations = await inPool(byAuthorization, 4, async (payment) => {
+        const index = byAuthorization.indexOf(payment);
+        const payer = payers[Math.floor(index / LINKS_PER_PAYER)] as PrivateKeyAccount;
+        return {
+          payment,
+          payer: payer.address,
+          body: await signTransferAuthorization(payer, await paySession(payment.payment_url)),
+        };
+      });
+
+      // Each wallet's 100 transfers, signed beforehand (the attacker's own work), broadcast at once in
+      // nonce order and mined together.
+      const fees = await chain.client.estimateFeesPerGas();
+      const firstNonces: number[] = [];
+      const signedTransfers = await Promise.all(
+        wallets.map(async (account, w) => {
+          const wallet = createWalletClient({
+            account,
+            chain: chain.client.chain,
+            transport: http(chain.resolved.rpc.http[0]),
+          });
+          const first = await chain.client.getTransactionCount({ address: account.address });
+          firstNonces[w] = first;
+          const raws: Hex[] = [];
+          for (let i = w; i < byTransfer.length; i += TRANSFER_WALLETS)
+            raws.push(
+              await wallet.signTransaction({
+                to: chain.usdc,
+                data: encodeFunctionData({
+                  abi: erc20Abi,
+                  functionName: "transfer",
+                  args: [(byTransfer[i] as (typeof byTransfer)[number]).address, usd(MIN_PAYMENT)],
+                }),
+                nonce: first + raws.length,
+                gas: 100_000n,
+                maxFeePerGas: fees.maxFeePerGas * 4n,
+                maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+              }),
+            );
+          return raws;
+        }),
+      );
+
+      // A payment of 1 base unit is refused.
+      const tiny = await api("/v1/payments", {
+        key: a.key,
+        baseUrl: stack.apiUrl,
+        body: { amount_decimal: "0.000001" },
+      });
+
+      // The attack, all at once, and B's boundary in the middle of it.
+      let attacking = true;
+      const attackStarted = Date.now();
+      const reads = tally();
+      const writes = tally();
+      const attack = [
+        paced(
+          FLOOD_PER_SECOND,
+          () => attacking,
+          async () => reads.add(await api("/v1/chains", { key: a.key, baseUrl: stack.apiUrl })),
+        ),
+        paced(
+          FLOOD_PER_SECOND,
+          () => attacking,
+          async () =>
+            writes.add(
+              await api("/v1/payments", {
+                key: a.key,
+                baseUrl: stack.apiUrl,
+                body: { amount_decimal: MIN_PAYMENT },
+              }),
+            ),
+        ),
+      ];
+      const transfers = Promise.all(
+        signedTransfers.map(async (raws) => {
+          for (const raw of raws) await chain.client.sendRawTransaction({ serializedTransaction: raw });
+        }),
+      );
+      const gasless = Promise.all(
+        authorizations.map(async (signed) => ({
+          ...signed,
+          answer: await postAuthorization(signed.payment.payment_url, signed.body),
+        })),
+      );
+      const attackedRun = await billBoundary(last, 3);
+      const attacked = attackedRun.seconds;
+      attacking = false;
+      await Promise.all(attack);
+      const attackSeconds = (Date.now() - attackStarted) / 1000;
+      await transfers;
+      // Mined: each wallet's nonce past its last transfer (read a few times a second: a thousand
+      // receipts polled at once would load the chain and this process more than the attack does).
+      await waitFor(
+        async () =>
+          (
+            await Promise.all(
+              wallets.map(
+                async (account, w) =>
+                  (await chain.client.getTransactionCount({ address: account.address })) >=
+                  (firstNonces[w] ?? 0) + (signedTransfers[w]?.length ?? 0),
+              ),
+            )
+          ).every(Boolean),
+        { timeoutMs: 120_000, intervalMs: 250, what: "A's transfers mined" },
+      );
+      const posted = await gasless;
+
+      const answers = tally();
+      const admittedByPayer = new Map<string, number>();
+      for (const { payer, answer } of posted) {
+        answers.add(answer);
+        if (answer.status === 200) admittedByPayer.set(payer, (admittedByPayer.get(payer) ?? 0) + 1);
+      }
+
+      // The relayer, once nothing it sent is pending: what each merchant's transactions took of the hour.
+      await waitFor(
+        async () =>
+          (
+            await query<{ n: string }>(
+              "SELECT count(*)::text AS n FROM billing.relayer_transactions WHERE chain_id = $1 AND status = 'pending'",
+              [CHAIN],
+            )
+          )[0]?.n === "0",
+        { timeoutMs: 120_000, intervalMs: 200, what: "the relayer's transactions mined" },
+      );
+      const relayerOf = async (merchantId: string) => {
+        const [row] = await query<{ transactions: string; paid_wei: string; budget_wei: string }>(
+          `SELECT (SELECT count(*) FROM billing.relayer_transactions
+                    WHERE chain_id = $1 AND $2 = ANY (merchant_ids) AND status IN ('mined', 'reverted'))::text AS transactions,
+                  (SELECT coalesce(sum(spent_wei), 0) FROM billing.relayer_transactions
+                    WHERE chain_id = $1 AND $2 = ANY (merchant_ids))::text AS paid_wei,
+                  (SELECT coalesce(sum(wei), 0) FROM billing.relayer_merchant_spending
+                    WHERE chain_id = $1 AND merchant_id = $2 AND minute >= now() - interval '61 minutes')::text AS budget_wei`,
+          [CHAIN, merchantId],
+        );
+        if (row === undefined) throw new Error("no relayer figures");
+        return row;
+      };
+      const share = BUDGET_WEI / 2n;
+      const relayerA = await relayerOf(a.merchantId);
+      const relayerB = await relayerOf(stack.devMerchant.merchantId);
+      const shareRefusals = await metricValue(
+        stack,
+        `billing_relayer_share_refusals_total{chain_id="${CHAIN}"}`,
+      );
+      const paymentsOfA = Object.fromEntries(
+        (
+          await query<{ status: string; n: string }>(
+            "SELECT status, count(*)::text AS n FROM billing.payments WHERE merchant_id = $1 GROUP BY status ORDER BY status",
+            [a.merchantId],
+          )
+        ).map((row) => [row.status, Number(row.n)]),
+      );
+      const figures = {
+        b_boundary_seconds: { alone, attacked, ratio: attacked / alone },
+        b_stages: { alone: aloneRun.stages, attacked: attackedRun.stages },
+        attack_seconds: attackSeconds,
+        a_reads: reads.counts,
+        a_writes: writes.counts,
+        a_gasless_posts: answers.counts,
+        a_payments: paymentsOfA,
+        relayer: {
+          budget_wei_per_hour: BUDGET_WEI.toString(),
+          share_wei: share.toString(),
+          share_refusals: shareRefusals,
+          a: relayerA,
+          b: relayerB,
+        },
+      };
+      console.log(`hostile merchant: ${JSON.stringify(figures)}`);
+
+      // B: every invoice paid and delivered (billBoundary, alone and attacked).
+      // A's reads and writes were held to its key's rates (a bucket of a second's worth, refilled each
+      // second); its open payments never passed the limit; a 1-unit payment was refused.
+      const rate = API_LIMIT_DEFAULTS.testPerSecond;
+      const admitted = (counts: Record<string, number>) =>
+        Object.entries(counts).reduce((sum, [name, n]) => (name.startsWith("429") ? sum : sum + n), 0);
+      expect(reads.counts["429 rate_limited"]).toBeGreaterThan(0);
+      expect(admitted(reads.counts)).toBeLessThanOrEqual(rate * (attackSeconds + 1));
+      expect(writes.counts["429 rate_limited"]).toBeGreaterThan(0);
+      expect(admitted(writes.counts)).toBeLessThanOrEqual(rate * (attackSeconds + 1));
+      expect([tiny.status, expectErrorShape(tiny.json).code]).toEqual([400, "amount_too_small"]);
+      expect(writes.counts["400 open_payments_limit_reached"]).toBeGreaterThan(0);
+      expect(await openOfA()).toBeLessThanOrEqual(OPEN_LIMIT);
+      // Every transfer went through: each wallet held exactly its 100 payments' worth.
+      for (const account of wallets) expect(await chain.balanceOf(account.address)).toBe(0n);
+      // Each payer got at most one gasless transfer admitted; the others were refused in the one shape.
+      expect(Math.max(0, ...admittedByPayer.values())).toBeLessThanOrEqual(1);
+      for (const { answer } of posted) if (answer.status !== 200) expectErrorShape(answer.json);
+      // A's part of the hour stayed within its share, and the share held A back; B's needs fitted in its.
+      expect(BigInt(relayerA.budget_wei)).toBeLessThanOrEqual(share);
+      expect(BigInt(relayerB.budget_wei)).toBeLessThanOrEqual(share);
+      expect(shareRefusals).toBeGreaterThan(0);
+    } finally {
+      await Promise.all([bReceiver.close(), aReceiver.close()]);
+    }
+  }, 900_000);
+});
