@@ -7,26 +7,7 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
-
-// TEMP-SLUGGER
-class GithubSlugger {
-  private seen = new Map<string, number>();
-  slug(value: string): string {
-    let slug = value
-      .toLowerCase()
-      .replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, "")
-      .replace(/ /g, "-");
-    const original = slug;
-    while (this.seen.has(slug)) {
-      const n = (this.seen.get(original) ?? 0) + 1;
-      this.seen.set(original, n);
-      slug = `${original}-${n}`;
-    }
-    this.seen.set(slug, 0);
-    return slug;
-  }
-}
-
+import GithubSlugger from "github-slugger";
 import type { Nodes, Root } from "mdast";
 import { fromMarkdown } from "mdast-util-from-markdown";
 import { gfmFromMarkdown } from "mdast-util-gfm";
