@@ -1,5 +1,5 @@
 /**
- * The README's typed-client example, type-checked with the rest (`npx tsc --noEmit`). Run it against a
+ * The typed-client example of docs/api-conventions.md, type-checked with the rest (`npx tsc --noEmit`). Run it against a
  * local stack: `API_KEY=sk_test_… npx node examples/typed-client/index.ts`.
  */
 import { createBillingClient } from "mandate-billing/client";

@@ -16,7 +16,7 @@ export const renderErrorsDoc = (): string => {
   );
   return `# Error codes
 
-Every error answers one shape, \`{"error":{"type","code","message","param"}}\` (README, "API conventions"):
+Every error answers one shape, \`{"error":{"type","code","message","param"}}\` (docs/api-conventions.md):
 \`type\` is \`invalid_request_error\` (4xx the caller can fix), \`authentication_error\` (401),
 \`idempotency_error\` (\`Idempotency-Key\` misuse) or \`api_error\` (503 and 500: retry later, nothing
 changed); \`param\` names the parameter at fault, when there is one. Branch on \`code\`: it is stable, the

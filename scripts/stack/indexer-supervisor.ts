@@ -1,6 +1,6 @@
 /**
- * The local stack's indexer supervisor: what a process supervisor does in production (see README,
- * "Operating"). Every second it asks the service `GET /indexer/live`, which answers 503 while the
+ * The local stack's indexer supervisor: what a process supervisor does in production (see docs/operations.md,
+ * "The indexer watchdog"). Every second it asks the service `GET /indexer/live`, which answers 503 while the
  * service's watchdog finds a chain stalled (the chain moves on, its indexed head does not); then it
  * restarts the indexer. A restart is followed by a backfill, during which the watchdog does not count,
  * so a restarted indexer is given its time.

@@ -682,7 +682,7 @@ export const migrations = {
     // walked every delivery of the endpoint, or of the table: 20,000 rows read to find one
     // (test/domain/deliveries-by-event.test.ts), a cost an API caller could make the service pay at will
     // as history grows. Each delivery pays an entry here at its insert and at the record of its outcome.
-    // IF NOT EXISTS: an operator with a large table builds it first with CONCURRENTLY (README, Upgrading),
+    // IF NOT EXISTS: an operator with a large table builds it first with CONCURRENTLY (docs/operations.md, Upgrading),
     // since the build here holds the migration's transaction and blocks writes to deliveries. A concurrent
     // build that failed leaves an invalid index of that name: dropped here and built again.
     `DO $$ BEGIN

@@ -17,7 +17,7 @@ export const errorCodeList = (): string =>
     .join("\n");
 
 export const apiIntroduction =
-  (): string => `Mandates, charges, subscriptions, one-time payments and signed webhook events on our escrow contract. Every object has \`livemode\`; every POST needs \`Idempotency-Key\`. The machine-readable document is [/v1/openapi.json](v1/openapi.json); the README's *API conventions* section has the details.
+  (): string => `Mandates, charges, subscriptions, one-time payments and signed webhook events on our escrow contract. Every object has \`livemode\`; every POST needs \`Idempotency-Key\`. The machine-readable document is [/v1/openapi.json](v1/openapi.json); the repository's docs/api-conventions.md has the details.
 
 ## Authentication
 
@@ -27,7 +27,7 @@ Send your secret key as a Bearer token on every \`/v1\` request:
 Authorization: Bearer sk_test_…
 \`\`\`
 
-\`sk_test_…\` keys see test mode (test chains, \`livemode: false\`), \`sk_live_…\` keys live mode; a key never sees the other mode's objects. A missing, malformed, unknown or revoked key gets 401. Restricted keys (\`rk_test_…\`, \`rk_live_…\`) read everything and change nothing: every POST and DELETE with one gets 403 \`api_key_restricted\`. Keys are made with the operator CLI (README, *Merchants and API keys*).
+\`sk_test_…\` keys see test mode (test chains, \`livemode: false\`), \`sk_live_…\` keys live mode; a key never sees the other mode's objects. A missing, malformed, unknown or revoked key gets 401. Restricted keys (\`rk_test_…\`, \`rk_live_…\`) read everything and change nothing: every POST and DELETE with one gets 403 \`api_key_restricted\`. Keys are made with the operator CLI (docs/operations.md, *Merchants and API keys*).
 
 ## Idempotency
 
@@ -57,7 +57,7 @@ Each API key has a rate per class of routes: reads (GET), writes (POST, DELETE) 
 
 ## Webhooks
 
-Each delivery is a POST of the event's JSON with the header \`X-Service-Signature: t=<unix seconds>,v1=<hex>\`: the HMAC-SHA256, keyed with the endpoint's \`whsec_…\` secret, of \`<t>.\` followed by the raw body. Recompute it over the bytes you received, compare in constant time, and refuse a \`t\` more than 5 minutes from now. During a secret rotation the header carries a \`v1\` for each secret. Failed deliveries are retried 12 times over about two days; deduplicate on the event's \`id\`. \`verifySignature\` (the package's \`./webhooks\` export) does all this (README, *Webhooks*).
+Each delivery is a POST of the event's JSON with the header \`X-Service-Signature: t=<unix seconds>,v1=<hex>\`: the HMAC-SHA256, keyed with the endpoint's \`whsec_…\` secret, of \`<t>.\` followed by the raw body. Recompute it over the bytes you received, compare in constant time, and refuse a \`t\` more than 5 minutes from now. During a secret rotation the header carries a \`v1\` for each secret. Failed deliveries are retried 12 times over about two days; deduplicate on the event's \`id\`. \`verifySignature\` (the package's \`./webhooks\` export) does all this (docs/webhooks.md).
 
 ## Error codes
 

@@ -1,5 +1,5 @@
 /**
- * Upgrading to migration 0029 when the operator built its index ahead (README, Upgrading): a valid index
+ * Upgrading to migration 0029 when the operator built its index ahead (docs/operations.md, Upgrading): a valid index
  * is kept as it is; an invalid one, left by a concurrent build that failed, is dropped and built again.
  */
 import { PgClient } from "@effect/sql-pg";

@@ -1,7 +1,7 @@
 /**
  * The docs name everything the code does: every error code (docs/errors.md, generated from the
  * catalogue, and every catalogue code used by the service), every event type (docs/webhooks.md), every
- * id prefix of an API object (README), and none the code no longer has.
+ * id prefix of an API object (docs/api-conventions.md), and none the code no longer has.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
@@ -58,13 +58,18 @@ describe("the docs cover the code", () => {
     expect(EVENT_TYPES.filter((type) => !doc.includes(`\`${type}\``))).toEqual([]);
   });
 
-  it("the README names every id prefix of an API object", () => {
-    const readme = read("README.md");
+  it("docs/api-conventions.md has one row for every id prefix of an API object, and no other", () => {
     // Ids no API object shows: request ids (a header), console sessions (a cookie stands for them).
     const internal = new Set(["request", "consoleSession"]);
-    const missing = Object.entries(ID_PREFIXES)
-      .filter(([kind, prefix]) => !internal.has(kind) && !readme.includes(`\`${prefix}_\``))
-      .map(([, prefix]) => prefix);
-    expect(missing).toEqual([]);
+    const prefixes = Object.entries(ID_PREFIXES)
+      .filter(([kind]) => !internal.has(kind))
+      .map(([, prefix]) => `${prefix}_`);
+    const rows = read("docs/api-conventions.md")
+      .split("\n")
+      .flatMap((line) => {
+        const prefix = /^\|\s*`([a-z]+_)`\s*\|/.exec(line)?.[1];
+        return prefix === undefined ? [] : [prefix];
+      });
+    expect(rows.toSorted()).toEqual(prefixes.toSorted());
   });
 });
