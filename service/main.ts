@@ -1,7 +1,9 @@
 /**
  * The service process: `/v1` over HTTP and the background workers, on one Effect runtime.
  * `startService` is the composition root; run this file directly for production (env config),
- * or let scripts/start.ts start it as part of the local stack.
+ * or let scripts/start.ts start it as part of the local stack. A plain Node 24 process running the
+ * TypeScript directly (type stripping): the runtime's layer owns the HTTP server and the worker fibers,
+ * which start once when it is built and stop when it is disposed, with no hot reload to duplicate them.
  */
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
@@ -234,8 +236,8 @@ export const startService = async (config: ServiceConfig): Promise<RunningServic
       indexerCheck(),
     ]);
     // A paused token is shown, not counted against readiness: taking every replica out of the load
-    // balancer would stop every other chain and token too (ARCHITECTURE.md, "Tokens whose issuer can
-    // freeze them").
+    // balancer would stop every other chain and token too, and the API already answers the paused
+    // token's requests with a clear 503 `token_paused`.
     const tokens = await runtime.runPromise(
       Effect.map(
         Effect.flatMap(Effect.service(TokenStates), (states) => states.snapshot),

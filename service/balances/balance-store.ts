@@ -10,6 +10,7 @@
  *   a new row whose legs negate the original's; nothing is deleted, and the original row never changes
  *   but for its `standing` flag. A fact mined again elsewhere is then recorded again at its new place.
  * - Merchants read their balance transactions and balances, per chain and token (sums of entries).
+ *   The ledger only grows, so an export of a closed range is the same every time.
  */
 import { Array as Arr, Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";

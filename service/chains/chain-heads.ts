@@ -14,7 +14,8 @@
  * worker, the releasers, expiry, the watchdog), so an idle process asks each chain for its head once per
  * `subscribedPollEveryMillis`, not once per worker and second (scripts/rpc-census.ts counts it). A
  * worker acting on a head up to that old only acts later, never earlier: heads only grow, and what it
- * sends the chain checks again.
+ * sends the chain checks again. Charges read the chain's time afresh (`ChainClients.latestTime`): a
+ * charge must not see a period boundary late.
  *
  * Why the node and not the indexer's head (`onchain.chain_head`): reading it costs a database statement
  * on the request's pooled connection, it trails the node by the indexer's latency, and it stops moving

@@ -2,8 +2,15 @@
  * The checks a chain that is not local passes before the service or the indexer starts on it: a wrong
  * escrow address would have payers send money to deposit addresses nothing can sweep, a wrong RPC would
  * index another chain, a missing `start_block` would backfill from genesis. Each problem is one line
- * naming the chain and the rule; the caller refuses to start on any. Local chains are the stack's own
- * (it deployed them a moment ago, and named its relayer) and are not checked.
+ * naming the chain and the rule; the caller refuses to start on any (the process exits 2). Local chains
+ * are the stack's own (it deployed them a moment ago, and named its relayer) and are not checked.
+ *
+ * Run by the service before it builds its runtime, by Ponder's config and by the stack before the
+ * indexer starts: every RPC URL's `eth_chainId`; the escrow's and the collector's runtime code against
+ * the compiled code (contract-code.ts); each token's code and `decimals()`; `start_block`; and (the
+ * service) that the relayer key is not a publicly known development key (public-keys.ts). A URL that
+ * does not answer is tolerated while another of the chain's URLs answers; one that answers for another
+ * chain never is.
  */
 import { Effect, Schema } from "effect";
 import { createPublicClient, erc20Abi, type Hex, http, type PublicClient } from "viem";

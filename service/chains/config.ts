@@ -1,3 +1,12 @@
+/**
+ * The chain config (`config/chains.json`, or the file `CHAINS_CONFIG` names), decoded with a Schema that
+ * refuses unknown keys and names the bad field. A chain marked `local` is a development chain: the local
+ * stack starts anvil for it, deploys its contracts (once: recorded in `.data/deployments.json` and kept by
+ * anvil's state file) and writes a resolved config (`.data/chains.resolved.json`) in which every chain has
+ * its RPC URLs and addresses. Ponder's config and the service read only the resolved file, so they cannot
+ * disagree. `native_currency` (what wallets are offered, and viem's chain object) is required off local
+ * chains.
+ */
 import { readFileSync } from "node:fs";
 import { Effect, Result, Schema } from "effect";
 import { MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts";

@@ -11,6 +11,8 @@
  *   never mined and costs nothing. A transaction that carried nothing known gets one share without a
  *   merchant, so the shares of a chain always sum to what its relayer paid.
  * - Merchants read their objects' shares; operators the totals per chain (CLI, `/metrics`).
+ * - The cost tables have no foreign key to `billing.relayer_transactions`, so they outlive any pruning
+ *   of it.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";

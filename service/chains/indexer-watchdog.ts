@@ -8,6 +8,12 @@
  * the chain (its head and the relayer's balance, whose thresholds relayer-balance.ts watches), so a
  * scrape never waits on an RPC. The head is the process's shared one (chain-heads.ts), and the balance
  * is read again only when the head moved: on a quiet chain the watchdog sends no RPC at all.
+ *
+ * A Ponder that answers its own `/ready` with 503 is backfilling and does not count; an unreachable one
+ * does (a frozen process answers nothing). A stall outranks Ponder's own opinion in our `/ready`. The
+ * service restarts nothing itself: it cannot (the indexer is another process, maybe on another machine)
+ * and must not exit (its API and webhooks do not depend on the indexer). The local stack's supervisor
+ * (scripts/stack/indexer-supervisor.ts) kills and restarts the indexer on the 503.
  */
 import { Clock, Context, Duration, Effect, Layer, Option, Ref, Schema } from "effect";
 import { SqlClient } from "effect/sql";

@@ -4,6 +4,9 @@
  * ceiling, first send or replacement; while the base fee alone is above a transaction's fee cap the
  * transaction cannot be mined, so it is kept and not sent (some nodes refuse it, anvil among them) until
  * the base fee falls. The decisions are pure and unit-tested; `RelayerFees` reads the chain.
+ * Waiting, recorded, rather than refusing with a 503: a refusal would make every caller (billing,
+ * releases, sweeps) retry on its own schedule and lose its place in the nonce order, while held bytes
+ * keep the caller's answer (a pending charge) as usual.
  */
 import { Context, Effect, Layer, Option } from "effect";
 import { ChainClients } from "./chain-clients.ts";

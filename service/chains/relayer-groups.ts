@@ -6,7 +6,8 @@
  * own checks and writes run in the group's database transaction (a savepoint each: a refused item
  * leaves the others), and each caller is answered once the bytes are broadcast. The escrow skips an
  * item it refuses on chain; the tracker records that item as reverted. An item whose merchant's share
- * of the relayer's budget has no room for its part is refused alone (relayer-shares.ts).
+ * of the relayer's budget has no room for its part is refused alone (relayer-shares.ts). Each item's row
+ * names the carrier's (`carrier_id`); only carriers are tracked and count against the budget.
  */
 import { Clock, Deferred, Duration, Effect, Exit, Option, Queue, Semaphore } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";

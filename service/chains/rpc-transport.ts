@@ -16,6 +16,9 @@
  *   more than `rpc.max_lag_blocks` behind the best head is not used until it catches up (a node still
  *   syncing behind a load balancer made Ponder see a reorg beyond its finalized block: ponder#2221).
  *
+ * Ponder uses this transport for a chain that lists several URLs (ponder.config.ts); given one URL it keeps
+ * its own client, with its own adaptive rate (20 calls a second per URL at first) and no lag check.
+ *
  * viem's own `fallback` with `rank` was the first choice: its ranking loop cannot be stopped (each
  * client built would ping its URLs for the life of the process), orders by latency alone (so a few
  * latency spikes move every call to another URL), and has no notion of a head.

@@ -11,7 +11,11 @@
  * - each caller counts it against its own daily limit: the transaction's `action` starts with the
  *   caller's prefix (a mandate's authorizations, a payment's gasless transfers), and the caller's `admit`
  *   checks that limit, under its row lock, in the database transaction that records the deployment.
- * Answers once the deployment is mined and the address has code.
+ * Answers once the deployment is mined and the address has code: the request waits at most
+ * MINED_WITHIN, then answers 503 (the same request later gets the same transaction), because the escrow's
+ * and the token's simulation of what follows needs the wallet's code. A multicall that deploys and
+ * authorizes at once would spare the wait, but authorisations go in `authorizeMany` groups and a
+ * deployment happens once per wallet.
  */
 import { Context, Effect, Layer } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";

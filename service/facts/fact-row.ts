@@ -1,4 +1,11 @@
-/** A chain fact as the relay reads it from the indexer's `fact` table. */
+/**
+ * A chain fact as the relay reads it from the indexer's `fact` table. A fact is keyed by what it reports
+ * (a charge by its chain and charge id, an authorization by its mandate and nonce), not by the log that
+ * carried it: a reorg that mines the same charge again in another block can change its log index, which
+ * with 0 confirmations would have reported it twice. Facts still carry their block, transaction hash
+ * and log index for finance, and their mandate's parties (customer, payee, token), so that the relay and
+ * the reconciliation need no join with another Ponder table.
+ */
 import { Schema } from "effect";
 
 /**

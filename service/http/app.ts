@@ -3,6 +3,12 @@
  * Idempotency-Key on POST), decodes the input with the route's schema, runs the route's Effect, encodes
  * its value with the response schema and renders the one error shape. Everything else lives in the
  * capability modules.
+ *
+ * Every path must fit Hono's RegExpRouter (one regular expression for all routes): no static segment
+ * beside a parameter at the same place, which would make Hono fall back to its slower trie router on
+ * every request. The hosted pages' assets live under `/assets/` for that reason, and
+ * `/v1/gas_cost_totals` is a path of its own rather than a static segment beside `/v1/gas_costs/{id}`
+ * (test/unit/http-router.test.ts).
  */
 import { Cause, Effect, Exit, LogLevel, Result, Schema } from "effect";
 import { Hono, type Context as HonoContext } from "hono";

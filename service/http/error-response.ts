@@ -1,4 +1,8 @@
-/** One error body everywhere: `{"error":{"type","code","message","param"}}`. */
+/**
+ * One error body everywhere: `{"error":{"type","code","message","param"}}`. Domain code fails with tagged
+ * errors (errors.ts), each mapped here to a status and a `type`; defects and database errors become a
+ * logged 500 `api_error` naming the request id.
+ */
 import { Schema } from "effect";
 import type { ErrorCode } from "../error-codes.ts";
 import type { ApiFailure } from "../errors.ts";

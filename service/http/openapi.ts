@@ -1,6 +1,11 @@
 /**
  * The OpenAPI 3.1 document, generated from the route table and the same schemas that validate requests,
  * with each route's examples encoded by those schemas.
+ * Each operation also gets the error examples of the code that refuses (input decoding, path params,
+ * Idempotency-Key), and the introduction the error-code catalogue. Query parameters are described by the
+ * value they decode to (`limit` an integer 1-100), not their text. The merchants' typed client
+ * (`client/openapi.ts`) is generated from this document by openapi-typescript, which needs TypeScript's
+ * JavaScript API (TypeScript 7 has none): hence the project's TypeScript 5.9.
  */
 import { Result, Schema } from "effect";
 import { MAX_BODY_BYTES } from "./app.ts";

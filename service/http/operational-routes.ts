@@ -2,6 +2,10 @@
  * The routes an operator and a newcomer use, apart from /v1: `/ready` (the API, the indexer and the
  * workers), `/indexer/live` (for the indexer's supervisor), `/metrics` (behind its own token), the
  * OpenAPI document and its reference page.
+ *
+ * `/metrics` is on the API's port behind its own Bearer token (both sides hashed with SHA-256, then
+ * compared in constant time) rather than on a second port: one listener to run and firewall. Without a
+ * configured token the route does not exist.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { Hono, Context as HonoContext } from "hono";

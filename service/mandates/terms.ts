@@ -1,6 +1,9 @@
 /**
  * What a customer signs, built from a mandate record: the escrow's EIP-712 Terms and, for tokens with
  * EIP-2612, the Permit that sets the escrow's allowance. Pure: callers supply chain time and nonces.
+ * The on-chain mandate id is the customer's address (upper 160 bits) and a random 96-bit salt stored on
+ * the record (`onchainMandateId`), so the escrow needs no customer field and no one can register, or
+ * front-run, an id in another customer's space.
  */
 import { type Hex, keccak256, toHex } from "viem";
 

@@ -6,7 +6,8 @@
  *
  * To count something new: add the instrument to `makeInstruments` and update it where it happens with
  * `recordMetric((m) => m.yourCounter.inc({ chain_id: String(chainId) }))`. That is a no-op where the
- * runtime has no `Metrics` (unit tests that build only part of the service).
+ * runtime has no `Metrics` (unit tests that build only part of the service). HTTP series are labelled
+ * by Hono's matched route template (`unmatched` otherwise), so their label sets stay bounded.
  */
 import { Context, Effect, Layer, Option } from "effect";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";

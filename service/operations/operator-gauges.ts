@@ -3,7 +3,8 @@
  * once per scrape (concurrent callbacks share it) with a few counting statements, each answered from a
  * partial index, under a time limit, so a slow database yields a scrape without the database gauges
  * (and `billing_metrics_database_up 0`) instead of a hung one. Chain heads and relayer balances come
- * from the indexer watchdog's last check: a scrape never calls an RPC.
+ * from the indexer watchdog's last check: a scrape never calls an RPC. A row that fails its schema is a
+ * defect that fails the whole scrape, so ids that are `bigint` columns are cast to `int` in the SQL.
  */
 import { Duration, Effect, Layer, Option, Ref, Schema } from "effect";
 import { SqlClient } from "effect/sql";

@@ -1,7 +1,10 @@
 /**
  * A payment's deposit address, computed the way the escrow computes it (no call to the chain): an
- * ERC-1167 clone of the escrow's collector made with CREATE2, salted with the hash of the deposit terms.
- * The collector is the escrow's first deployment (chains/contract-code.ts). Pure.
+ * ERC-1167 clone of the escrow's collector made with CREATE2, salted with the hash of the deposit terms
+ * (payment id, payee, token, operator, hold). Known before anything is deployed, with no key anywhere,
+ * and able to pay only where the escrow sends it (the payee, or the escrow's hold), so the payer can be
+ * any wallet or an exchange. The collector is the escrow's first deployment, created by its constructor
+ * at the escrow's nonce 1 (chains/contract-code.ts). Pure.
  */
 import { concat, encodeAbiParameters, getContractAddress, type Hex, keccak256 } from "viem";
 import { collectorAddress } from "../chains/contract-code.ts";

@@ -12,6 +12,12 @@
  * stand alone (chains/batch-isolation.ts); the rest is swept in the same pass, and the refused ones are
  * held back (held-back-transfers.ts) with their funds where they are. Nothing is sent for a token its
  * issuer has paused.
+ *
+ * The sweep's `PaymentReceived` is what makes a payment paid: Ponder indexes it from the escrow's own
+ * address like every other escrow log, so chain truth stays in one indexed place (Ponder selects logs by
+ * their emitting contract and cannot follow a token's transfers to a growing list of recipients). The
+ * cost is this one batched transaction, paid by the service, and a block or two between a transfer and
+ * its confirmation.
  */
 import { Clock, Effect } from "effect";
 import { SqlClient } from "effect/sql";

@@ -5,7 +5,8 @@
  * is stored, and the URL is shown once (as Stripe's `billing_portal.session`, which has no retrieve).
  * Everything the page reads or changes is scoped to the session's (merchant, livemode, customer):
  * `access` turns a token into that scope, and the views and actions take only it (portal-view.ts,
- * portal-actions.ts).
+ * portal-actions.ts): another customer's or merchant's object answers as a missing one. Expiry
+ * (PORTAL_SESSION_SECONDS) is decided on Effect's Clock, so the domain test drives it with `TestClock`.
  */
 import { createHash, randomBytes } from "node:crypto";
 import { Clock, Context, Effect, Layer, Schema } from "effect";

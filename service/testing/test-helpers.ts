@@ -2,7 +2,10 @@
  * Test-mode helpers (test keys only): fund a mandate's vault with test tokens, sign a mandate as the
  * customer with a deterministic test wallet, and move a local test chain's clock. They go through the
  * same paths as real customers and the real chain: `mandate.authorized` comes from the indexed chain
- * event, and billing time is chain time, so advancing the clock moves periods and holds.
+ * event, and billing time is chain time, so advancing the clock moves periods and holds. A helper that
+ * must answer after mining (fund, authorize) commits its relayer transaction on a connection of its own
+ * (`outsideTransaction`, db/client.ts) and waits for the receipt, then (authorize) for the fact relay to
+ * apply the `MandateAuthorized` fact.
  */
 import { Context, Duration, Effect, Layer, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";

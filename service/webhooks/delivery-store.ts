@@ -2,6 +2,13 @@
  * The one writer of `billing.webhook_deliveries` and `billing.webhook_attempts`: deliveries created (by
  * fan-out in the event's transaction, by a replay, by a test send), claimed as leases by the dispatcher,
  * their attempts and outcomes recorded in batches, and stopped when their endpoint is deleted.
+ *
+ * A claim changes only `leased_until`, outside every index (a HOT update; `fillfactor` 50 leaves it room),
+ * and commits without waiting for the WAL flush: a lease lost in a crash is a lease that expired early, so
+ * the delivery is sent again, as at-least-once allows. Attempts and events keep synchronous commits. An
+ * outcome moves a delivery only when `attempt_count` is the attempt's predecessor, so a late result from
+ * an expired lease is recorded as an attempt but never moves the delivery twice. Claims, leases and retry
+ * times read Effect's Clock, never `now()` (the retry test drives two days in seconds).
  */
 import { PgClient } from "@effect/sql-pg";
 import { Array as Arr, Clock, Context, Effect, Layer, Schema } from "effect";

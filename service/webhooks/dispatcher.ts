@@ -7,7 +7,11 @@
  *
  * Concurrency is bounded per process and per endpoint: each endpoint's claimed deliveries are sent by
  * at most maxInFlightPerEndpoint loops of its own, so a slow or dead endpoint holds only its own slots
- * and never delays another endpoint's deliveries.
+ * and never delays another endpoint's deliveries. A claim takes at most each endpoint's free share, and
+ * runs up to CLAIM_AHEAD sends' worth ahead, so a freed slot starts its next send without a round trip
+ * (the lease covers the wait). Claims are woken when worth a round trip: by notification for new
+ * deliveries, by the poll for retries, and by a finished send only when its endpoint filled its share at
+ * the last claim and is down to half of it.
  */
 import { Clock, Effect, FiberSet, Layer, Queue, Result, Schedule } from "effect";
 import { wakeUps } from "../db/notifications.ts";

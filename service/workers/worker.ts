@@ -2,6 +2,11 @@
  * What a background worker is: a pass, a schedule, and optionally a Postgres channel that wakes it.
  * Capabilities define their workers; the runtime (runtime.ts) runs them. Workers coordinate across
  * processes only through Postgres (unique keys, row claims, advisory locks).
+ *
+ * Readiness: a worker whose last success is older than 3 × its interval + STALE_SLACK is named in
+ * `/ready` (`workers: "stale: fact-relay"`). Three intervals let a pass or two fail on a passing hiccup;
+ * the slack lets a legitimately long pass finish. The start counts as a success, so a process is ready at
+ * once and a worker failing from its first pass shows after the bound; a failing pass is only logged.
  */
 import { Duration, type Effect } from "effect";
 import type { SqlError } from "effect/sql";

@@ -1,7 +1,9 @@
 /**
  * The merchant console: `GET /console` (one HTML page; its areas are hash routes such as
  * `/console#/webhooks`) and its bundled assets. The page signs in through `/console/session`
- * (../console-session.ts) and then calls the public `/v1` API only, through the typed client.
+ * (../console-session.ts) and then calls the public `/v1` API only, through the typed client: a Preact +
+ * htm page bundled like the hosted pages, so an API change the console does not follow fails the
+ * type-check.
  */
 import type { Env, Hono } from "hono";
 import { type Assets, assetCache } from "../hosted-page/assets.ts";

@@ -6,6 +6,13 @@
  * transaction. A subscription whose mandate was revoked, or that was to end at this period's start,
  * ends instead; a change scheduled for the boundary is made first (plan-changes.ts). The invoice takes
  * the proration lines waiting and the subscription's credit, and leaves the credit that remains.
+ *
+ * A batch is billed in set statements, about a dozen whatever its size: the subscriptions locked in id
+ * order with their mandate terms, the mandates and their periods' charges read together by the charge
+ * engine, one multi-row insert of invoices, one update of the subscriptions from a recordset. The charges
+ * are recorded in the same transaction and broadcast after it commits, so nothing can give them an
+ * outcome before their invoices exist. Updates joined to a recordset also name their ids as an `= ANY`
+ * array: without it Postgres planned them as sequential scans of the whole table.
  */
 import { Array as Arr, Effect } from "effect";
 import { periodIndexAt, periodStart } from "../../../src/ledger/period.ts";
