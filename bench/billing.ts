@@ -72,7 +72,7 @@ const BLOCK_SECONDS = Number(process.env.BILLING_BLOCK_SECONDS ?? 2);
  * The set-up's block interval (BILLING_SETUP_BLOCK_SECONDS). anvil 1.7.1 grows by about its state's size
  * with every block, so above 20,000 due the set-up mines a block every 10 s: at 100,000 due anvil then
  * held 4.7 GB when the set-up ended and 14.1 GB at the end of the measured phase, on a 23 GB machine
- * where 6 s blocks were OOM-killed (docs/performance.md).
+ * where 6 s blocks were OOM-killed (docs/performance.md at 64b9879).
  */
 const SETUP_BLOCK_SECONDS = Number(process.env.BILLING_SETUP_BLOCK_SECONDS ?? (N > 20_000 ? 10 : 1));
 const BLOCK_GAS_LIMIT = BigInt(process.env.BILLING_BLOCK_GAS_LIMIT ?? 140_000_000);
@@ -166,7 +166,7 @@ for (const [setting, value] of Object.entries(tuned))
  * figure's baseline from the same run. Set beside the newest earlier 10,000 run instead, the ratio
  * measured the machine as much as the code: this machine's speed moved by about a third between
  * stretches of one boot, and one 100,000 run came out at 0.98×, 1.10× or 1.26× depending on which 10,000
- * run it was set beside (docs/performance.md). `BILLING_BASELINE=0` skips it (no baseline then).
+ * run it was set beside (docs/performance.md at 64b9879). `BILLING_BASELINE=0` skips it (no baseline then).
  */
 const tenThousandJustBefore = async (): Promise<{ cpu_ms: number; measured_at: string } | undefined> => {
   if (N === 10_000 || process.env.BILLING_BASELINE === "0") return undefined;
@@ -333,7 +333,7 @@ try {
   // (autovacuum_naptime, a minute): its statements are planned without statistics, as in a new
   // deployment's first minute. Analysing every 5 s instead, as the bench did until migration 0030 removed
   // the index a relayer statement took without statistics, cost about 1 ms of Postgres's CPU per
-  // authorisation (docs/performance.md, "Billing", sixteenth round).
+  // authorisation (docs/performance.md at 64b9879, "Billing", sixteenth round).
   const setSystem = (setting: "autovacuum", value: "off" | "DEFAULT") =>
     database.runPromise(
       Effect.flatMap(Effect.service(PgClient.PgClient), (sql) =>

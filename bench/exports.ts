@@ -159,7 +159,7 @@ try {
   console.log(`${N} mandates signed (${perCustomer} per customer) in ${seconds(setupStarted)} s`);
   // From here blocks of 1,000,000,000 gas are mined when the bench asks (`mined`): anvil 1.7.1 keeps
   // growing by about its state's size with every block, and a block a second over the set-up's minutes
-  // was OOM-killed at 20 GB (the billing bench met the same, docs/performance.md).
+  // was OOM-killed at 20 GB (the billing bench met the same: bench/billing.ts).
   await anvil("evm_setAutomine", [false]);
   const operatorWallet = createWalletClient({ account: operator, chain, transport: http(rpcUrl) });
   let nonce = await client.getTransactionCount({ address: operator.address, blockTag: "pending" });

@@ -38,7 +38,7 @@ import { percentiles, ratioTo, type SummaryRow, wall, writeResults } from "./rep
 /**
  * 1,000 charges a run (100 s at 10 blocks a second): the p99 is then the 10th-slowest charge. With 200
  * it was the 3rd-slowest, and the first few charges, which run on code the JIT has not compiled yet, or
- * one stall of Ponder's, moved it by 20 ms from run to run (docs/performance.md, tenth round).
+ * one stall of Ponder's, moved it by 20 ms from run to run (docs/performance.md at 64b9879, tenth round).
  */
 const N = Number(process.env.LATENCY_CHARGES ?? 1_000);
 /**

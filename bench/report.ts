@@ -63,7 +63,7 @@ export const machine = () => ({
   cores: cpus().length,
   cpu: cpus()[0]?.model ?? "unknown",
   node: process.version,
-  // Machines of the same kind differ in speed by 2× and more (the twelfth round's notes): the boot
+  // Machines of the same kind differ in speed by 2× and more (docs/performance.md at 64b9879, twelfth round): the boot
   // tells which results files were measured on the same machine, in the same boot.
   boot_id: bootId(),
 });
