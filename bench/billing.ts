@@ -166,7 +166,8 @@ for (const [setting, value] of Object.entries(tuned))
  * figure's baseline from the same run. Set beside the newest earlier 10,000 run instead, the ratio
  * measured the machine as much as the code: this machine's speed moved by about a third between
  * stretches of one boot, and one 100,000 run came out at 0.98×, 1.10× or 1.26× depending on which 10,000
- * run it was set beside (docs/performance.md at 64b9879). `BILLING_BASELINE=0` skips it (no baseline then).
+ * run it was set beside (docs/performance.md at 64b9879). `BILLING_BASELINE=0` skips it (no baseline
+ * then).
  */
 const tenThousandJustBefore = async (): Promise<{ cpu_ms: number; measured_at: string } | undefined> => {
   if (N === 10_000 || process.env.BILLING_BASELINE === "0") return undefined;

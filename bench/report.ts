@@ -20,7 +20,7 @@ export interface SummaryRow {
   readonly what: string;
   readonly figure: number;
   readonly unit: string;
-  /** The baseline from the same run, or the physical limit (same unit as `figure`); null when there is none. */
+  /** The baseline from the same run, or the physical limit, in `unit`; null when there is none. */
   readonly baseline: number | null;
   readonly baseline_what: string | null;
   /** figure ÷ baseline (or ÷ limit), from the same run's unrounded numbers where the bench has them. */
@@ -63,8 +63,8 @@ export const machine = () => ({
   cores: cpus().length,
   cpu: cpus()[0]?.model ?? "unknown",
   node: process.version,
-  // Machines of the same kind differ in speed by 2× and more (docs/performance.md at 64b9879, twelfth round): the boot
-  // tells which results files were measured on the same machine, in the same boot.
+  // Machines of the same kind differ in speed by 2× and more (docs/performance.md at 64b9879, twelfth
+  // round): the boot tells which results files were measured on the same machine, in the same boot.
   boot_id: bootId(),
 });
 
