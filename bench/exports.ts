@@ -331,7 +331,8 @@ try {
       baseline: firstTenth ? tenths(firstTenth.rss_growth_mb) : null,
       baseline_what: "the first tenth of the rows, same run",
       ratio: firstTenth ? ratioTo(csv.rss_growth_mb, firstTenth.rss_growth_mb) : null,
-      target: "ratio ≤ 2, or ≤ 16 MB (GC's slack): memory that does not grow with the rows",
+      // Memory that does not grow with the rows; 16 MB is the garbage collector's slack.
+      target: "ratio ≤ 2, or ≤ 16 MB",
       meets_target: firstTenth ? csv.rss_growth_mb <= Math.max(2 * firstTenth.rss_growth_mb, 16) : null,
     },
   ];

@@ -22,7 +22,8 @@ const format = (value: number): string =>
   });
 
 const rows: string[][] = [["what", "figure", "baseline or limit", "ratio", "target", "met", "measured"]];
-const notes: string[] = [];
+/** What each file's baselines are, once per file and kind. */
+const notes = new Set<string>();
 let missing = 0;
 let failing = 0;
 for (const file of readdirSync("bench/results")
@@ -36,12 +37,14 @@ for (const file of readdirSync("bench/results")
   const measured = `${results.measured_at.slice(0, 16).replace("T", " ")}${results.commit ? ` at ${results.commit}` : ""}, ${results.machine?.cores ?? "?"} cores`;
   for (const row of results.summary) {
     if (row.meets_target === false) failing += 1;
-    if (row.baseline !== null && row.baseline_what) notes.push(`${row.what}: ${row.baseline_what}`);
+    if (row.baseline !== null && row.baseline_what) notes.add(`${file}: ${row.baseline_what}`);
     rows.push([
       row.what,
       `${format(row.figure)} ${row.unit}`,
       row.baseline === null ? "—" : `${format(row.baseline)} ${row.unit}`,
-      row.ratio === null || row.ratio === undefined ? "—" : format(row.ratio),
+      row.ratio === null || row.ratio === undefined
+        ? "—"
+        : row.ratio.toLocaleString("en-US", { maximumFractionDigits: 3 }),
       row.target ?? "—",
       row.meets_target === null ? "—" : row.meets_target ? "yes" : "NO",
       measured,
