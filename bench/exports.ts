@@ -39,7 +39,7 @@ import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.
 import { TERMS_TYPES } from "../service/mandates/terms.ts";
 import { mandateTerms, type Terms } from "../test/contract/harness.ts";
 import { benchChain } from "./local-chain-config.ts";
-import { type SummaryRow, tenths, writeResults } from "./report.ts";
+import { ratioTo, type SummaryRow, tenths, writeResults } from "./report.ts";
 
 const N = Number(process.env.EXPORT_ROWS ?? 100_000);
 const CUSTOMERS = Number(process.env.EXPORT_CUSTOMERS ?? 100);
@@ -159,7 +159,7 @@ try {
   console.log(`${N} mandates signed (${perCustomer} per customer) in ${seconds(setupStarted)} s`);
   // From here blocks of 1,000,000,000 gas are mined when the bench asks (`mined`): anvil 1.7.1 keeps
   // growing by about its state's size with every block, and a block a second over the set-up's minutes
-  // was OOM-killed at 20 GB (the billing bench met the same, docs/performance.md).
+  // was OOM-killed at 20 GB (the billing bench met the same: bench/billing.ts).
   await anvil("evm_setAutomine", [false]);
   const operatorWallet = createWalletClient({ account: operator, chain, transport: http(rpcUrl) });
   let nonce = await client.getTransactionCount({ address: operator.address, blockTag: "pending" });
@@ -320,6 +320,7 @@ try {
       unit: "ms",
       baseline: per10k(bareSeconds, bareRows),
       baseline_what: "the same rows and entries read by one SELECT (buffered), same run",
+      ratio: ratioTo(csv.seconds / Math.max(csv.rows, 1), bareSeconds / Math.max(bareRows, 1)),
       target: null,
       meets_target: null,
     },
@@ -329,7 +330,9 @@ try {
       unit: "MB",
       baseline: firstTenth ? tenths(firstTenth.rss_growth_mb) : null,
       baseline_what: "the first tenth of the rows, same run",
-      target: "≤ 2× the first tenth's, or ≤ 16 MB (GC's slack): memory that does not grow with the rows",
+      ratio: firstTenth ? ratioTo(csv.rss_growth_mb, firstTenth.rss_growth_mb) : null,
+      // Memory that does not grow with the rows; 16 MB is the garbage collector's slack.
+      target: "ratio ≤ 2, or ≤ 16 MB",
       meets_target: firstTenth ? csv.rss_growth_mb <= Math.max(2 * firstTenth.rss_growth_mb, 16) : null,
     },
   ];

@@ -2,8 +2,8 @@
  * `node bench/gas-trace.ts`: where the gas of each escrow operation goes. Runs the gas bench's main
  * operations on anvil, replays each with `debug_traceTransaction` (struct logs) and prints the gas by
  * contract (escrow, token) and kind of opcode (storage reads and writes, calls, logs, hashing, the rest),
- * next to the intrinsic cost (21,000 + calldata) and the refund. The profile behind docs/performance.md
- * "Gas".
+ * next to the intrinsic cost (21,000 + calldata) and the refund. The profile behind the gas floors in
+ * docs/performance.md, "Derived limits".
  */
 import { erc20Abi, type Hex, keccak256, parseUnits, toHex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";

@@ -33,12 +33,12 @@ import { type ScratchStack, startScratchStack } from "../scripts/stack/scratch-s
 import { LOCAL_PAYOUT_ADDRESS } from "../scripts/stack/seed.ts";
 import type { LatencyLoad, SeenCharge } from "./latency-load.ts";
 import { benchChain } from "./local-chain-config.ts";
-import { percentiles, type SummaryRow, wall, writeResults } from "./report.ts";
+import { percentiles, ratioTo, type SummaryRow, wall, writeResults } from "./report.ts";
 
 /**
  * 1,000 charges a run (100 s at 10 blocks a second): the p99 is then the 10th-slowest charge. With 200
  * it was the 3rd-slowest, and the first few charges, which run on code the JIT has not compiled yet, or
- * one stall of Ponder's, moved it by 20 ms from run to run (docs/performance.md, tenth round).
+ * one stall of Ponder's, moved it by 20 ms from run to run (docs/performance.md at 64b9879, tenth round).
  */
 const N = Number(process.env.LATENCY_CHARGES ?? 1_000);
 /**
@@ -315,15 +315,20 @@ const empty = await measure(0);
 console.log(JSON.stringify(empty, null, 2));
 const withHistory = HISTORY_FACTS > 0 ? await measure(HISTORY_FACTS) : undefined;
 if (withHistory) console.log(JSON.stringify(withHistory, null, 2));
-const TARGET_MS = 50;
+/**
+ * The event's p99 over Ponder's own (receipt → its row) in the same run: the relay from Ponder's row to
+ * the outbox may take at most what Ponder takes.
+ */
+const TARGET_RATIO = 2;
 const row = (run: typeof empty, label: string): SummaryRow => ({
   what: `chain -> event p99, 10 blocks/s, ${label}`,
   figure: run.p99_ms,
   unit: "ms",
   baseline: run.indexed.p99_ms,
   baseline_what: "Ponder over WebSocket alone: receipt -> its row, p99",
-  target: `≤ ${TARGET_MS} ms`,
-  meets_target: run.p99_ms <= TARGET_MS,
+  ratio: ratioTo(run.p99_ms, run.indexed.p99_ms),
+  target: `ratio ≤ ${TARGET_RATIO}`,
+  meets_target: run.p99_ms <= TARGET_RATIO * run.indexed.p99_ms,
 });
 const summary = [
   row(empty, "empty history"),
@@ -335,4 +340,6 @@ writeResults("latency", "npm run bench:latency", summary, {
   runs: withHistory ? [empty, withHistory] : [empty],
 });
 for (const r of summary)
-  console.log(`${r.what}: ${r.figure} ms (Ponder alone ${r.baseline} ms; target ${r.target})`);
+  console.log(
+    `${r.what}: ${r.figure} ms (Ponder alone ${r.baseline} ms, ratio ${r.ratio}; target ${r.target})`,
+  );

@@ -1,26 +1,40 @@
 /**
- * One shape for every benchmark's results file (bench/results/<name>.json): when and where it was
- * measured, and a `summary` of rows — figure beside the baseline measured in the same run and the
- * target — that `npm run bench` prints as one table (bench/summary.ts).
+ * One shape for every benchmark's results file (bench/results/<name>.json): when, where and at which
+ * commit it was measured, and a `summary` of rows — figure beside the baseline measured in the same run
+ * (or a physical limit), their ratio and the target — that `npm run bench` prints as one table
+ * (bench/summary.ts).
+ *
+ * Targets are ratios measured in the same run (issue 48): to a bare baseline doing the same essential
+ * work, or to a physical limit such as the chain's capacity, never an absolute time on a shared 2-core
+ * machine. A row with neither keeps `ratio` and `target` null.
  */
+import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 
 /** The issue's target for the billing bench's cost per subscription at another size than 10,000. */
-export const AGAINST_TEN_THOUSAND = "≤ 1.2× the 10,000 figure";
+export const AGAINST_TEN_THOUSAND = "ratio ≤ 1.2 (to the 10,000 figure)";
 
 export interface SummaryRow {
   /** What was measured, e.g. "webhook deliveries/s, burst". */
   readonly what: string;
   readonly figure: number;
   readonly unit: string;
-  /** The baseline from the same run (or a published anchor), null when there is none. */
+  /** The baseline from the same run, or the physical limit, in `unit`; null when there is none. */
   readonly baseline: number | null;
   readonly baseline_what: string | null;
-  /** The target as text, e.g. "≥ 5,000" or "≤ 50 ms"; null where the issue sets none (shown for reference). */
+  /** figure ÷ baseline (or ÷ limit), from the same run's unrounded numbers where the bench has them. */
+  readonly ratio: number | null;
+  /** The target on the ratio as text, e.g. "ratio ≥ 0.6"; null where none is set (shown for reference). */
   readonly target: string | null;
   readonly meets_target: boolean | null;
 }
+
+/** figure ÷ baseline to 0.001; null without a baseline (or a zero one). */
+export const ratioTo = (figure: number, baseline: number | null | undefined): number | null =>
+  baseline === null || baseline === undefined || baseline === 0
+    ? null
+    : Math.round((figure / baseline) * 1000) / 1000;
 
 /** A value to 0.1 (ms, usually), as the results files give them. */
 export const tenths = (n: number): number => Math.round(n * 10) / 10;
@@ -49,8 +63,8 @@ export const machine = () => ({
   cores: cpus().length,
   cpu: cpus()[0]?.model ?? "unknown",
   node: process.version,
-  // Machines of the same kind differ in speed by 2× and more (the twelfth round's notes): the boot
-  // tells which results files were measured on the same machine, in the same boot.
+  // Machines of the same kind differ in speed by 2× and more (docs/performance.md at 64b9879, twelfth
+  // round): the boot tells which results files were measured on the same machine, in the same boot.
   boot_id: bootId(),
 });
 
@@ -60,6 +74,24 @@ export const machine = () => ({
  */
 export const wall = (now: number = performance.now()): number => performance.timeOrigin + now;
 
+/**
+ * The commit checked out, with "-dirty" when tracked files other than bench/results/ (which the benches of
+ * one `npm run bench` write in turn) have changes; null outside a git checkout.
+ */
+const commit = (): string | null => {
+  try {
+    const head = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
+    const dirty = execFileSync(
+      "git",
+      ["status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"],
+      { encoding: "utf8" },
+    );
+    return dirty.trim() === "" ? head : `${head}-dirty`;
+  } catch {
+    return null;
+  }
+};
+
 export const writeResults = (
   name: string,
   command: string,
@@ -68,6 +100,13 @@ export const writeResults = (
   file = `bench/results/${name}.json`,
 ): void => {
   mkdirSync("bench/results", { recursive: true });
-  const report = { measured_at: new Date().toISOString(), command, machine: machine(), summary, ...details };
+  const report = {
+    measured_at: new Date().toISOString(),
+    commit: commit(),
+    command,
+    machine: machine(),
+    summary,
+    ...details,
+  };
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
 };

@@ -1,9 +1,9 @@
 /**
  * Several runs of bench:webhooks, each in a fresh process, so that each side's burst is cold in every
  * run, as the issue's figures were measured. One run's burst ratio ranged 0.38–0.71 over fifteen runs
- * on one machine (docs/performance.md), mostly with the bare loop's own speed, so a single run lands on
- * either side of the target. bench/webhooks.ts summarises the runs by the median of each figure
- * (report.ts's `percentile` at 50: the lower middle one of an even number).
+ * on one machine (docs/performance.md at 64b9879), mostly with the bare loop's own speed, so a single
+ * run lands on either side of the target. bench/webhooks.ts summarises the runs by the median of each
+ * figure (report.ts's `percentile` at 50: the lower middle one of an even number).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

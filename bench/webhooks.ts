@@ -44,7 +44,7 @@ import { signatureHeader } from "../service/webhooks/signature.ts";
 import { startCpuProfile } from "./cpu-profiler.ts";
 import { loadPgStatements } from "./pg-statements.ts";
 import { cpuBetween, processCpuSeconds, threadCpuSeconds } from "./process-cpu.ts";
-import { percentile, percentiles, type SummaryRow, writeResults } from "./report.ts";
+import { percentile, percentiles, ratioTo, type SummaryRow, writeResults } from "./report.ts";
 import { runSeveral } from "./webhook-runs.ts";
 import { makeStageRecorder } from "./webhook-stages.ts";
 
@@ -75,6 +75,11 @@ interface Figures {
   readonly pacedComplete: boolean;
 }
 
+/**
+ * The burst's target is its ratio to the bare loop (the ratio of several runs: the median of the runs'
+ * ratios). The paced p99 has none: the bare loop's latency is from queueing a request to its receipt,
+ * with no outbox insert, wake-up or claim, so it is not the same work, and its ratio is shown only.
+ */
 function summaryOf(f: Figures, bareWhat: string): SummaryRow[] {
   return [
     {
@@ -83,16 +88,8 @@ function summaryOf(f: Figures, bareWhat: string): SummaryRow[] {
       unit: "/s",
       baseline: f.bareBurst,
       baseline_what: bareWhat,
-      target: "≥ 5,000",
-      meets_target: f.burstComplete && f.burst >= 5000,
-    },
-    {
-      what: "webhook burst, ratio to the bare loop",
-      figure: Math.round(f.ratio * 1000) / 1000,
-      unit: "×",
-      baseline: 1,
-      baseline_what: bareWhat,
-      target: "≥ 0.5",
+      ratio: Math.round(f.ratio * 1000) / 1000,
+      target: "ratio ≥ 0.5",
       meets_target: f.burstComplete && f.ratio >= 0.5,
     },
     {
@@ -101,19 +98,21 @@ function summaryOf(f: Figures, bareWhat: string): SummaryRow[] {
       unit: "ms",
       baseline: f.bareP99,
       baseline_what: bareWhat,
-      target: "≤ 50 ms",
-      meets_target: f.pacedComplete && f.p99 <= 50,
+      ratio: ratioTo(f.p99, f.bareP99),
+      target: null,
+      meets_target: null,
     },
   ];
 }
 
 function printSummary(summary: ReadonlyArray<SummaryRow>): void {
   console.table(
-    summary.map(({ what, figure, unit, baseline, target, meets_target }) => ({
+    summary.map(({ what, figure, unit, baseline, ratio, target, meets_target }) => ({
       what,
       figure,
       unit,
       baseline,
+      ratio,
       target,
       meets_target,
     })),
@@ -498,7 +497,7 @@ writeResults(
     receivers: RECEIVERS,
     bare,
     dispatcher,
-    ratio_burst_throughput: summary[1]?.figure,
+    ratio_burst_throughput: summary[0]?.ratio,
     figures,
   },
   // A run of several (bench/webhook-runs.ts) writes where the first process reads it.
