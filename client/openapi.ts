@@ -10,7 +10,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every chain of this key's mode, with subscriptions_available, payments_available and escrow_available. */
+        /**
+         * List chains
+         * @description Every chain of this key's mode, with `subscriptions_available`, `payments_available` and `escrow_available`.
+         */
         get: operations["listChains"];
         put?: never;
         post?: never;
@@ -27,12 +30,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The chains this merchant has configured, with subscriptions_available, payments_available and the payout address. */
+        /**
+         * List configured chains
+         * @description The chains this merchant has configured, with `subscriptions_available`, `payments_available` and the payout address.
+         */
         get: operations["listMerchantChains"];
         put?: never;
         /**
-         * Configure a chain for this merchant: its payout address and accepted tokens.
-         * @description Replaces the merchant's current configuration of that chain; earlier configurations are kept for audit. Mandates keep the payee they were signed with.
+         * Configure a chain
+         * @description Sets this merchant's payout address and accepted tokens on a chain. Replaces the merchant's current configuration of that chain; earlier configurations are kept for audit. Mandates keep the payee they were signed with.
          */
         post: operations["configureMerchantChain"];
         delete?: never;
@@ -49,8 +55,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * This API key's request rates, and per chain your open payments against their limit and each token's smallest payment.
-         * @description Every authenticated answer carries its class's rate in `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and `RateLimit-Policy`; beyond it, 429 `rate_limited` with `Retry-After`. A payment below its token's minimum is 400 `amount_too_small`; one more open payment than the limit on a chain is 400 `open_payments_limit_reached`.
+         * Retrieve your limits
+         * @description This API key's request rates, and per chain your open payments against their limit and each token's smallest payment. Every authenticated answer carries its class's rate in `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and `RateLimit-Policy`; beyond it, 429 `rate_limited` with `Retry-After`. A payment below its token's minimum is 400 `amount_too_small`; one more open payment than the limit on a chain is 400 `open_payments_limit_reached`.
          */
         get: operations["retrieveLimits"];
         put?: never;
@@ -68,12 +74,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Your mandates, newest first; filter by customer and status. */
+        /**
+         * List mandates
+         * @description Your mandates, newest first; filter by customer and status.
+         */
         get: operations["listMandates"];
         put?: never;
         /**
-         * Open a mandate; send the customer to its authorization_url to sign it.
-         * @description `chain` defaults to your only configured chain of this mode and `token` to the only token you accept there; with several, name one. `approval_periods` (default 12) sets how many periods one signature covers. A chain whose subscriptions_available is false refuses new mandates with 400 `chain_closed`.
+         * Create a mandate
+         * @description Opens a mandate; send the customer to its `authorization_url` to sign it. `chain` defaults to your only configured chain of this mode and `token` to the only token you accept there; with several, name one. `approval_periods` (default 12) sets how many periods one signature covers. A chain whose subscriptions_available is false refuses new mandates with 400 `chain_closed`.
          */
         post: operations["createMandate"];
         delete?: never;
@@ -89,12 +98,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A mandate. */
+        /** Retrieve a mandate */
         get: operations["retrieveMandate"];
         put?: never;
         /**
-         * Change a mandate's cap (or its reference); it keeps its id and authorization_url.
-         * @description A higher `cap_decimal` becomes the mandate's `pending_update` and raises `mandate.cap_change_requested`: the customer signs the new terms once at the same authorization_url (no gas), the cap in force stays chargeable until then, and `mandate.cap_changed` follows once the signature is on chain. The cap in force again cancels a pending raise. A lower `cap_decimal` needs nothing from the customer: charges above it are refused from this answer on, the service lowers it on chain (`lowerCap`, it pays the gas; the approval left shrinks to at most cap × approval_periods) and `mandate.cap_changed` follows once mined. A mandate nobody signed yet takes the new cap at once. A revoked one: 400 `mandate_revoked`.
+         * Update a mandate
+         * @description Changes a mandate's cap (or its reference); it keeps its id and `authorization_url`. A higher `cap_decimal` becomes the mandate's `pending_update` and raises `mandate.cap_change_requested`: the customer signs the new terms once at the same authorization_url (no gas), the cap in force stays chargeable until then, and `mandate.cap_changed` follows once the signature is on chain. The cap in force again cancels a pending raise. A lower `cap_decimal` needs nothing from the customer: charges above it are refused from this answer on, the service lowers it on chain (`lowerCap`, it pays the gas; the approval left shrinks to at most cap × approval_periods) and `mandate.cap_changed` follows once mined. A mandate nobody signed yet takes the new cap at once. A revoked one: 400 `mandate_revoked`.
          */
         post: operations["updateMandate"];
         delete?: never;
@@ -110,12 +119,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A mandate's charges, newest first. */
+        /**
+         * List a mandate's charges
+         * @description The mandate's charges, newest first.
+         */
         get: operations["listMandateCharges"];
         put?: never;
         /**
-         * Charge a mandate (at most its cap, once per period). The outcome follows by event.
-         * @description Above the cap: 400 `mandate_cap_exceeded`, nothing is sent. A second charge in a period: 400 `period_already_charged`. Otherwise the charge is simulated on chain: when it would succeed it is submitted (the service pays the gas) and returned as `pending`, and `charge.succeeded` follows; when the customer cannot cover it, it is returned `failed` with `failure_code` `insufficient_funds` (and `mandate.insufficient` is raised), or `approval_exhausted` (and `mandate.requires_authorization`), without spending gas.
+         * Create a charge
+         * @description Charges a mandate, at most its cap and once per period; the outcome follows by event. Above the cap: 400 `mandate_cap_exceeded`, nothing is sent. A second charge in a period: 400 `period_already_charged`. Otherwise the charge is simulated on chain: when it would succeed it is submitted (the service pays the gas) and returned as `pending`, and `charge.succeeded` follows; when the customer cannot cover it, it is returned `failed` with `failure_code` `insufficient_funds` (and `mandate.insufficient` is raised), or `approval_exhausted` (and `mandate.requires_authorization`), without spending gas.
          */
         post: operations["createCharge"];
         delete?: never;
@@ -131,7 +143,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A charge. */
+        /** Retrieve a charge */
         get: operations["retrieveCharge"];
         put?: never;
         post?: never;
@@ -150,7 +162,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Return a held charge to the customer (only during its hold). charge.returned follows. */
+        /**
+         * Return a charge
+         * @description Returns a held charge to the customer, only during its hold; `charge.returned` follows.
+         */
         post: operations["returnCharge"];
         delete?: never;
         options?: never;
@@ -165,12 +180,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Your payments, newest first; filter by status and reference. */
+        /**
+         * List payments
+         * @description Your payments, newest first; filter by status and reference.
+         */
         get: operations["listPayments"];
         put?: never;
         /**
-         * Create a one-time payment: a deposit address the payer sends the amount to, and a hosted pay page.
-         * @description `chain` defaults to your only configured chain of this mode where payments_available is true, and `token` to the only token you accept there. The payer sends the token to `address` with a plain transfer (any wallet, an exchange withdrawal) or pays from the hosted page at `payment_url`; `payment.paid` follows once the amount is confirmed received. A chain whose payments_available is false: 400 `chain_closed`. `expires_in` (seconds, default 3600) sets `expires_at` in chain time; funds arriving later still count (a late payment) for 7 days after it.
+         * Create a payment
+         * @description A one-time payment, paid to a deposit address or from a hosted pay page. `chain` defaults to your only configured chain of this mode where payments_available is true, and `token` to the only token you accept there. The payer sends the token to `address` with a plain transfer (any wallet, an exchange withdrawal) or pays from the hosted page at `payment_url`; `payment.paid` follows once the amount is confirmed received. A chain whose payments_available is false: 400 `chain_closed`. `expires_in` (seconds, default 3600) sets `expires_at` in chain time; funds arriving later still count (a late payment) for 7 days after it.
          */
         post: operations["createPayment"];
         delete?: never;
@@ -186,7 +204,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A payment, with the transfers that paid it. */
+        /**
+         * Retrieve a payment
+         * @description The payment, with the transfers that paid it.
+         */
         get: operations["retrievePayment"];
         put?: never;
         post?: never;
@@ -206,8 +227,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Cancel a payment to which nothing has arrived (status requires_payment).
-         * @description Otherwise 400 `payment_not_cancelable`. Funds sent to a canceled payment's address later still reach you (the address can only pay you) and the payment shows them, like a late payment.
+         * Cancel a payment
+         * @description Only a payment to which nothing has arrived (status `requires_payment`). Otherwise 400 `payment_not_cancelable`. Funds sent to a canceled payment's address later still reach you (the address can only pay you) and the payment shows them, like a late payment.
          */
         post: operations["cancelPayment"];
         delete?: never;
@@ -226,8 +247,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Return a payment's held funds to the payer (only during the hold). payment.reversed follows.
-         * @description Sends everything of the payment held in escrow to `address`, or by default to the sender of the payment's (largest) transfer. Only on chains with escrow holds, during the hold, one return at a time, and only of a payment whose terms name this service's operator (the payee can return one made under a former operator itself): otherwise 400 `payment_not_returnable`.
+         * Return a payment
+         * @description Returns a payment's held funds to the payer; `payment.reversed` follows. Sends everything of the payment held in escrow to `address`, or by default to the sender of the payment's (largest) transfer. Only on chains with escrow holds, during the hold, one return at a time, and only of a payment whose terms name this service's operator (the payee can return one made under a former operator itself): otherwise 400 `payment_not_returnable`.
          */
         post: operations["returnPayment"];
         delete?: never;
@@ -243,7 +264,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Your events, newest first (polling for development; use webhooks in production). */
+        /**
+         * List events
+         * @description Your events, newest first (polling for development; use webhooks in production).
+         */
         get: operations["listEvents"];
         put?: never;
         post?: never;
@@ -260,7 +284,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** An event. */
+        /** Retrieve an event */
         get: operations["retrieveEvent"];
         put?: never;
         post?: never;
@@ -280,8 +304,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Test mode: mint test tokens to the mandate's customer wallet (answers once mined).
-         * @description Before the customer signs, the tokens go to the mandate's deterministic test wallet, the one POST /v1/test/mandates/{id}/authorize signs with.
+         * Fund a mandate's customer
+         * @description Test mode: mints test tokens to the mandate's customer wallet and answers once mined. Before the customer signs, the tokens go to the mandate's deterministic test wallet, the one POST /v1/test/mandates/{id}/authorize signs with.
          */
         post: operations["testFundMandate"];
         delete?: never;
@@ -300,8 +324,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Test mode: sign the mandate as its customer with a deterministic test wallet.
-         * @description Signs the terms and a permit and submits them like the hosted page does; answers with the mandate once the chain's MandateAuthorized event has been indexed, and `mandate.authorized` is raised from it. Signs whatever the mandate needs signed (its first signature, a spent approval, a cap raise); a mandate already signed is answered as it is, and a retry after a 503 waits for the signature already on chain: it never signs twice.
+         * Authorize a mandate
+         * @description Test mode: signs the mandate as its customer with a deterministic test wallet. Signs the terms and a permit and submits them like the hosted page does; answers with the mandate once the chain's MandateAuthorized event has been indexed, and `mandate.authorized` is raised from it. Signs whatever the mandate needs signed (its first signature, a spent approval, a cap raise); a mandate already signed is answered as it is, and a retry after a 503 waits for the signature already on chain: it never signs twice.
          */
         post: operations["testAuthorizeMandate"];
         delete?: never;
@@ -319,7 +343,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Test mode: move a local test chain's time forward (billing periods and holds follow chain time). */
+        /**
+         * Advance a test clock
+         * @description Test mode: moves a local test chain's time forward (billing periods and holds follow chain time).
+         */
         post: operations["testAdvanceClock"];
         delete?: never;
         options?: never;
@@ -337,8 +364,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Test mode: send a real token transfer to the payment's deposit address (answers once mined).
-         * @description On a local chain: a test payer (the payment's deterministic test wallet, or `from`) gets test tokens and gas, then sends `amount_decimal` to the deposit address with a plain ERC-20 transfer. Any amount: less (underpaid, or a first part), more (overpaid), after expires_at (late). The payment follows as for a real payer.
+         * Pay a payment
+         * @description Test mode: sends a real token transfer to the payment's deposit address and answers once mined. On a local chain: a test payer (the payment's deterministic test wallet, or `from`) gets test tokens and gas, then sends `amount_decimal` to the deposit address with a plain ERC-20 transfer. Any amount: less (underpaid, or a first part), more (overpaid), after expires_at (late). The payment follows as for a real payer.
          */
         post: operations["testPayPayment"];
         delete?: never;
@@ -355,8 +382,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Every charge, release and return of this merchant's mandates, with chain references and exact amounts.
-         * @description Ordered by chain, block and log index. Filter by chain, block range and block time; page with limit and starting_after. `format=csv` or `format=json` downloads every entry matching the filters instead, streamed from the server however many there are (CSV columns: docs/exports.md).
+         * List reconciliation entries
+         * @description Every charge, release and return of this merchant's mandates, with chain references and exact amounts. Ordered by chain, block and log index. Filter by chain, block range and block time; page with limit and starting_after. `format=csv` or `format=json` downloads every entry matching the filters instead, streamed from the server however many there are (CSV columns: docs/exports.md).
          */
         get: operations["listReconciliation"];
         put?: never;
@@ -375,8 +402,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The gas the service paid on chain for your objects, newest first: one entry per object a transaction carried.
-         * @description Every relayer transaction that was mined or reverted (a revert costs gas too) costs gas used × effective gas price, plus the L1 data fee on an OP-stack chain. A transaction that carried several objects (a batch of charges, a sweep of deposit addresses, a group of authorizations) is split between them in whole wei that sum to its total, the first objects by id taking one wei more until the remainder is used up. A replaced transaction that was never mined costs nothing. Filter by chain, by object (`source`), by `kind` and by `created` (`from`, `to`: unix seconds).
+         * List gas costs
+         * @description The gas the service paid on chain for your objects, newest first: one entry per object a transaction carried. Every relayer transaction that was mined or reverted (a revert costs gas too) costs gas used × effective gas price, plus the L1 data fee on an OP-stack chain. A transaction that carried several objects (a batch of charges, a sweep of deposit addresses, a group of authorizations) is split between them in whole wei that sum to its total, the first objects by id taking one wei more until the remainder is used up. A replaced transaction that was never mined costs nothing. Filter by chain, by object (`source`), by `kind` and by `created` (`from`, `to`: unix seconds).
          */
         get: operations["listGasCosts"];
         put?: never;
@@ -395,8 +422,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Your gas costs summed per calendar month (UTC) and chain, newest month first.
-         * @description The sums of `GET /v1/gas_costs` by month of `created` and chain, in wei of each chain's native currency. Filter by chain and by `created` (`from`, `to`: unix seconds).
+         * List monthly gas cost totals
+         * @description Your gas costs (`GET /v1/gas_costs`) summed per calendar month (UTC) of `created` and chain, newest month first, in wei of each chain's native currency. Filter by chain and by `created` (`from`, `to`: unix seconds).
          */
         get: operations["listGasCostTotals"];
         put?: never;
@@ -415,8 +442,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Your money per chain and token: held in escrow (pending), paid out to you (available), returned.
-         * @description Each amount is the sum of your balance transactions' entries of its account, so it ties out to the chain: `available` is what reached your payout address from the escrow and your customers' unheld charges, `pending` what the escrow holds for you now, `returned` what went back to customers from holds. Only movements the service confirmed count. Gas is paid by the service's relayer, not from your funds: see GET /v1/gas_costs.
+         * Retrieve the balance
+         * @description Your money per chain and token: held in escrow (`pending`), paid out to you (`available`), returned (`returned`). Each amount is the sum of your balance transactions' entries of its account, so it ties out to the chain: `available` is what reached your payout address from the escrow and your customers' unheld charges, `pending` what the escrow holds for you now, `returned` what went back to customers from holds. Only movements the service confirmed count. Gas is paid by the service's relayer, not from your funds: see GET /v1/gas_costs.
          */
         get: operations["retrieveBalance"];
         put?: never;
@@ -435,8 +462,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Every movement of your money, newest first: the ledger behind GET /v1/balance.
-         * @description One balance transaction per confirmed chain fact that moved your money: a charge or payment (into a hold, or straight to you), a release, a return. A reorganisation of the chain deeper than the confirmations never deletes one: it adds a reversal (`reverses`) at the time it was seen. Ordered by `created` (the block's time), then by when the service recorded it. Filter by `type`, `source` (a charge or payment id), `chain`, `token` and by `created` and `available_on` ranges (unix seconds, from inclusive, to exclusive). With `format=csv` or `format=json` the answer is a download of every balance transaction matching the filters, oldest first, streamed from the server however many there are (docs/exports.md gives the CSV's columns); a closed range downloads byte for byte the same every time.
+         * List balance transactions
+         * @description Every movement of your money, newest first: the ledger behind GET /v1/balance. One balance transaction per confirmed chain fact that moved your money: a charge or payment (into a hold, or straight to you), a release, a return. A reorganisation of the chain deeper than the confirmations never deletes one: it adds a reversal (`reverses`) at the time it was seen. Ordered by `created` (the block's time), then by when the service recorded it. Filter by `type`, `source` (a charge or payment id), `chain`, `token` and by `created` and `available_on` ranges (unix seconds, from inclusive, to exclusive). With `format=csv` or `format=json` the answer is a download of every balance transaction matching the filters, oldest first, streamed from the server however many there are (docs/exports.md gives the CSV's columns); a closed range downloads byte for byte the same every time.
          */
         get: operations["listBalanceTransactions"];
         put?: never;
@@ -454,7 +481,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A balance transaction. */
+        /** Retrieve a balance transaction */
         get: operations["retrieveBalanceTransaction"];
         put?: never;
         post?: never;
@@ -472,8 +499,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * A month closed: your money per chain and token over a calendar month in a time zone, and its invoices.
-         * @description For each chain and token, what was held in escrow for you when the month began and ended, and every flow in between, from your balance transactions whose `created` (the block's time) falls in the month: `opening_pending + charges_held + payments_held − released − returned = closing_pending`, and `available_in = released + charges_unheld + payments_unheld` is what reached your payout address. `first_block` and `last_block` bound the month's movements, so the totals can be tied to the token's `Transfer` logs between them. Invoices of periods starting in the month are counted by status, and those whose charge was returned separately. A month not over yet reports up to now; a closed month reports the same every time, unless a reorganisation's reversal is recorded in it.
+         * Retrieve a monthly report
+         * @description A month closed: your money per chain and token over a calendar month in a time zone, and its invoices. For each chain and token, what was held in escrow for you when the month began and ended, and every flow in between, from your balance transactions whose `created` (the block's time) falls in the month: `opening_pending + charges_held + payments_held − released − returned = closing_pending`, and `available_in = released + charges_unheld + payments_unheld` is what reached your payout address. `first_block` and `last_block` bound the month's movements, so the totals can be tied to the token's `Transfer` logs between them. Invoices of periods starting in the month are counted by status, and those whose charge was returned separately. A month not over yet reports up to now; a closed month reports the same every time, unless a reorganisation's reversal is recorded in it.
          */
         get: operations["retrievePeriodReport"];
         put?: never;
@@ -491,10 +518,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Your prices, newest first; filter by active. */
+        /**
+         * List prices
+         * @description Your prices, newest first; filter by `active`.
+         */
         get: operations["listPrices"];
         put?: never;
-        /** Add a monthly price to your catalogue (a fixed amount, optionally a metered part). */
+        /**
+         * Create a price
+         * @description Adds a monthly price to your catalogue (a fixed amount, optionally a metered part).
+         */
         post: operations["createPrice"];
         delete?: never;
         options?: never;
@@ -509,10 +542,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A price. */
+        /** Retrieve a price */
         get: operations["retrievePrice"];
         put?: never;
-        /** Deactivate (or reactivate) a price. A deactivated price takes no new subscriptions; existing ones keep billing. */
+        /**
+         * Update a price
+         * @description Deactivates (or reactivates) a price. A deactivated price takes no new subscriptions; existing ones keep billing.
+         */
         post: operations["updatePrice"];
         delete?: never;
         options?: never;
@@ -527,10 +563,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Your coupons, newest first. */
+        /**
+         * List coupons
+         * @description Your coupons, newest first.
+         */
         get: operations["listCoupons"];
         put?: never;
-        /** A percentage or an amount off each invoice for duration_in_months months. */
+        /**
+         * Create a coupon
+         * @description A percentage or an amount off each invoice for `duration_in_months` months.
+         */
         post: operations["createCoupon"];
         delete?: never;
         options?: never;
@@ -545,7 +587,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A coupon. */
+        /** Retrieve a coupon */
         get: operations["retrieveCoupon"];
         put?: never;
         post?: never;
@@ -562,12 +604,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Your subscriptions, newest first; filter by customer and status. */
+        /**
+         * List subscriptions
+         * @description Your subscriptions, newest first; filter by customer and status.
+         */
         get: operations["listSubscriptions"];
         put?: never;
         /**
-         * Subscribe a customer to a price; send them to authorization_url to authorise the mandate.
-         * @description Opens the subscription's mandate (cap: `cap_decimal`, default the price's monthly amount; required for a metered price). The first invoice is charged as soon as the customer has authorised; then one invoice per calendar month of the mandate. A price on a chain whose subscriptions_available is false: 400 `chain_closed`. A deactivated price: 400 `price_inactive`.
+         * Create a subscription
+         * @description Subscribes a customer to a price; send them to `authorization_url` to authorise the mandate. Opens the subscription's mandate (cap: `cap_decimal`, default the price's monthly amount; required for a metered price). The first invoice is charged as soon as the customer has authorised; then one invoice per calendar month of the mandate. A price on a chain whose subscriptions_available is false: 400 `chain_closed`. A deactivated price: 400 `price_inactive`.
          */
         post: operations["createSubscription"];
         delete?: never;
@@ -583,12 +628,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A subscription. */
+        /** Retrieve a subscription */
         get: operations["retrieveSubscription"];
         put?: never;
         /**
-         * Change the price or coupon (prorated on the next invoice), or pause and resume collection.
-         * @description A change never charges: with `proration_behavior` `create_prorations` (default) the old price's unused time is credited and the new price's remaining time charged as `proration` lines on the next invoice; a downgrade's credit that outweighs an invoice carries to the next ones (`credit_balance_decimal`). `effective: period_end` makes the change at the next boundary, without prorations. When the next invoice with the change (or the new price alone) would exceed the mandate's cap, the change becomes `pending_update` (`payment_behavior` `pending_if_incomplete`, the default), `schedule.upcoming_charge_at_risk` is raised at once, and it applies once the customer has signed a higher cap at `authorization_url`; it expires at `expires_at`. A price in another chain or token than the mandate's: 400 `price_not_applicable`.
+         * Update a subscription
+         * @description Changes the price or coupon (prorated on the next invoice), or pauses and resumes collection. A change never charges: with `proration_behavior` `create_prorations` (default) the old price's unused time is credited and the new price's remaining time charged as `proration` lines on the next invoice; a downgrade's credit that outweighs an invoice carries to the next ones (`credit_balance_decimal`). `effective: period_end` makes the change at the next boundary, without prorations. When the next invoice with the change (or the new price alone) would exceed the mandate's cap, the change becomes `pending_update` (`payment_behavior` `pending_if_incomplete`, the default), `schedule.upcoming_charge_at_risk` is raised at once, and it applies once the customer has signed a higher cap at `authorization_url`; it expires at `expires_at`. A price in another chain or token than the mandate's: 400 `price_not_applicable`.
          */
         post: operations["updateSubscription"];
         delete?: never;
@@ -607,7 +652,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Drop the subscription's pending update or scheduled change; its price stays as it is. */
+        /**
+         * Cancel a pending update
+         * @description Drops the subscription's pending update or scheduled change; its price stays as it is.
+         */
         delete: operations["cancelSubscriptionPendingUpdate"];
         options?: never;
         head?: never;
@@ -623,7 +671,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Cancel now (open invoices are voided), or with at_period_end at the end of the period last invoiced. */
+        /**
+         * Cancel a subscription
+         * @description Now (open invoices are voided), or with `at_period_end` at the end of the period last invoiced.
+         */
         post: operations["cancelSubscription"];
         delete?: never;
         options?: never;
@@ -638,12 +689,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A subscription's usage records, newest first. */
+        /**
+         * List usage records
+         * @description A subscription's usage records, newest first.
+         */
         get: operations["listUsageRecords"];
         put?: never;
         /**
-         * Record usage of a metered subscription; billed with the next month's invoice.
-         * @description Usage that would take the next invoice above the mandate's cap is recorded with status `over_limit`, never charged, and raises `usage.limit_exceeded`. Idempotent through Idempotency-Key like every POST. A subscription without a metered price: 400 `subscription_not_metered`; incomplete or canceled: 400 `subscription_not_billing`.
+         * Create a usage record
+         * @description Records usage of a metered subscription; billed with the next month's invoice. Usage that would take the next invoice above the mandate's cap is recorded with status `over_limit`, never charged, and raises `usage.limit_exceeded`. Idempotent through Idempotency-Key like every POST. A subscription without a metered price: 400 `subscription_not_metered`; incomplete or canceled: 400 `subscription_not_billing`.
          */
         post: operations["createUsageRecord"];
         delete?: never;
@@ -659,7 +713,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Your subscriptions' invoices, newest first; filter by subscription. */
+        /**
+         * List invoices
+         * @description Your subscriptions' invoices, newest first; filter by subscription.
+         */
         get: operations["listInvoices"];
         put?: never;
         post?: never;
@@ -676,7 +733,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** An invoice with its lines. */
+        /**
+         * Retrieve an invoice
+         * @description The invoice with its lines.
+         */
         get: operations["retrieveInvoice"];
         put?: never;
         post?: never;
@@ -693,7 +753,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every event type the service emits: the names webhook endpoints may subscribe to. */
+        /**
+         * List event types
+         * @description Every event type the service emits: the names webhook endpoints may subscribe to.
+         */
         get: operations["listEventTypes"];
         put?: never;
         post?: never;
@@ -710,12 +773,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Your webhook endpoints, newest first (never with their secrets). */
+        /**
+         * List webhook endpoints
+         * @description Your webhook endpoints, newest first (never with their secrets).
+         */
         get: operations["listWebhookEndpoints"];
         put?: never;
         /**
-         * Register a webhook endpoint. The response carries its signing secret, shown only this once.
-         * @description Every name in `events` must be an emitted type (GET /v1/event_types); unknown names are refused with 400 `event_type_unknown` listing them. In live mode the URL must be https and must not point at localhost, private, loopback, link-local, CGNAT, unique-local, IPv4-mapped, unspecified or cloud-metadata addresses, however spelt, nor at a name resolving to one (400 `url_private` / `url_insecure`).
+         * Create a webhook endpoint
+         * @description Registers a webhook endpoint. The response carries its signing secret, shown only this once. Every name in `events` must be an emitted type (GET /v1/event_types); unknown names are refused with 400 `event_type_unknown` listing them. In live mode the URL must be https and must not point at localhost, private, loopback, link-local, CGNAT, unique-local, IPv4-mapped, unspecified or cloud-metadata addresses, however spelt, nor at a name resolving to one (400 `url_private` / `url_insecure`).
          */
         post: operations["createWebhookEndpoint"];
         delete?: never;
@@ -731,12 +797,21 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A webhook endpoint (never with its secret). */
+        /**
+         * Retrieve a webhook endpoint
+         * @description Never with its secret.
+         */
         get: operations["retrieveWebhookEndpoint"];
         put?: never;
-        /** Change an endpoint's url, events or description, or disable it (disabled: true) and enable it again. */
+        /**
+         * Update a webhook endpoint
+         * @description Changes an endpoint's url, events or description, or disables it (`disabled: true`) and enables it again.
+         */
         post: operations["updateWebhookEndpoint"];
-        /** Delete an endpoint: nothing more is sent to it, pending deliveries included. */
+        /**
+         * Delete a webhook endpoint
+         * @description Nothing more is sent to it, pending deliveries included.
+         */
         delete: operations["deleteWebhookEndpoint"];
         options?: never;
         head?: never;
@@ -753,8 +828,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Replace the signing secret; the new one is in this response only.
-         * @description Until `previous_secret_expires` (default 24 h, `expire_previous_after_seconds` 0-604800) deliveries carry two signatures, `v1=<new>,v1=<previous>`, so receivers can switch secrets without dropping a delivery.
+         * Rotate a webhook secret
+         * @description Replaces the signing secret; the new one is in this response only. Until `previous_secret_expires` (default 24 h, `expire_previous_after_seconds` 0-604800) deliveries carry two signatures, `v1=<new>,v1=<previous>`, so receivers can switch secrets without dropping a delivery.
          */
         post: operations["rotateWebhookSecret"];
         delete?: never;
@@ -772,7 +847,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Send a webhook.test event to this endpoint (not a payment; never act on it). */
+        /**
+         * Send a test event
+         * @description Sends a `webhook.test` event to this endpoint (not a payment; never act on it).
+         */
         post: operations["testWebhookEndpoint"];
         delete?: never;
         options?: never;
@@ -787,7 +865,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** An endpoint's deliveries, newest first, each with its attempts and next retry; filter by status and event. */
+        /**
+         * List webhook deliveries
+         * @description An endpoint's deliveries, newest first, each with its attempts and next retry; filter by status and event.
+         */
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
@@ -806,7 +887,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Send an event again, with the same id, as a new delivery to its endpoints. */
+        /**
+         * Replay an event
+         * @description Sends an event again, with the same id, as a new delivery to its endpoints.
+         */
         post: operations["replayEvent"];
         delete?: never;
         options?: never;
@@ -824,8 +908,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * A link to the customer portal for one of your customers, valid for an hour.
-         * @description The customer (your reference, as on its mandates and subscriptions) sees there its mandates and subscriptions with you, in this key's mode: amounts, caps, the next charge, holds and recent charges. It can cancel a subscription at the end of its period (unless `features.subscription_cancel.enabled` is false), open a mandate's authorization page to sign what waits for its signature, and revoke a mandate without gas. The `url` is shown once; send the customer to it right away. A customer no mandate names: 400 `resource_missing` (param `customer`).
+         * Create a portal session
+         * @description A link to the customer portal for one of your customers, valid for an hour. The customer (your reference, as on its mandates and subscriptions) sees there its mandates and subscriptions with you, in this key's mode: amounts, caps, the next charge, holds and recent charges. It can cancel a subscription at the end of its period (unless `features.subscription_cancel.enabled` is false), open a mandate's authorization page to sign what waits for its signature, and revoke a mandate without gas. The `url` is shown once; send the customer to it right away. A customer no mandate names: 400 `resource_missing` (param `customer`).
          */
         post: operations["createPortalSession"];
         delete?: never;

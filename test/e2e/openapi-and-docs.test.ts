@@ -8,6 +8,7 @@ import { api, newMerchantWithKey, stack } from "./helpers.ts";
 
 interface Operation {
   readonly operationId: string;
+  readonly summary: string;
   readonly requestBody?: { content: { "application/json": { example?: unknown } } };
   readonly responses: Record<
     string,
@@ -41,6 +42,8 @@ describe("OpenAPI document and reference page", () => {
     for (const route of routes) {
       const operation = doc.paths[route.path]?.[route.method.toLowerCase()];
       expect(operation?.operationId, `${route.method} ${route.path}`).toBe(route.operationId);
+      // The reference's sidebar shows the summary: the route's short name (test/unit/operation-summaries.test.ts).
+      expect(operation?.summary, `${route.method} ${route.path}`).toBe(route.summary);
       expect(Object.keys(operation?.responses ?? {})).toEqual(expect.arrayContaining(["400", "401"]));
       expect(
         operation?.responses[String(route.status ?? 200)]?.content["application/json"].example,

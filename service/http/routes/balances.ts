@@ -20,10 +20,9 @@ export const balanceRoutes = [
     path: "/v1/balance",
     operationId: "retrieveBalance",
     tag: "Balance",
-    summary:
-      "Your money per chain and token: held in escrow (pending), paid out to you (available), returned.",
+    summary: "Retrieve the balance",
     description:
-      "Each amount is the sum of your balance transactions' entries of its account, so it ties out to the chain: `available` is what reached your payout address from the escrow and your customers' unheld charges, `pending` what the escrow holds for you now, `returned` what went back to customers from holds. Only movements the service confirmed count. Gas is paid by the service's relayer, not from your funds: see GET /v1/gas_costs.",
+      "Your money per chain and token: held in escrow (`pending`), paid out to you (`available`), returned (`returned`). Each amount is the sum of your balance transactions' entries of its account, so it ties out to the chain: `available` is what reached your payout address from the escrow and your customers' unheld charges, `pending` what the escrow holds for you now, `returned` what went back to customers from holds. Only movements the service confirmed count. Gas is paid by the service's relayer, not from your funds: see GET /v1/gas_costs.",
     response: BalanceObject,
     examples: { response: balance },
     handler: ({ caller }) => Effect.flatMap(withLedger, (ledger) => ledger.balance(caller)),
@@ -33,9 +32,9 @@ export const balanceRoutes = [
     path: "/v1/balance_transactions",
     operationId: "listBalanceTransactions",
     tag: "Balance",
-    summary: "Every movement of your money, newest first: the ledger behind GET /v1/balance.",
+    summary: "List balance transactions",
     description:
-      "One balance transaction per confirmed chain fact that moved your money: a charge or payment (into a hold, or straight to you), a release, a return. A reorganisation of the chain deeper than the confirmations never deletes one: it adds a reversal (`reverses`) at the time it was seen. Ordered by `created` (the block's time), then by when the service recorded it. Filter by `type`, `source` (a charge or payment id), `chain`, `token` and by `created` and `available_on` ranges (unix seconds, from inclusive, to exclusive). With `format=csv` or `format=json` the answer is a download of every balance transaction matching the filters, oldest first, streamed from the server however many there are (docs/exports.md gives the CSV's columns); a closed range downloads byte for byte the same every time.",
+      "Every movement of your money, newest first: the ledger behind GET /v1/balance. One balance transaction per confirmed chain fact that moved your money: a charge or payment (into a hold, or straight to you), a release, a return. A reorganisation of the chain deeper than the confirmations never deletes one: it adds a reversal (`reverses`) at the time it was seen. Ordered by `created` (the block's time), then by when the service recorded it. Filter by `type`, `source` (a charge or payment id), `chain`, `token` and by `created` and `available_on` ranges (unix seconds, from inclusive, to exclusive). With `format=csv` or `format=json` the answer is a download of every balance transaction matching the filters, oldest first, streamed from the server however many there are (docs/exports.md gives the CSV's columns); a closed range downloads byte for byte the same every time.",
     body: ListBalanceTransactionsQuery,
     response: listOf(BalanceTransactionObject, "BalanceTransactionList"),
     examples: {
@@ -51,7 +50,7 @@ export const balanceRoutes = [
     params: { id: balanceTransactionIdParam },
     operationId: "retrieveBalanceTransaction",
     tag: "Balance",
-    summary: "A balance transaction.",
+    summary: "Retrieve a balance transaction",
     response: BalanceTransactionObject,
     examples: { params: { id: IDS.chargeBalanceTransaction }, response: chargeBalanceTransaction },
     handler: ({ caller, params }) =>

@@ -15,8 +15,9 @@ export const chainRoutes = [
     path: "/v1/chains",
     operationId: "listChains",
     tag: "Chains",
-    summary:
-      "Every chain of this key's mode, with subscriptions_available, payments_available and escrow_available.",
+    summary: "List chains",
+    description:
+      "Every chain of this key's mode, with `subscriptions_available`, `payments_available` and `escrow_available`.",
     response: listOf(ChainObject, "ChainList"),
     examples: { response: page(chain) },
     handler: ({ caller }) =>
@@ -29,8 +30,9 @@ export const chainRoutes = [
     path: "/v1/merchant/chains",
     operationId: "listMerchantChains",
     tag: "Chains",
-    summary:
-      "The chains this merchant has configured, with subscriptions_available, payments_available and the payout address.",
+    summary: "List configured chains",
+    description:
+      "The chains this merchant has configured, with `subscriptions_available`, `payments_available` and the payout address.",
     response: listOf(MerchantChainObject, "MerchantChainList"),
     examples: { response: page(merchantChain) },
     handler: ({ caller }) =>
@@ -43,9 +45,9 @@ export const chainRoutes = [
     path: "/v1/merchant/chains",
     operationId: "configureMerchantChain",
     tag: "Chains",
-    summary: "Configure a chain for this merchant: its payout address and accepted tokens.",
+    summary: "Configure a chain",
     description:
-      "Replaces the merchant's current configuration of that chain; earlier configurations are kept for audit. Mandates keep the payee they were signed with.",
+      "Sets this merchant's payout address and accepted tokens on a chain. Replaces the merchant's current configuration of that chain; earlier configurations are kept for audit. Mandates keep the payee they were signed with.",
     body: ConfigureMerchantChain,
     response: MerchantChainObject,
     status: 200,

@@ -12,7 +12,8 @@ export const eventRoutes = [
     path: "/v1/events",
     operationId: "listEvents",
     tag: "Events",
-    summary: "Your events, newest first (polling for development; use webhooks in production).",
+    summary: "List events",
+    description: "Your events, newest first (polling for development; use webhooks in production).",
     body: ListEventsQuery,
     response: listOf(EventObject, "EventList"),
     examples: { response: page(event) },
@@ -25,7 +26,7 @@ export const eventRoutes = [
     params: { id: eventIdParam },
     operationId: "retrieveEvent",
     tag: "Events",
-    summary: "An event.",
+    summary: "Retrieve an event",
     response: EventObject,
     examples: { params: { id: IDS.event }, response: event },
     handler: ({ caller, params }) =>

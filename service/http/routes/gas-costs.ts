@@ -21,10 +21,9 @@ export const gasCostRoutes = [
     path: "/v1/gas_costs",
     operationId: "listGasCosts",
     tag: "Gas costs",
-    summary:
-      "The gas the service paid on chain for your objects, newest first: one entry per object a transaction carried.",
+    summary: "List gas costs",
     description:
-      "Every relayer transaction that was mined or reverted (a revert costs gas too) costs gas used × effective gas price, plus the L1 data fee on an OP-stack chain. A transaction that carried several objects (a batch of charges, a sweep of deposit addresses, a group of authorizations) is split between them in whole wei that sum to its total, the first objects by id taking one wei more until the remainder is used up. A replaced transaction that was never mined costs nothing. Filter by chain, by object (`source`), by `kind` and by `created` (`from`, `to`: unix seconds).",
+      "The gas the service paid on chain for your objects, newest first: one entry per object a transaction carried. Every relayer transaction that was mined or reverted (a revert costs gas too) costs gas used × effective gas price, plus the L1 data fee on an OP-stack chain. A transaction that carried several objects (a batch of charges, a sweep of deposit addresses, a group of authorizations) is split between them in whole wei that sum to its total, the first objects by id taking one wei more until the remainder is used up. A replaced transaction that was never mined costs nothing. Filter by chain, by object (`source`), by `kind` and by `created` (`from`, `to`: unix seconds).",
     body: ListGasCostsQuery,
     response: listOf(GasCostObject, "GasCostList"),
     examples: { response: page(chargeGasCost), errors: [badRange] },
@@ -35,9 +34,9 @@ export const gasCostRoutes = [
     path: "/v1/gas_cost_totals",
     operationId: "listGasCostTotals",
     tag: "Gas costs",
-    summary: "Your gas costs summed per calendar month (UTC) and chain, newest month first.",
+    summary: "List monthly gas cost totals",
     description:
-      "The sums of `GET /v1/gas_costs` by month of `created` and chain, in wei of each chain's native currency. Filter by chain and by `created` (`from`, `to`: unix seconds).",
+      "Your gas costs (`GET /v1/gas_costs`) summed per calendar month (UTC) of `created` and chain, newest month first, in wei of each chain's native currency. Filter by chain and by `created` (`from`, `to`: unix seconds).",
     body: GasCostTotalsQuery,
     response: GasCostTotalList,
     examples: { response: { object: "list", data: [monthlyGasTotal], has_more: false }, errors: [badRange] },

@@ -19,10 +19,9 @@ export const limitsRoutes = [
     path: "/v1/limits",
     operationId: "retrieveLimits",
     tag: "Limits",
-    summary:
-      "This API key's request rates, and per chain your open payments against their limit and each token's smallest payment.",
+    summary: "Retrieve your limits",
     description:
-      "Every authenticated answer carries its class's rate in `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and `RateLimit-Policy`; beyond it, 429 `rate_limited` with `Retry-After`. A payment below its token's minimum is 400 `amount_too_small`; one more open payment than the limit on a chain is 400 `open_payments_limit_reached`.",
+      "This API key's request rates, and per chain your open payments against their limit and each token's smallest payment. Every authenticated answer carries its class's rate in `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and `RateLimit-Policy`; beyond it, 429 `rate_limited` with `Retry-After`. A payment below its token's minimum is 400 `amount_too_small`; one more open payment than the limit on a chain is 400 `open_payments_limit_reached`.",
     response: LimitsObject,
     examples: { response: limits },
     handler: ({ caller }) =>

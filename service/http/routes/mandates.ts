@@ -29,9 +29,9 @@ export const mandateRoutes = [
     path: "/v1/mandates",
     operationId: "createMandate",
     tag: "Mandates",
-    summary: "Open a mandate; send the customer to its authorization_url to sign it.",
+    summary: "Create a mandate",
     description:
-      "`chain` defaults to your only configured chain of this mode and `token` to the only token you accept there; with several, name one. `approval_periods` (default 12) sets how many periods one signature covers. A chain whose subscriptions_available is false refuses new mandates with 400 `chain_closed`.",
+      "Opens a mandate; send the customer to its `authorization_url` to sign it. `chain` defaults to your only configured chain of this mode and `token` to the only token you accept there; with several, name one. `approval_periods` (default 12) sets how many periods one signature covers. A chain whose subscriptions_available is false refuses new mandates with 400 `chain_closed`.",
     body: CreateMandate,
     response: MandateObject,
     examples: {
@@ -54,7 +54,8 @@ export const mandateRoutes = [
     path: "/v1/mandates",
     operationId: "listMandates",
     tag: "Mandates",
-    summary: "Your mandates, newest first; filter by customer and status.",
+    summary: "List mandates",
+    description: "Your mandates, newest first; filter by customer and status.",
     body: ListMandatesQuery,
     response: listOf(MandateObject, "MandateList"),
     examples: { response: page(mandate) },
@@ -66,7 +67,7 @@ export const mandateRoutes = [
     params: { id: mandateIdParam },
     operationId: "retrieveMandate",
     tag: "Mandates",
-    summary: "A mandate.",
+    summary: "Retrieve a mandate",
     response: MandateObject,
     examples: { params: { id: IDS.mandate }, response: mandate },
     handler: ({ caller, params }) =>
@@ -78,9 +79,9 @@ export const mandateRoutes = [
     params: { id: mandateIdParam },
     operationId: "updateMandate",
     tag: "Mandates",
-    summary: "Change a mandate's cap (or its reference); it keeps its id and authorization_url.",
+    summary: "Update a mandate",
     description:
-      "A higher `cap_decimal` becomes the mandate's `pending_update` and raises `mandate.cap_change_requested`: the customer signs the new terms once at the same authorization_url (no gas), the cap in force stays chargeable until then, and `mandate.cap_changed` follows once the signature is on chain. The cap in force again cancels a pending raise. A lower `cap_decimal` needs nothing from the customer: charges above it are refused from this answer on, the service lowers it on chain (`lowerCap`, it pays the gas; the approval left shrinks to at most cap × approval_periods) and `mandate.cap_changed` follows once mined. A mandate nobody signed yet takes the new cap at once. A revoked one: 400 `mandate_revoked`.",
+      "Changes a mandate's cap (or its reference); it keeps its id and `authorization_url`. A higher `cap_decimal` becomes the mandate's `pending_update` and raises `mandate.cap_change_requested`: the customer signs the new terms once at the same authorization_url (no gas), the cap in force stays chargeable until then, and `mandate.cap_changed` follows once the signature is on chain. The cap in force again cancels a pending raise. A lower `cap_decimal` needs nothing from the customer: charges above it are refused from this answer on, the service lowers it on chain (`lowerCap`, it pays the gas; the approval left shrinks to at most cap × approval_periods) and `mandate.cap_changed` follows once mined. A mandate nobody signed yet takes the new cap at once. A revoked one: 400 `mandate_revoked`.",
     body: UpdateMandate,
     response: MandateObject,
     examples: {
@@ -106,9 +107,9 @@ export const mandateRoutes = [
     params: { id: mandateIdParam },
     operationId: "createCharge",
     tag: "Charges",
-    summary: "Charge a mandate (at most its cap, once per period). The outcome follows by event.",
+    summary: "Create a charge",
     description:
-      "Above the cap: 400 `mandate_cap_exceeded`, nothing is sent. A second charge in a period: 400 `period_already_charged`. Otherwise the charge is simulated on chain: when it would succeed it is submitted (the service pays the gas) and returned as `pending`, and `charge.succeeded` follows; when the customer cannot cover it, it is returned `failed` with `failure_code` `insufficient_funds` (and `mandate.insufficient` is raised), or `approval_exhausted` (and `mandate.requires_authorization`), without spending gas.",
+      "Charges a mandate, at most its cap and once per period; the outcome follows by event. Above the cap: 400 `mandate_cap_exceeded`, nothing is sent. A second charge in a period: 400 `period_already_charged`. Otherwise the charge is simulated on chain: when it would succeed it is submitted (the service pays the gas) and returned as `pending`, and `charge.succeeded` follows; when the customer cannot cover it, it is returned `failed` with `failure_code` `insufficient_funds` (and `mandate.insufficient` is raised), or `approval_exhausted` (and `mandate.requires_authorization`), without spending gas.",
     body: CreateCharge,
     response: ChargeObject,
     examples: {
@@ -143,7 +144,8 @@ export const mandateRoutes = [
     params: { id: mandateIdParam },
     operationId: "listMandateCharges",
     tag: "Charges",
-    summary: "A mandate's charges, newest first.",
+    summary: "List a mandate's charges",
+    description: "The mandate's charges, newest first.",
     body: ListChargesQuery,
     response: listOf(ChargeObject, "ChargeList"),
     examples: { params: { id: IDS.mandate }, response: page(charge) },
@@ -156,7 +158,7 @@ export const mandateRoutes = [
     params: { id: chargeIdParam },
     operationId: "retrieveCharge",
     tag: "Charges",
-    summary: "A charge.",
+    summary: "Retrieve a charge",
     response: ChargeObject,
     examples: { params: { id: IDS.charge }, response: charge },
     handler: ({ caller, params }) =>
@@ -168,7 +170,8 @@ export const mandateRoutes = [
     params: { id: chargeIdParam },
     operationId: "returnCharge",
     tag: "Charges",
-    summary: "Return a held charge to the customer (only during its hold). charge.returned follows.",
+    summary: "Return a charge",
+    description: "Returns a held charge to the customer, only during its hold; `charge.returned` follows.",
     response: ChargeObject,
     examples: {
       params: { id: IDS.charge },

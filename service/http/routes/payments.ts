@@ -23,10 +23,9 @@ export const paymentRoutes = [
     path: "/v1/payments",
     operationId: "createPayment",
     tag: "Payments",
-    summary:
-      "Create a one-time payment: a deposit address the payer sends the amount to, and a hosted pay page.",
+    summary: "Create a payment",
     description:
-      "`chain` defaults to your only configured chain of this mode where payments_available is true, and `token` to the only token you accept there. The payer sends the token to `address` with a plain transfer (any wallet, an exchange withdrawal) or pays from the hosted page at `payment_url`; `payment.paid` follows once the amount is confirmed received. A chain whose payments_available is false: 400 `chain_closed`. `expires_in` (seconds, default 3600) sets `expires_at` in chain time; funds arriving later still count (a late payment) for 7 days after it.",
+      "A one-time payment, paid to a deposit address or from a hosted pay page. `chain` defaults to your only configured chain of this mode where payments_available is true, and `token` to the only token you accept there. The payer sends the token to `address` with a plain transfer (any wallet, an exchange withdrawal) or pays from the hosted page at `payment_url`; `payment.paid` follows once the amount is confirmed received. A chain whose payments_available is false: 400 `chain_closed`. `expires_in` (seconds, default 3600) sets `expires_at` in chain time; funds arriving later still count (a late payment) for 7 days after it.",
     body: CreatePayment,
     response: PaymentObject,
     examples: {
@@ -47,7 +46,8 @@ export const paymentRoutes = [
     path: "/v1/payments",
     operationId: "listPayments",
     tag: "Payments",
-    summary: "Your payments, newest first; filter by status and reference.",
+    summary: "List payments",
+    description: "Your payments, newest first; filter by status and reference.",
     body: ListPaymentsQuery,
     response: listOf(PaymentObject, "PaymentList"),
     examples: { response: page(paidPayment) },
@@ -59,7 +59,8 @@ export const paymentRoutes = [
     params: { id: paymentIdParam },
     operationId: "retrievePayment",
     tag: "Payments",
-    summary: "A payment, with the transfers that paid it.",
+    summary: "Retrieve a payment",
+    description: "The payment, with the transfers that paid it.",
     response: PaymentObject,
     examples: { params: { id: IDS.payment }, response: paidPayment },
     handler: ({ caller, params }) =>
@@ -71,9 +72,9 @@ export const paymentRoutes = [
     params: { id: paymentIdParam },
     operationId: "cancelPayment",
     tag: "Payments",
-    summary: "Cancel a payment to which nothing has arrived (status requires_payment).",
+    summary: "Cancel a payment",
     description:
-      "Otherwise 400 `payment_not_cancelable`. Funds sent to a canceled payment's address later still reach you (the address can only pay you) and the payment shows them, like a late payment.",
+      "Only a payment to which nothing has arrived (status `requires_payment`). Otherwise 400 `payment_not_cancelable`. Funds sent to a canceled payment's address later still reach you (the address can only pay you) and the payment shows them, like a late payment.",
     response: PaymentObject,
     examples: {
       params: { id: IDS.payment },
@@ -95,9 +96,9 @@ export const paymentRoutes = [
     params: { id: paymentIdParam },
     operationId: "returnPayment",
     tag: "Payments",
-    summary: "Return a payment's held funds to the payer (only during the hold). payment.reversed follows.",
+    summary: "Return a payment",
     description:
-      "Sends everything of the payment held in escrow to `address`, or by default to the sender of the payment's (largest) transfer. Only on chains with escrow holds, during the hold, one return at a time, and only of a payment whose terms name this service's operator (the payee can return one made under a former operator itself): otherwise 400 `payment_not_returnable`.",
+      "Returns a payment's held funds to the payer; `payment.reversed` follows. Sends everything of the payment held in escrow to `address`, or by default to the sender of the payment's (largest) transfer. Only on chains with escrow holds, during the hold, one return at a time, and only of a payment whose terms name this service's operator (the payee can return one made under a former operator itself): otherwise 400 `payment_not_returnable`.",
     body: ReturnPayment,
     response: PaymentObject,
     examples: {

@@ -19,9 +19,9 @@ export const portalSessionRoutes = [
     path: "/v1/portal_sessions",
     operationId: "createPortalSession",
     tag: "Customer portal",
-    summary: "A link to the customer portal for one of your customers, valid for an hour.",
+    summary: "Create a portal session",
     description:
-      "The customer (your reference, as on its mandates and subscriptions) sees there its mandates and subscriptions with you, in this key's mode: amounts, caps, the next charge, holds and recent charges. It can cancel a subscription at the end of its period (unless `features.subscription_cancel.enabled` is false), open a mandate's authorization page to sign what waits for its signature, and revoke a mandate without gas. The `url` is shown once; send the customer to it right away. A customer no mandate names: 400 `resource_missing` (param `customer`).",
+      "A link to the customer portal for one of your customers, valid for an hour. The customer (your reference, as on its mandates and subscriptions) sees there its mandates and subscriptions with you, in this key's mode: amounts, caps, the next charge, holds and recent charges. It can cancel a subscription at the end of its period (unless `features.subscription_cancel.enabled` is false), open a mandate's authorization page to sign what waits for its signature, and revoke a mandate without gas. The `url` is shown once; send the customer to it right away. A customer no mandate names: 400 `resource_missing` (param `customer`).",
     body: CreatePortalSession,
     response: PortalSessionObject,
     transactional: true,

@@ -14,10 +14,9 @@ export const reconciliationRoutes = [
     path: "/v1/reconciliation",
     operationId: "listReconciliation",
     tag: "Reconciliation",
-    summary:
-      "Every charge, release and return of this merchant's mandates, with chain references and exact amounts.",
+    summary: "List reconciliation entries",
     description:
-      "Ordered by chain, block and log index. Filter by chain, block range and block time; page with limit and starting_after. `format=csv` or `format=json` downloads every entry matching the filters instead, streamed from the server however many there are (CSV columns: docs/exports.md).",
+      "Every charge, release and return of this merchant's mandates, with chain references and exact amounts. Ordered by chain, block and log index. Filter by chain, block range and block time; page with limit and starting_after. `format=csv` or `format=json` downloads every entry matching the filters instead, streamed from the server however many there are (CSV columns: docs/exports.md).",
     body: ReconciliationQuery,
     response: ReconciliationPage,
     examples: { response: page(reconciliationEntry) },

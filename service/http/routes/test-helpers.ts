@@ -32,9 +32,9 @@ export const testHelperRoutes = [
     params: { id: mandateIdParam },
     operationId: "testFundMandate",
     tag: "Test helpers",
-    summary: "Test mode: mint test tokens to the mandate's customer wallet (answers once mined).",
+    summary: "Fund a mandate's customer",
     description:
-      "Before the customer signs, the tokens go to the mandate's deterministic test wallet, the one POST /v1/test/mandates/{id}/authorize signs with.",
+      "Test mode: mints test tokens to the mandate's customer wallet and answers once mined. Before the customer signs, the tokens go to the mandate's deterministic test wallet, the one POST /v1/test/mandates/{id}/authorize signs with.",
     testOnly: true,
     body: FundRequest,
     response: TestFunding,
@@ -48,9 +48,9 @@ export const testHelperRoutes = [
     params: { id: mandateIdParam },
     operationId: "testAuthorizeMandate",
     tag: "Test helpers",
-    summary: "Test mode: sign the mandate as its customer with a deterministic test wallet.",
+    summary: "Authorize a mandate",
     description:
-      "Signs the terms and a permit and submits them like the hosted page does; answers with the mandate once the chain's MandateAuthorized event has been indexed, and `mandate.authorized` is raised from it. Signs whatever the mandate needs signed (its first signature, a spent approval, a cap raise); a mandate already signed is answered as it is, and a retry after a 503 waits for the signature already on chain: it never signs twice.",
+      "Test mode: signs the mandate as its customer with a deterministic test wallet. Signs the terms and a permit and submits them like the hosted page does; answers with the mandate once the chain's MandateAuthorized event has been indexed, and `mandate.authorized` is raised from it. Signs whatever the mandate needs signed (its first signature, a spent approval, a cap raise); a mandate already signed is answered as it is, and a retry after a 503 waits for the signature already on chain: it never signs twice.",
     testOnly: true,
     response: MandateObject,
     examples: { params: { id: IDS.mandate }, response: mandate },
@@ -61,8 +61,9 @@ export const testHelperRoutes = [
     path: "/v1/test/clock/advance",
     operationId: "testAdvanceClock",
     tag: "Test helpers",
-    summary:
-      "Test mode: move a local test chain's time forward (billing periods and holds follow chain time).",
+    summary: "Advance a test clock",
+    description:
+      "Test mode: moves a local test chain's time forward (billing periods and holds follow chain time).",
     testOnly: true,
     body: AdvanceClockRequest,
     response: TestClock,
@@ -85,9 +86,9 @@ export const testHelperRoutes = [
     params: { id: paymentIdParam },
     operationId: "testPayPayment",
     tag: "Test helpers",
-    summary: "Test mode: send a real token transfer to the payment's deposit address (answers once mined).",
+    summary: "Pay a payment",
     description:
-      "On a local chain: a test payer (the payment's deterministic test wallet, or `from`) gets test tokens and gas, then sends `amount_decimal` to the deposit address with a plain ERC-20 transfer. Any amount: less (underpaid, or a first part), more (overpaid), after expires_at (late). The payment follows as for a real payer.",
+      "Test mode: sends a real token transfer to the payment's deposit address and answers once mined. On a local chain: a test payer (the payment's deterministic test wallet, or `from`) gets test tokens and gas, then sends `amount_decimal` to the deposit address with a plain ERC-20 transfer. Any amount: less (underpaid, or a first part), more (overpaid), after expires_at (late). The payment follows as for a real payer.",
     testOnly: true,
     body: PayRequest,
     response: TestPaymentTransfer,

@@ -42,7 +42,8 @@ export const webhookRoutes = [
     path: "/v1/event_types",
     operationId: "listEventTypes",
     tag: "Webhooks",
-    summary: "Every event type the service emits: the names webhook endpoints may subscribe to.",
+    summary: "List event types",
+    description: "Every event type the service emits: the names webhook endpoints may subscribe to.",
     response: listOf(EventTypeObject, "EventTypeList"),
     examples: { response: eventTypeList() },
     handler: () => Effect.succeed(eventTypeList()),
@@ -52,9 +53,9 @@ export const webhookRoutes = [
     path: "/v1/webhook_endpoints",
     operationId: "createWebhookEndpoint",
     tag: "Webhooks",
-    summary: "Register a webhook endpoint. The response carries its signing secret, shown only this once.",
+    summary: "Create a webhook endpoint",
     description:
-      "Every name in `events` must be an emitted type (GET /v1/event_types); unknown names are refused with 400 `event_type_unknown` listing them. In live mode the URL must be https and must not point at localhost, private, loopback, link-local, CGNAT, unique-local, IPv4-mapped, unspecified or cloud-metadata addresses, however spelt, nor at a name resolving to one (400 `url_private` / `url_insecure`).",
+      "Registers a webhook endpoint. The response carries its signing secret, shown only this once. Every name in `events` must be an emitted type (GET /v1/event_types); unknown names are refused with 400 `event_type_unknown` listing them. In live mode the URL must be https and must not point at localhost, private, loopback, link-local, CGNAT, unique-local, IPv4-mapped, unspecified or cloud-metadata addresses, however spelt, nor at a name resolving to one (400 `url_private` / `url_insecure`).",
     body: CreateWebhookEndpoint,
     response: WebhookEndpointWithSecret,
     examples: {
@@ -76,7 +77,8 @@ export const webhookRoutes = [
     path: "/v1/webhook_endpoints",
     operationId: "listWebhookEndpoints",
     tag: "Webhooks",
-    summary: "Your webhook endpoints, newest first (never with their secrets).",
+    summary: "List webhook endpoints",
+    description: "Your webhook endpoints, newest first (never with their secrets).",
     body: ListEndpointsQuery,
     response: listOf(WebhookEndpointObject, "WebhookEndpointList"),
     examples: { response: page(webhookEndpoint) },
@@ -88,7 +90,8 @@ export const webhookRoutes = [
     params: { id: endpointIdParam },
     operationId: "retrieveWebhookEndpoint",
     tag: "Webhooks",
-    summary: "A webhook endpoint (never with its secret).",
+    summary: "Retrieve a webhook endpoint",
+    description: "Never with its secret.",
     response: WebhookEndpointObject,
     examples: { params: { id: IDS.webhookEndpoint }, response: webhookEndpoint },
     handler: ({ caller, params }) =>
@@ -100,8 +103,9 @@ export const webhookRoutes = [
     params: { id: endpointIdParam },
     operationId: "updateWebhookEndpoint",
     tag: "Webhooks",
-    summary:
-      "Change an endpoint's url, events or description, or disable it (disabled: true) and enable it again.",
+    summary: "Update a webhook endpoint",
+    description:
+      "Changes an endpoint's url, events or description, or disables it (`disabled: true`) and enables it again.",
     body: UpdateWebhookEndpoint,
     response: WebhookEndpointObject,
     examples: {
@@ -118,7 +122,8 @@ export const webhookRoutes = [
     params: { id: endpointIdParam },
     operationId: "deleteWebhookEndpoint",
     tag: "Webhooks",
-    summary: "Delete an endpoint: nothing more is sent to it, pending deliveries included.",
+    summary: "Delete a webhook endpoint",
+    description: "Nothing more is sent to it, pending deliveries included.",
     response: DeletedWebhookEndpoint,
     examples: { params: { id: IDS.webhookEndpoint }, response: deletedWebhookEndpoint },
     handler: ({ caller, params }) =>
@@ -130,9 +135,9 @@ export const webhookRoutes = [
     params: { id: endpointIdParam },
     operationId: "rotateWebhookSecret",
     tag: "Webhooks",
-    summary: "Replace the signing secret; the new one is in this response only.",
+    summary: "Rotate a webhook secret",
     description:
-      "Until `previous_secret_expires` (default 24 h, `expire_previous_after_seconds` 0-604800) deliveries carry two signatures, `v1=<new>,v1=<previous>`, so receivers can switch secrets without dropping a delivery.",
+      "Replaces the signing secret; the new one is in this response only. Until `previous_secret_expires` (default 24 h, `expire_previous_after_seconds` 0-604800) deliveries carry two signatures, `v1=<new>,v1=<previous>`, so receivers can switch secrets without dropping a delivery.",
     body: RotateSecret,
     response: WebhookEndpointWithSecret,
     examples: {
@@ -149,7 +154,8 @@ export const webhookRoutes = [
     params: { id: endpointIdParam },
     operationId: "testWebhookEndpoint",
     tag: "Webhooks",
-    summary: "Send a webhook.test event to this endpoint (not a payment; never act on it).",
+    summary: "Send a test event",
+    description: "Sends a `webhook.test` event to this endpoint (not a payment; never act on it).",
     response: DeliveryObject,
     examples: {
       params: { id: IDS.webhookEndpoint },
@@ -171,7 +177,8 @@ export const webhookRoutes = [
     params: { id: endpointIdParam },
     operationId: "listWebhookDeliveries",
     tag: "Webhooks",
-    summary:
+    summary: "List webhook deliveries",
+    description:
       "An endpoint's deliveries, newest first, each with its attempts and next retry; filter by status and event.",
     body: ListDeliveriesQuery,
     response: listOf(DeliveryObject, "WebhookDeliveryList"),
@@ -185,7 +192,8 @@ export const webhookRoutes = [
     params: { id: eventIdParam },
     operationId: "replayEvent",
     tag: "Events",
-    summary: "Send an event again, with the same id, as a new delivery to its endpoints.",
+    summary: "Replay an event",
+    description: "Sends an event again, with the same id, as a new delivery to its endpoints.",
     body: ReplayEvent,
     response: Schema.Struct({
       object: Schema.Literal("list"),
