@@ -155,7 +155,7 @@ const pool = async <T>(items: readonly T[], task: (item: T, index: number) => Pr
 // ten checkpoints in the measured phase, each followed by a wave of full-page images (5.8 per
 // subscription against 0.8 at 10,000), which made yet more WAL: part of what grew with N (autovacuum
 // inside the phase was the other part; see below). Postgres's guidance is a `max_wal_size` large enough that checkpoints come from
-// `checkpoint_timeout`; 16 GB stands for that (the README sizes it for a deployment).
+// `checkpoint_timeout`; 16 GB stands for that (docs/operations.md, "Postgres for billing boundaries", sizes it for a deployment).
 const tuned: Record<string, string> = { shared_buffers: "1GB", max_wal_size: "16GB" };
 for (const [setting, value] of Object.entries(tuned))
   if (!process.env.POSTGRES_FLAGS?.includes(setting))

@@ -3,7 +3,7 @@
  * service's own connection pool, its answer read whole (up to RPC_RESPONSE_LIMIT) and handed to viem as
  * a `Response` built from the text. Node's `fetch` (undici's WHATWG fetch, with its Request objects and
  * web streams) cost 224–422 µs of CPU per call against a local node; this costs 103–140 µs
- * (docs/performance.md, "Billing", seventeenth round). viem's own size check is then off
+ * (measured in the billing benchmark; `git show 64b9879:docs/performance.md`, "Billing"). viem's own size check is then off
  * (`maxResponseBodySize: false` in chain-clients.ts): the cap is enforced here, while reading.
  */
 import { type Dispatcher, request } from "undici";

@@ -22,8 +22,8 @@ const SETTLE_MS = 30_000;
 
 /** Whether the indexer has `block` of the chain and the fact relay has read every fact up to it. */
 const relayedUpTo = async (chainId: number, block: bigint): Promise<boolean> => {
-  // One Ponder relation per statement, as the service reads them (ARCHITECTURE.md, "Reading Ponder's
-  // tables"). The head comes first: the indexer writes it in the transaction of its block's facts.
+  // One Ponder relation per statement, as the service reads them (service/chains/onchain.ts). The head
+  // comes first: the indexer writes it in the transaction of its block's facts.
   const [head] = await query<{ block: string }>(
     "SELECT block_number::text AS block FROM onchain.chain_head WHERE chain_id = $1",
     [chainId],
