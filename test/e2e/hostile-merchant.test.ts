@@ -382,11 +382,7 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
       );
 
       // A payment of 1 base unit is refused.
-      const tiny = await api("/v1/payments", {
-        key: a.key,
-        baseUrl: stack.apiUrl,
-        body: { amount_decimal: "0.000001" },
-      });
+      const tiny = await aCall("/v1/payments", { amount_decimal: "0.000001" });
 
       // The attack, all at once, and B's boundary in the middle of it.
       let attacking = true;
