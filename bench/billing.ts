@@ -39,7 +39,7 @@ import { runInChild } from "./child-run.ts";
 import { startCpuProfile } from "./cpu-profiler.ts";
 import { benchChain } from "./local-chain-config.ts";
 import { pgStatementsLoaded, printStatements, resetStatements } from "./pg-statements.ts";
-import { cpuBetween, processCpuSeconds, threadCpuSeconds } from "./process-cpu.ts";
+import { cpuBetween, processCpuSeconds, processMemoryMegabytes, threadCpuSeconds } from "./process-cpu.ts";
 import { AGAINST_TEN_THOUSAND, type SummaryRow, writeResults } from "./report.ts";
 
 const N = Number(process.env.BILLING_SUBSCRIPTIONS ?? 10_000);
@@ -69,12 +69,11 @@ const MONTH = 31 * 86_400;
  */
 const BLOCK_SECONDS = Number(process.env.BILLING_BLOCK_SECONDS ?? 2);
 /**
- * The set-up's block interval (BILLING_SETUP_BLOCK_SECONDS). anvil 1.7.1 grows by about its state's size
- * with every block, so above 20,000 due the set-up mines a block every 10 s: at 100,000 due anvil then
- * held 4.7 GB when the set-up ended and 14.1 GB at the end of the measured phase, on a 23 GB machine
- * where 6 s blocks were OOM-killed (docs/performance.md at 64b9879).
+ * The set-up's block interval (BILLING_SETUP_BLOCK_SECONDS). On plain anvil, whose memory grew by about
+ * its state's size with every block, 100,000 due needed 10 s blocks to fit a 23 GB machine; on the
+ * chain with flat block costs (`flatBlockCost` below) a second at every size.
  */
-const SETUP_BLOCK_SECONDS = Number(process.env.BILLING_SETUP_BLOCK_SECONDS ?? (N > 20_000 ? 10 : 1));
+const SETUP_BLOCK_SECONDS = Number(process.env.BILLING_SETUP_BLOCK_SECONDS ?? 1);
 const BLOCK_GAS_LIMIT = BigInt(process.env.BILLING_BLOCK_GAS_LIMIT ?? 140_000_000);
 const PHASE_TIMEOUT_MS = Number(process.env.BILLING_PHASE_TIMEOUT_S ?? 1_800) * 1000;
 
@@ -184,10 +183,11 @@ const tenThousand = await tenThousandJustBefore();
 console.log("starting the stack ...");
 const scratch = await startScratchStack("billing", {
   chains: [benchChain("billing")],
-  // Every block's state in anvil's memory outgrew the machine at 100,000 due (21.7 GB). Keeping 256
-  // (or 32) does not bound it: anvil 1.7.1 still grows by about the state's size a block, so 100,000
-  // due fits a 23 GB machine only with fewer set-up blocks (SETUP_BLOCK_SECONDS).
-  anvilStates: 256,
+  // A chain whose blocks cost the same at every size, as a real node's (scripts/stack/anvil.ts): plain
+  // anvil spent 1.2 ms of CPU per subscription at 100,000 due against 0.43 at 10,000, recomputing its
+  // whole state trie every block, and kept a copy of the state per block (21.7 GB at 100,000 due).
+  // BILLING_FLAT=0 runs on plain anvil, for comparison.
+  flatBlockCost: process.env.BILLING_FLAT !== "0",
   // Every customer signs from this one address, through the page's API.
   page: {
     perAddressPerMinute: 0,
@@ -227,15 +227,22 @@ try {
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     };
-    // A connection the server closed as it was reused fails before any request was read: sent again.
-    const response = await apiPool.request(options).catch((error: unknown) => {
-      if ((error as { code?: string }).code !== "ECONNRESET") throw error;
-      return apiPool.request(options);
-    });
-    const json = (await response.body.json()) as Record<string, unknown>;
-    if (response.statusCode >= 300)
-      throw new Error(`${path}: ${response.statusCode} ${JSON.stringify(json)}`);
-    return json;
+    for (let attempt = 1; ; attempt++) {
+      // A connection the server closed as it was reused fails before any request was read: sent again.
+      const response = await apiPool.request(options).catch((error: unknown) => {
+        if ((error as { code?: string }).code !== "ECONNRESET") throw error;
+        return apiPool.request(options);
+      });
+      const json = (await response.body.json()) as Record<string, unknown>;
+      if (response.statusCode < 300) return json;
+      // 503 chain_unavailable asks to retry shortly, as a customer's page does. The forked chain
+      // (flatBlockCost) keeps no past states, so a read at "latest" that meets a new block fails now and
+      // then (anvil resolves "latest" to a number first): 1 in 18,000 calls in a test.
+      const code = (json.error as { code?: string } | undefined)?.code;
+      if (response.statusCode !== 503 || code !== "chain_unavailable" || attempt === 3)
+        throw new Error(`${path}: ${response.statusCode} ${JSON.stringify(json)}`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
   };
   const database = ManagedRuntime.make(
     PgClient.layer({ url: Redacted.make(stack.databaseUrl), maxConnections: 2 }),
@@ -543,14 +550,40 @@ try {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   })();
+  // When each block of the phase was first seen mined (anvil's head) and indexed (Ponder's chain_head),
+  // in seconds after the boundary: two one-row reads every 50 ms, for the timeline per block below.
+  const minedAt = new Map<number, number>();
+  const indexedAt = new Map<number, number>();
+  const sinceBoundary = () => Math.round(Date.now() - boundaryAt.getTime()) / 1000;
+  let watchingHeads = true;
+  const headWatcher = (async () => {
+    while (watchingHeads) {
+      const [mined, [indexed]] = await Promise.all([
+        client.getBlockNumber({ cacheTime: 0 }),
+        database.runPromise(
+          Effect.flatMap(
+            Effect.service(PgClient.PgClient),
+            (sql) =>
+              sql<{ head: number | null }>`SELECT max(block_number)::int AS head FROM onchain.chain_head`,
+          ),
+        ),
+      ]);
+      const at = sinceBoundary();
+      if (!minedAt.has(Number(mined))) minedAt.set(Number(mined), at);
+      if (indexed?.head != null && !indexedAt.has(indexed.head)) indexedAt.set(indexed.head, at);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  })();
   await api("/v1/test/clock/advance", { seconds: MONTH });
   // The phase's end is read from the database afterwards, so polling less often only delays noticing
   // it. A poll's cost grows with N (anyOpen), so its interval does too: 500 ms up to 10,000 due, 5 s at
   // 100,000 (where polls every 500 ms were 0.06 ms of Postgres per subscription, counted in the cost).
   await waitPaid(1, "boundary", Math.max(500, Math.round(N / 20)), true);
   sampling = false;
-  await sampler;
+  watchingHeads = false;
+  await Promise.all([sampler, headWatcher]);
   const cpuSeconds = cpuBetween(cpuBefore, processCpuSeconds());
+  const memory = processMemoryMegabytes();
   const postgresAfter = await postgresActivity();
   // Postgres's statement time over the phase, every statement (the bench's own polls included), read
   // before the bench's reads of the results.
@@ -616,6 +649,70 @@ try {
     ),
   );
   console.log(JSON.stringify({ blocks, signed_at: signedAt, stages }));
+  /**
+   * Where the boundary's time went, per block that carried charges (seconds after the boundary, database
+   * clock): the invoices it charged written (first, last), their chargeMany transactions simulated and
+   * recorded by the relayer (first, last), the block mined and indexed (first seen), the last
+   * `charge.succeeded` written and the last of its invoices paid (`invoice.paid` is written with it).
+   * A block never seen as the head (two mined between polls) has the next one's time.
+   */
+  const perBlock = await database.runPromise(
+    Effect.flatMap(
+      Effect.service(PgClient.PgClient),
+      (sql) => sql<{
+        block: number;
+        charges: number;
+        transactions: number;
+        first_invoice: number;
+        last_invoice: number;
+        first_sent: number;
+        last_sent: number;
+        last_succeeded: number | null;
+        last_paid: number | null;
+      }>`WITH charged AS (
+          SELECT c.block_number AS block, count(*)::int AS charges,
+            count(DISTINCT c.relayer_purpose)::int AS transactions,
+            min(i.created_at) AS first_invoice, max(i.created_at) AS last_invoice,
+            min(r.created_at) AS first_sent, max(r.created_at) AS last_sent,
+            max(i.updated_at) FILTER (WHERE i.status = 'paid') AS last_paid
+          FROM billing.invoices i
+          JOIN billing.charges c ON c.id = i.charge_id
+          JOIN billing.relayer_transactions r ON r.chain_id = c.chain_id AND r.purpose = c.relayer_purpose
+          WHERE i.period = 1 AND c.block_number IS NOT NULL
+          GROUP BY c.block_number),
+        written AS (
+          SELECT block_number AS block, max(inserted_at) AS last_succeeded FROM billing.events
+          WHERE type = 'charge.succeeded' AND inserted_at > ${boundaryAt} GROUP BY block_number)
+        SELECT charged.block::int AS block, charges, transactions,
+          extract(epoch FROM first_invoice)::float8 AS first_invoice,
+          extract(epoch FROM last_invoice)::float8 AS last_invoice,
+          extract(epoch FROM first_sent)::float8 AS first_sent,
+          extract(epoch FROM last_sent)::float8 AS last_sent,
+          extract(epoch FROM last_succeeded)::float8 AS last_succeeded,
+          extract(epoch FROM last_paid)::float8 AS last_paid
+        FROM charged LEFT JOIN written USING (block) ORDER BY block`,
+    ),
+  );
+  const firstSeen = (seen: Map<number, number>, block: number) => {
+    const later = [...seen].filter(([number]) => number >= block).map(([, at]) => at);
+    return later.length === 0 ? null : Math.min(...later);
+  };
+  const after = (epoch: number | null) =>
+    epoch === null ? null : Math.round(epoch * 1_000 - boundaryAt.getTime()) / 1_000;
+  const blockTimeline = perBlock.map((row) => ({
+    block: row.block,
+    charges: row.charges,
+    transactions: row.transactions,
+    first_invoice: after(row.first_invoice),
+    last_invoice: after(row.last_invoice),
+    first_sent: after(row.first_sent),
+    last_sent: after(row.last_sent),
+    mined: firstSeen(minedAt, row.block),
+    indexed: firstSeen(indexedAt, row.block),
+    last_succeeded: after(row.last_succeeded),
+    last_paid: after(row.last_paid),
+  }));
+  console.table(blockTimeline);
   /** Seconds after the boundary by which the first and last of each step happened (database clock). */
   const [timeline] = await database.runPromise(
     Effect.flatMap(
@@ -722,6 +819,8 @@ try {
     block_gas_peak: Math.max(0, ...blocks.map((b) => b.gas_used)),
     block_charges_peak: Math.max(0, ...blocks.map((b) => b.charges)),
     measured_phase_cpu_seconds: cpuSeconds,
+    /** Each process's memory when the phase ended (`self` is the service with the bench's client). */
+    memory_at_phase_end_mb: memory,
     maintenance_cpu_seconds: maintenance,
     cost_per_subscription: cost,
     postgres_statement_ms_per_subscription: statementMs === null ? null : thousandths(statementMs / N),
@@ -738,6 +837,7 @@ try {
       database_megabytes_after: Math.round(postgresAfter.database_bytes / 2 ** 20),
     },
     timeline_seconds: timeline,
+    timeline_per_block_seconds: blockTimeline,
     setup_seconds: {
       open: created,
       fund: funded,

@@ -51,7 +51,7 @@ const seconds = (since: number) => Math.round((performance.now() - since) / 10) 
 const mb = (bytes: number) => Math.round(bytes / 104_857.6) / 10;
 
 console.log("starting the stack ...");
-const scratch = await startScratchStack("exports", { chains: [benchChain("exports")], anvilStates: 64 });
+const scratch = await startScratchStack("exports", { chains: [benchChain("exports")], flatBlockCost: true });
 const { stack } = scratch;
 stopOnSignal(scratch);
 try {

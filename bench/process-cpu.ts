@@ -1,6 +1,6 @@
 /**
- * CPU seconds used so far by this process and every process it started (Postgres, anvil, Ponder),
- * grouped by name, from /proc (Linux). Two readings apart give each process's share of a phase, which
+ * CPU seconds used so far by this process and every process it started (Postgres, anvil, Ponder), and
+ * their memory, grouped by name, from /proc (Linux). Two readings apart give each process's share of a phase, which
  * other work on the machine moves far less than wall time.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -43,8 +43,14 @@ const isPonder = (pid: number) => {
   }
 };
 
-/** CPU seconds by process name ("ponder" for Ponder's); this process is `self` (the bench and, in it, the service). */
-export const processCpuSeconds = (): Record<string, number> => {
+/**
+ * `measure` of this process and every process it started, folded by process name ("ponder" for
+ * Ponder's; this process is `self`: the bench and, in it, the service).
+ */
+const byProcessName = (
+  measure: (stat: Stat) => number,
+  fold: (a: number, b: number) => number,
+): Record<string, number> => {
   const stats = readdirSync("/proc")
     .filter((entry) => /^\d+$/.test(entry))
     .flatMap((pid) => readStat(pid) ?? []);
@@ -55,13 +61,56 @@ export const processCpuSeconds = (): Record<string, number> => {
     const stat = stats.find((s) => s.pid === pid);
     if (stat) {
       const name = self ? "self" : isPonder(pid) ? "ponder" : stat.name;
-      totals[name] = (totals[name] ?? 0) + stat.ticks / TICKS_PER_SECOND;
+      const value = measure(stat);
+      totals[name] = totals[name] === undefined ? value : fold(totals[name], value);
     }
     for (const child of children.get(pid) ?? []) visit(child.pid, false);
   };
   visit(process.pid, true);
   return totals;
 };
+
+/** CPU seconds by process name. */
+export const processCpuSeconds = (): Record<string, number> =>
+  byProcessName(
+    (stat) => stat.ticks / TICKS_PER_SECOND,
+    (a, b) => a + b,
+  );
+
+/** A /proc status or smaps_rollup field in kB (0 once the process ended). */
+const kilobytes = (pid: number, file: "status" | "smaps_rollup", field: string) => {
+  try {
+    const line = readFileSync(`/proc/${pid}/${file}`, "utf8")
+      .split("\n")
+      .find((l) => l.startsWith(`${field}:`));
+    return Number(line?.split(/\s+/)[1] ?? 0);
+  } catch {
+    return 0;
+  }
+};
+
+const megabytes = (totals: Record<string, number>) =>
+  Object.fromEntries(Object.entries(totals).map(([name, kb]) => [name, Math.round(kb / 102.4) / 10]));
+
+/**
+ * Memory by process name, in MB: `pss`, each group's proportional set size now (shared pages split
+ * among their sharers, so Postgres's backends are not each counted with all of its shared buffers), and
+ * `peak_rss`, the largest peak resident size of one process of the group (VmHWM).
+ */
+export const processMemoryMegabytes = () => ({
+  pss: megabytes(
+    byProcessName(
+      (stat) => kilobytes(stat.pid, "smaps_rollup", "Pss"),
+      (a, b) => a + b,
+    ),
+  ),
+  peak_rss: megabytes(
+    byProcessName(
+      (stat) => kilobytes(stat.pid, "status", "VmHWM"),
+      (a, b) => Math.max(a, b),
+    ),
+  ),
+});
 
 /** What each name used between two readings, in seconds (two decimals). */
 export const cpuBetween = (before: Record<string, number>, after: Record<string, number>) =>

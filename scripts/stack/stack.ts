@@ -39,8 +39,8 @@ export interface StackOptions {
   readonly persistent: boolean;
   /** With `persistent`: how often each local chain saves its state (default 5 s). */
   readonly chainSaveSeconds?: number;
-  /** Local chains keep only this many recent states in memory (anvil's --prune-history): long benchmarks. */
-  readonly anvilStates?: number;
+  /** Local chains mine each block at a cost flat in their state's size (anvil.ts, `flatBlockCost`). */
+  readonly flatBlockCost?: boolean;
   readonly devApiKey?: string;
   /**
    * The relayer's key (RELAYER_PRIVATE_KEY). Default: anvil's third account, allowed only when every
@@ -261,7 +261,7 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
               stateSaveSeconds: options.chainSaveSeconds ?? 5,
             }
           : {}),
-        ...(options.anvilStates === undefined ? {} : { keptStates: options.anvilStates }),
+        ...(options.flatBlockCost ? { flatBlockCost: { upstreamPort: await freePort() } } : {}),
         onOutput: (line) => options.onOutput(`anvil ${chain.id}`, line),
         signal,
       });
