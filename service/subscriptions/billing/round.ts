@@ -16,9 +16,9 @@ export const PARALLEL = 4;
 /** Rows one step takes per round. */
 export const BATCH = CHUNK * PARALLEL;
 /**
- * Due subscriptions a round's boundary step takes: several batches, so that PARALLEL transactions stay
- * busy through a boundary instead of waiting, every BATCH, for the slowest of them and the round's
- * other steps.
+ * Due subscriptions a round's boundary step takes, and settled invoices its settling step takes: several
+ * batches, so that PARALLEL transactions stay busy through a boundary instead of waiting, every BATCH,
+ * for the slowest of them and the round's other steps, and so that settling keeps pace with billing.
  */
 export const DUE_PER_ROUND = BATCH * 5;
 
