@@ -1,6 +1,7 @@
 /**
  * The deposit sweeper: moves what arrived at deposit addresses to the merchants (or into their holds)
- * with the escrow's `sweep`, up to SWEEP_BATCH deposit addresses per transaction, paid by the relayer.
+ * with the escrow's `sweep`, up to SWEEP_BATCH deposit addresses per transaction, paid by the relayer,
+ * BATCHES_AT_ONCE transactions built at once so that deposits due together are swept in one block.
  * Which addresses are swept, and when, is the store's rule (`lockSweepable`): one sweep for a payment
  * paid in several transfers, none for dust before expiry, at most MAX_SWEEPS per payment, so someone
  * sending dust to a payment's address cannot make the relayer spend without end. A payment is locked
@@ -44,6 +45,11 @@ export const SWEEP_BATCH = 50;
 export const MAX_SWEEPS = 10;
 /** Transactions per chain and pass at most (a pass goes on while its batches come back full). */
 const BATCHES_PER_PASS = 40;
+/**
+ * Batches built and sent at once (each locks its own deposits, skipping the others'): one after another,
+ * ten batches took ~350 ms and the last missed the block the other nine made (bench:payments).
+ */
+const BATCHES_AT_ONCE = 4;
 
 const merchantOf = (row: PaymentRow) => row.merchant_id;
 
@@ -113,8 +119,12 @@ export const sweepDeposits = Effect.gen(function* () {
         yield* retryCleared(chain, "sweep", at);
         if (!(yield* store.workOn(chain.id, at)).sweep_due) return;
         const now = yield* heads.latestTime(chain);
-        for (let i = 0; i < BATCHES_PER_PASS; i++) {
-          if ((yield* sweepBatch(chain, now, at, from)) < SWEEP_BATCH) return;
+        for (let sent = 0; sent < BATCHES_PER_PASS; sent += BATCHES_AT_ONCE) {
+          const looked = yield* Effect.all(
+            Array.from({ length: BATCHES_AT_ONCE }, () => sweepBatch(chain, now, at, from)),
+            { concurrency: "unbounded" },
+          );
+          if (looked.some((n) => n < SWEEP_BATCH)) return;
         }
       }).pipe(
         Effect.catchTag("ChainUnavailable", (error) =>
