@@ -216,10 +216,36 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
        */
       const billBoundary = async (last: number, periods: number) => {
         const delivered = new Set(invoicesPaidAt(bReceiver.received).keys());
+        const startBlock = await chain.client.getBlockNumber({ cacheTime: 0 });
         const started = Date.now();
+        // When each block was first seen mined and indexed, ms after the move.
+        const minedAt = new Map<bigint, number>();
+        const indexedAt = new Map<bigint, number>();
+        let watching = true;
+        const watcher = (async () => {
+          while (watching) {
+            const [mined, [indexed]] = await Promise.all([
+              chain.client.getBlockNumber({ cacheTime: 0 }),
+              query<{ head: string | null }>(
+                "SELECT max(block_number)::text AS head FROM onchain.chain_head",
+              ),
+            ]);
+            if (!minedAt.has(mined)) minedAt.set(mined, Date.now() - started);
+            const head = indexed?.head == null ? undefined : BigInt(indexed.head);
+            if (head !== undefined && !indexedAt.has(head)) indexedAt.set(head, Date.now() - started);
+            await sleep(50);
+          }
+        })();
         const move = last + 1 - (await chain.latestTime());
         expect((await b("/v1/test/clock/advance", { seconds: move })).status).toBe(200);
         await allPaid(periods);
+        watching = false;
+        await watcher;
+        const firstSeen = (seen: Map<bigint, number>, block: bigint | undefined) => {
+          if (block === undefined) return null;
+          const later = [...seen].filter(([n]) => n >= block).map(([, ms]) => ms);
+          return later.length === 0 ? null : Math.min(...later) / 1000;
+        };
         const arrivals = [...invoicesPaidAt(bReceiver.received)]
           .filter(([id]) => !delivered.has(id))
           .map(([, at]) => at);
@@ -227,8 +253,19 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
         const seconds = (Math.max(...arrivals) - started) / 1000;
         // Where the time went: the last invoice written, B's last relayer transaction recorded (and how
         // many sends its transactions took: more than one is a fee bump), the last invoice paid.
-        const [stage] = await query<{ invoiced: number; sent: number; paid: number; sends: string }>(
-          `SELECT (SELECT extract(epoch FROM max(created_at)) FROM billing.invoices
+        const [stage] = await query<{
+          invoiced: number;
+          sent: number;
+          succeeded: number;
+          paid: number;
+          sends: string;
+          charge_block: string | null;
+        }>(
+          `SELECT (SELECT max(block_number)::text FROM billing.charges
+                    WHERE merchant_id = $3 AND created_at >= to_timestamp($2)) AS charge_block,
+                  (SELECT extract(epoch FROM max(inserted_at)) FROM billing.events
+                    WHERE merchant_id = $3 AND type = 'charge.succeeded' AND inserted_at >= to_timestamp($2))::float8 AS succeeded,
+                  (SELECT extract(epoch FROM max(created_at)) FROM billing.invoices
                     WHERE subscription_id = ANY ($1) AND created_at >= to_timestamp($2))::float8 AS invoiced,
                   (SELECT extract(epoch FROM max(created_at)) FROM billing.relayer_transactions
                     WHERE $3 = ANY (merchant_ids) AND created_at >= to_timestamp($2))::float8 AS sent,
@@ -240,14 +277,58 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
         );
         const at = (epoch: number | undefined) =>
           epoch === undefined || epoch === null ? null : Math.round((epoch * 1000 - started) / 10) / 100;
+        // B's charge transactions, and what the relayer sent before them in nonce order since the move
+        // (their kind and block): whether B's charge waited for the relayer's earlier transactions or
+        // for room in a block.
+        const relayed = await query<{
+          nonce: string;
+          kind: string;
+          b: boolean;
+          created: number;
+          broadcast: number;
+          block: string | null;
+          held: string | null;
+        }>(
+          `SELECT nonce::text, split_part(purpose, ':', 1) AS kind, $2 = ANY (merchant_ids) AS b,
+                  extract(epoch FROM created_at)::float8 AS created,
+                  extract(epoch FROM last_broadcast_at)::float8 AS broadcast,
+                  block_number::text AS block, held_reason AS held
+             FROM billing.relayer_transactions
+            WHERE created_at >= to_timestamp($1) AND carrier_id IS NULL ORDER BY nonce`,
+          [started / 1000, stack.devMerchant.merchantId],
+        );
+        const ofB = relayed.filter((row) => row.b);
+        const lastOfB = ofB.at(-1);
+        const before = relayed.filter((row) => !row.b && Number(row.nonce) < Number(lastOfB?.nonce ?? 0));
+        const chargeBlock = stage?.charge_block == null ? undefined : BigInt(stage.charge_block);
+        const blocks = [];
+        if (chargeBlock !== undefined)
+          for (let n = startBlock + 1n; n <= chargeBlock; n++) {
+            const block = await chain.client.getBlock({ blockNumber: n });
+            blocks.push(`${n - startBlock}:${block.transactions.length}tx/${Number(block.gasUsed) / 1e6}M`);
+          }
         return {
           seconds,
           stages: {
             invoiced: at(stage?.invoiced),
             charge_sent: at(stage?.sent),
+            charge_mined: firstSeen(minedAt, chargeBlock),
+            charge_indexed: firstSeen(indexedAt, chargeBlock),
+            charge_succeeded: at(stage?.succeeded),
             paid: at(stage?.paid),
             delivered: seconds,
             relayer_sends: stage?.sends,
+            b_charges: ofB.map((row) => ({
+              nonce: Number(row.nonce),
+              created: at(row.created),
+              broadcast: at(row.broadcast),
+              blocks_after_move: row.block === null ? null : Number(BigInt(row.block) - startBlock),
+              held: row.held,
+            })),
+            relayed_before_b: before.map(
+              (row) => `${row.kind}@${row.block === null ? "-" : Number(BigInt(row.block) - startBlock)}`,
+            ),
+            blocks_until_b_charged: blocks,
           },
         };
       };
@@ -449,6 +530,30 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
         if (answer.status === 200) admittedByPayer.set(payer, (admittedByPayer.get(payer) ?? 0) + 1);
       }
 
+      // A's deposits recorded by the watcher (its 1,000 transfers and the gasless transfers relayed),
+      // then its sweeps until the share refuses one: the watcher takes a while to record a thousand
+      // transfers while the rest of the attack runs, and in one run the test had ended before it had.
+      const relayedGasless = posted.filter(({ answer }) => answer.status === 200).length;
+      await waitFor(
+        async () =>
+          Number(
+            (
+              await query<{ n: string }>(
+                "SELECT count(*)::text AS n FROM billing.payments WHERE merchant_id = $1 AND status IN ('processing', 'paid')",
+                [a.merchantId],
+              )
+            )[0]?.n,
+          ) >=
+          PAID_BY_TRANSFER + relayedGasless,
+        { timeoutMs: 180_000, intervalMs: 250, what: "A's deposits recorded" },
+      );
+      const refusals = () => metricValue(stack, `billing_relayer_share_refusals_total{chain_id="${CHAIN}"}`);
+      await waitFor(async () => (await refusals()) > 0, {
+        timeoutMs: 180_000,
+        intervalMs: 250,
+        what: "A's sweeps refused at its share",
+      });
+
       // The relayer, once nothing it sent is pending: what each merchant's transactions took of the hour.
       await waitFor(
         async () =>
@@ -476,10 +581,7 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
       const share = BUDGET_WEI / 2n;
       const relayerA = await relayerOf(a.merchantId);
       const relayerB = await relayerOf(stack.devMerchant.merchantId);
-      const shareRefusals = await metricValue(
-        stack,
-        `billing_relayer_share_refusals_total{chain_id="${CHAIN}"}`,
-      );
+      const shareRefusals = await refusals();
       const paymentsOfA = Object.fromEntries(
         (
           await query<{ status: string; n: string }>(
