@@ -108,6 +108,12 @@ const ALLOWED: ReadonlyArray<{ readonly file: string; readonly contains: string;
         "an attacker's load generator pacing its requests at a stated rate; nothing is asserted meanwhile",
     },
     {
+      file: "test/e2e/hostile-merchant.test.ts",
+      contains: "await sleep(50);",
+      reason:
+        "samples when each block is first seen mined and indexed, for the printed stages; nothing is asserted from it",
+    },
+    {
       file: "test/domain/relayer-spending.test.ts",
       contains: "sleep: (duration) => clock.sleep(duration)",
       reason: "a Clock whose wall time the test sets passes sleeping through to the real clock",
