@@ -153,6 +153,28 @@ const make = Effect.gen(function* () {
       });
     });
 
+  const paymentFactOf = (fact: FactRow & { readonly kind: PaymentFact["kind"] }): PaymentFact => ({
+    key: fact.key,
+    kind: fact.kind,
+    chainId: fact.chain_id,
+    blockNumber: fact.block_number,
+    blockHash: fact.block_hash,
+    timestamp: fact.timestamp,
+    txHash: fact.tx_hash,
+    logIndex: fact.log_index,
+    paymentId: fact.payment_id,
+    amount: fact.amount,
+    token: fact.token,
+    details: fact.details,
+  });
+
+  /**
+   * Consecutive payment facts of one merchant, each of another deposit address (relay-plan.ts): the keys
+   * of those applied and the events they raised (often none).
+   */
+  const applyPayments = (facts: ReadonlyArray<FactRow>, owner: FactOwner) =>
+    payments.applyRun(facts.filter(isPaymentFact).map(paymentFactOf), owner.merchantId);
+
   /**
    * One fact; the events it raised (a payment fact may raise none), or undefined when it names nothing
    * this merchant has (the relay records it as skipped).
@@ -162,22 +184,8 @@ const make = Effect.gen(function* () {
     owner: FactOwner,
   ): Effect.Effect<ReadonlyArray<NewEvent> | undefined, SqlError.SqlError> =>
     isPaymentFact(fact)
-      ? payments.apply(
-          {
-            key: fact.key,
-            kind: fact.kind,
-            chainId: fact.chain_id,
-            blockNumber: fact.block_number,
-            blockHash: fact.block_hash,
-            timestamp: fact.timestamp,
-            txHash: fact.tx_hash,
-            logIndex: fact.log_index,
-            paymentId: fact.payment_id,
-            amount: fact.amount,
-            token: fact.token,
-            details: fact.details,
-          },
-          owner.merchantId,
+      ? Effect.map(applyPayments([fact], owner), ({ applied, events }) =>
+          applied.has(fact.key) ? events : undefined,
         )
       : applyMandateFact(fact as MandateFact, owner);
 
@@ -339,7 +347,7 @@ const make = Effect.gen(function* () {
       });
     });
 
-  return { apply, applyChargesSucceeded, applyMandatesAuthorized };
+  return { apply, applyChargesSucceeded, applyMandatesAuthorized, applyPayments };
 });
 
 export class FactApplication extends Context.Service<FactApplication>()("FactApplication", { make }) {

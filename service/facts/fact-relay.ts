@@ -73,7 +73,11 @@ const applyOwned = (chain: ResolvedChain, facts: ReadonlyArray<ReadFact>) =>
     const applied = new Set<string>();
     for (const step of planSteps(owned)) {
       const owner = { merchantId: step.merchantId, chain };
-      if (step.kind !== "one") {
+      if (step.kind === "payments") {
+        const run = yield* application.applyPayments(step.facts, owner);
+        events.push(...run.events);
+        for (const key of run.applied) applied.add(key);
+      } else if (step.kind !== "one") {
         const reported =
           step.kind === "charges"
             ? yield* application.applyChargesSucceeded(step.facts, owner)

@@ -186,10 +186,12 @@ const watchChain = (chain: ResolvedChain) =>
           const ids = rows.map((row) => row.id);
           const arrived = yield* store.transferTotals(ids);
           const swept = yield* store.sweptTotals(ids);
-          for (const row of rows) {
-            const waiting = (arrived.get(row.id) ?? 0n) - (swept.get(row.id) ?? 0n);
-            yield* transitions.step(row, { kind: "seen", amount: waiting > 0n ? waiting : 0n }, { now });
-          }
+          yield* transitions.stepEach(
+            rows.map((row) => {
+              const waiting = (arrived.get(row.id) ?? 0n) - (swept.get(row.id) ?? 0n);
+              return { row, input: { kind: "seen", amount: waiting > 0n ? waiting : 0n }, cause: { now } };
+            }),
+          );
           yield* store.markSweepDue(changed);
         }
         yield* store.saveScannedBlock(chain.id, through);

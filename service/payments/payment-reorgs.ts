@@ -65,10 +65,16 @@ const checkChain = (chain: ResolvedChain) =>
             Effect.annotateLogs({ chain: chain.id, payment: fact.payment_id, fact: fact.fact_key }),
           );
         }
-        for (const id of payments) {
-          const held = funds.get(deposits.get(id) ?? "");
-          yield* store.recordHold(id, held?.held ?? "0", held && held.releaseAt > 0 ? held.releaseAt : null);
-        }
+        yield* store.recordHolds(
+          payments.map((id) => {
+            const held = funds.get(deposits.get(id) ?? "");
+            return {
+              id,
+              held: held?.held ?? "0",
+              releaseAt: held && held.releaseAt > 0 ? held.releaseAt : null,
+            };
+          }),
+        );
       }),
     );
     return gone.length;

@@ -153,11 +153,22 @@ const make = Effect.gen(function* () {
       select([sql`p.id = ${id}`], { lock: "update" }).pipe(Effect.flatMap(theRow(`payment ${id}`))),
     byPageToken: (token: string) =>
       select([sql`p.page_token = ${token}`]).pipe(Effect.map((rows) => rows[0])),
-    /** The chain's payment with this deposit address, locked: what a chain fact applies to. */
-    lockByDeposit: (chainId: number, depositAddress: string) =>
-      select([sql`p.chain_id = ${chainId}`, sql`p.deposit_address = ${depositAddress.toLowerCase()}`], {
-        lock: "update",
-      }).pipe(Effect.map((rows) => rows[0])),
+    /** The chain's payments with these deposit addresses, locked in id order: what chain facts apply to. */
+    lockByDeposits: (chainId: number, depositAddresses: ReadonlyArray<string>) =>
+      depositAddresses.length === 0
+        ? Effect.succeed([] as ReadonlyArray<PaymentRow>)
+        : select(
+            [
+              sql`p.chain_id = ${chainId}`,
+              sql`p.deposit_address = ANY (${depositAddresses.map((a) => a.toLowerCase())}::text[])`,
+            ],
+            { order: sql`p.id`, lock: "update" },
+          ),
+    /** The payments named, as they stand (unlocked). */
+    reloadMany: (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.succeed([] as ReadonlyArray<PaymentRow>)
+        : select([sql`p.id = ANY (${ids}::text[])`]),
     page: (scope: MerchantScope, filters: PaymentFilters, page: PageRequest) =>
       pageRows(
         sql,
@@ -178,38 +189,59 @@ const make = Effect.gen(function* () {
             FROM billing.payment_transfers WHERE payment_id = ANY (${ids}::text[])
             ORDER BY block_number, log_index`.pipe(Effect.flatMap(decodeTransfers)),
 
-    /** The machine's new state, and the event count when the step raised one. */
-    saveMachine: (
-      id: string,
-      state: PaymentMachine,
-      changes: { readonly raised: boolean; readonly now: number },
-    ) =>
-      Effect.asVoid(sql`UPDATE billing.payments SET status = ${state.status},
-          received = ${state.received.toString()}, seen = ${state.seen.toString()}, closed = ${state.closed},
-          transitions = transitions + ${changes.raised ? 1 : 0},
-          paid_at = CASE WHEN ${state.status} = 'paid' AND status <> 'paid' THEN ${changes.now} ELSE paid_at END,
-          canceled_at = CASE WHEN ${state.status} = 'canceled' AND status <> 'canceled' THEN ${changes.now}
-            ELSE canceled_at END,
+    /** Each payment's machine in its new state, and its event count moved on where the step raised one. */
+    saveMachines: (
+      saved: ReadonlyArray<{
+        readonly id: string;
+        readonly state: PaymentMachine;
+        readonly raised: boolean;
+        readonly now: number;
+      }>,
+    ) => {
+      if (saved.length === 0) return Effect.void;
+      const rows = saved.map(({ id, state, raised, now }) => ({
+        id,
+        status: state.status,
+        received: state.received.toString(),
+        seen: state.seen.toString(),
+        closed: state.closed,
+        raised: raised ? 1 : 0,
+        now,
+      }));
+      return Effect.asVoid(sql`UPDATE billing.payments p SET status = v.status, received = v.received,
+          seen = v.seen, closed = v.closed, transitions = p.transitions + v.raised,
+          paid_at = CASE WHEN v.status = 'paid' AND p.status <> 'paid' THEN v.now ELSE p.paid_at END,
+          canceled_at = CASE WHEN v.status = 'canceled' AND p.status <> 'canceled' THEN v.now
+            ELSE p.canceled_at END,
           updated_at = now()
-        WHERE id = ${id}`),
+        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id text, status text, received numeric,
+          seen numeric, closed boolean, raised int, now bigint)
+        WHERE p.id = ANY (${rows.map((r) => r.id)}::text[]) AND p.id = v.id`);
+    },
 
-    /** Records a confirmed fact applied to a payment, or marks it standing again after a reorg. */
-    recordFact: (paymentId: string, fact: PaymentFactRecord) =>
-      Effect.asVoid(sql`INSERT INTO billing.payment_facts ${sql.insert({
-        chain_id: fact.chainId,
-        fact_key: fact.key,
-        payment_id: paymentId,
-        kind: fact.kind,
-        amount: fact.amount,
-        block_number: fact.blockNumber,
-        block_hash: fact.blockHash,
-        tx_hash: fact.txHash,
-        log_index: fact.logIndex,
-        timestamp: fact.timestamp,
-      })}
-        ON CONFLICT (chain_id, fact_key) DO UPDATE SET standing = true, block_number = EXCLUDED.block_number,
-          block_hash = EXCLUDED.block_hash, tx_hash = EXCLUDED.tx_hash, log_index = EXCLUDED.log_index,
-          timestamp = EXCLUDED.timestamp`),
+    /** Records confirmed chain facts applied to payments, or marks them standing again after a reorg. */
+    recordFacts: (facts: ReadonlyArray<{ readonly paymentId: string; readonly fact: PaymentFactRecord }>) => {
+      const rows = facts.map(
+        ({ paymentId, fact }): Record<string, unknown> => ({
+          chain_id: fact.chainId,
+          fact_key: fact.key,
+          payment_id: paymentId,
+          kind: fact.kind,
+          amount: fact.amount,
+          block_number: fact.blockNumber,
+          block_hash: fact.blockHash,
+          tx_hash: fact.txHash,
+          log_index: fact.logIndex,
+          timestamp: fact.timestamp,
+        }),
+      );
+      return Arr.isReadonlyArrayNonEmpty(rows)
+        ? Effect.asVoid(sql`INSERT INTO billing.payment_facts ${sql.insert(rows)}
+            ON CONFLICT (chain_id, fact_key) DO UPDATE SET standing = true, block_number = EXCLUDED.block_number,
+              block_hash = EXCLUDED.block_hash, tx_hash = EXCLUDED.tx_hash, log_index = EXCLUDED.log_index,
+              timestamp = EXCLUDED.timestamp`)
+        : Effect.void;
+    },
     /** Whether the fact was applied and still stands (read under the payment's lock, before `recordFact`). */
     factStands: (chainId: number, key: string) =>
       Effect.map(
@@ -248,13 +280,20 @@ const make = Effect.gen(function* () {
     markFactGone: (chainId: number, key: string) =>
       Effect.asVoid(sql`UPDATE billing.payment_facts SET standing = false
         WHERE chain_id = ${chainId} AND fact_key = ${key}`),
-    /** The payment's funds under hold, as the confirmed facts leave them. */
-    recordHold: (id: string, held: string, releaseAt: number | null) =>
-      Effect.asVoid(sql`UPDATE billing.payments SET held = ${held}, release_at = ${releaseAt},
-          pending_action = CASE WHEN ${held}::numeric = 0 THEN NULL ELSE pending_action END,
-          pending_action_purpose = CASE WHEN ${held}::numeric = 0 THEN NULL ELSE pending_action_purpose END,
+    /** Each payment's funds under hold, as the confirmed facts leave them. */
+    recordHolds: (
+      holds: ReadonlyArray<{ readonly id: string; readonly held: string; readonly releaseAt: number | null }>,
+    ) =>
+      holds.length === 0
+        ? Effect.void
+        : Effect.asVoid(sql`UPDATE billing.payments p SET held = v.held, release_at = v.release_at,
+          pending_action = CASE WHEN v.held = 0 THEN NULL ELSE p.pending_action END,
+          pending_action_purpose = CASE WHEN v.held = 0 THEN NULL ELSE p.pending_action_purpose END,
           updated_at = now()
-        WHERE id = ${id}`),
+        FROM jsonb_to_recordset(${JSON.stringify(
+          holds.map((h) => ({ id: h.id, held: h.held, release_at: h.releaseAt })),
+        )}::jsonb) AS v(id text, held numeric, release_at bigint)
+        WHERE p.id = ANY (${holds.map((h) => h.id)}::text[]) AND p.id = v.id`),
 
     /**
      * The tokens of the chain's payments watched at `now` (chain time): one index probe per token ever

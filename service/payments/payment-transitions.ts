@@ -26,30 +26,64 @@ const make = Effect.gen(function* () {
   const store = yield* PaymentStore;
   const renderer = yield* PaymentRender;
 
-  const step = (row: PaymentRow, input: PaymentInput, cause: StepCause) =>
+  /**
+   * One input on each of several locked payments (each named once), with a few statements whatever their
+   * number; the outcome of each, in order.
+   */
+  const stepEach = (
+    items: ReadonlyArray<{
+      readonly row: PaymentRow;
+      readonly input: PaymentInput;
+      readonly cause: StepCause;
+    }>,
+  ) =>
     Effect.gen(function* () {
-      const result = stepPayment(machineOf(row), input);
-      if (!result.ok) return { ok: false, refusal: result.refusal } as Stepped;
-      const { state, event } = result.step;
-      yield* store.saveMachine(row.id, state, { raised: event !== null, now: cause.now });
-      if (event === null) return { ok: true, event: undefined } as Stepped;
-      const n = row.transitions + 1;
-      // Never before the payment's last change (a reorg's new head may carry an earlier time).
-      const created = Math.max(cause.now, row.paid_at ?? 0, row.canceled_at ?? 0);
-      const key = `payment:${row.id}:${n}`;
-      const object = yield* renderer.render(yield* store.reload(row.id));
-      const raised: NewEvent = {
-        id: eventIdForFact(key, created, n),
-        merchantId: row.merchant_id,
-        livemode: row.livemode,
-        type: event,
-        created,
-        object,
-        key,
-        ...(cause.onchain ? { onchain: cause.onchain } : {}),
-      };
-      return { ok: true, event: raised } as Stepped;
+      const stepped = items.map((item) => ({
+        ...item,
+        result: stepPayment(machineOf(item.row), item.input),
+      }));
+      yield* store.saveMachines(
+        stepped.flatMap(({ row, cause, result }) =>
+          result.ok
+            ? [{ id: row.id, state: result.step.state, raised: result.step.event !== null, now: cause.now }]
+            : [],
+        ),
+      );
+      const raising = stepped.flatMap(({ row, result }) =>
+        result.ok && result.step.event !== null ? [row.id] : [],
+      );
+      const objects = new Map(
+        (yield* renderer.renderMany(yield* store.reloadMany(raising))).map(
+          (object) => [object.id, object] as const,
+        ),
+      );
+      return stepped.map(({ row, cause, result }): Stepped => {
+        if (!result.ok) return { ok: false, refusal: result.refusal };
+        const { event } = result.step;
+        if (event === null) return { ok: true, event: undefined };
+        const n = row.transitions + 1;
+        // Never before the payment's last change (a reorg's new head may carry an earlier time).
+        const created = Math.max(cause.now, row.paid_at ?? 0, row.canceled_at ?? 0);
+        const key = `payment:${row.id}:${n}`;
+        return {
+          ok: true,
+          event: {
+            id: eventIdForFact(key, created, n),
+            merchantId: row.merchant_id,
+            livemode: row.livemode,
+            type: event,
+            created,
+            object: objects.get(row.id),
+            key,
+            ...(cause.onchain ? { onchain: cause.onchain } : {}),
+          },
+        };
+      });
     });
+
+  /** One input on one locked payment. */
+  const step = (row: PaymentRow, input: PaymentInput, cause: StepCause) =>
+    Effect.map(stepEach([{ row, input, cause }]), (stepped) => stepped[0] as Stepped);
 
   /** Several inputs in order on one locked payment; returns the events raised. */
   const steps = (id: string, inputs: ReadonlyArray<PaymentInput>, cause: StepCause) =>
@@ -62,7 +96,7 @@ const make = Effect.gen(function* () {
       return events;
     });
 
-  return { step, steps };
+  return { step, stepEach, steps };
 });
 
 export class PaymentTransitions extends Context.Service<PaymentTransitions>()("PaymentTransitions", {

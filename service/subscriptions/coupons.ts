@@ -101,8 +101,10 @@ export class Coupons extends Context.Service<
       scope: MerchantScope,
       id: string,
     ) => Effect.Effect<CouponRow, NotFound | SqlError.SqlError>;
-    /** A coupon our own records name (a subscription's), if it exists. */
-    readonly byId: (id: string) => Effect.Effect<CouponRow | undefined, SqlError.SqlError>;
+    /** The coupons our own records name (subscriptions'), by id: those that exist. */
+    readonly byIds: (
+      ids: ReadonlyArray<string>,
+    ) => Effect.Effect<ReadonlyMap<string, CouponRow>, SqlError.SqlError>;
   }
 >()("Coupons") {
   static readonly layer = Layer.effect(
@@ -113,8 +115,13 @@ export class Coupons extends Context.Service<
         sql`k.merchant_id = ${scope.merchantId}`,
         sql`k.livemode = ${scope.livemode}`,
       ];
-      const byId = (id: string) =>
-        Effect.map(selectRows(sql, COUPONS, [sql`k.id = ${id}`]), (rows) => rows[0]);
+      const byIds = (ids: ReadonlyArray<string>) =>
+        ids.length === 0
+          ? Effect.succeed(new Map<string, CouponRow>())
+          : Effect.map(
+              selectRows(sql, COUPONS, [sql`k.id = ANY (${[...new Set(ids)]}::text[])`]),
+              (rows) => new Map(rows.map((row) => [row.id, row] as const)),
+            );
 
       const load = (scope: MerchantScope, id: string) =>
         selectRows(sql, COUPONS, [sql`k.id = ${id}`, ...inScope(scope)]).pipe(
@@ -177,7 +184,7 @@ export class Coupons extends Context.Service<
       const list = (scope: MerchantScope, query: typeof ListCouponsQuery.Type) =>
         Effect.map(pageRows(sql, COUPONS, inScope(scope), query), (page) => renderPage(page, toCouponObject));
 
-      return { create, retrieve, list, load, byId };
+      return { create, retrieve, list, load, byIds };
     }),
   );
 }

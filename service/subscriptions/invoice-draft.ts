@@ -34,71 +34,95 @@ export interface DraftRequest {
   readonly extraUsage?: bigint;
 }
 
+export interface Draft {
+  readonly totals: InvoiceTotals;
+  readonly window: DiscountWindow;
+  /** What the price costs a period with the discount in force then (no usage, no credit). */
+  readonly recurring: bigint;
+}
+
 const make = Effect.gen(function* () {
   const coupons = yield* Coupons;
   const usage = yield* UsageStore;
   const prices = yield* Prices;
 
-  const draft = (input: DraftRequest) =>
+  /**
+   * The drafts of several subscriptions' invoices, in order, reading their usage and coupons with one
+   * statement each whatever their number (a boundary drafts a batch of subscriptions at once).
+   */
+  const draftMany = (inputs: ReadonlyArray<DraftRequest>) =>
     Effect.gen(function* () {
-      const { subscription: row, price, period } = input;
-      const decimals = tokenOf(input.chain, price.token_address)?.decimals ?? 0;
-      let window: DiscountWindow = { start: null, end: null };
-      let discount: InvoiceDiscount | null = null;
-      const coupon = row.coupon_id === null ? undefined : yield* coupons.byId(row.coupon_id);
-      if (row.coupon_id !== null && coupon !== undefined) {
-        window =
-          row.discount_start_period === null
-            ? { start: period, end: period + coupon.duration_in_months }
-            : { start: row.discount_start_period, end: row.discount_end_period };
-        const amountOff =
-          coupon.amount_off_decimal === null
-            ? null
-            : parseDecimal(coupon.amount_off_decimal, decimals, 2n ** 256n);
-        if (discountApplies(period, window))
-          discount = {
-            coupon: row.coupon_id,
-            percentOffBps: coupon.percent_off_bps,
-            amountOff: amountOff && Result.isSuccess(amountOff) ? amountOff.success : null,
-          };
+      const usageOf = yield* usage.billableQuantities(
+        inputs.map(({ subscription, period }) => ({ subscriptionId: subscription.id, period: period - 1 })),
+      );
+      const couponOf = yield* coupons.byIds(
+        inputs.flatMap(({ subscription }) =>
+          subscription.coupon_id === null ? [] : [subscription.coupon_id],
+        ),
+      );
+      const drafts: Draft[] = [];
+      for (const input of inputs) {
+        const { subscription: row, price, period } = input;
+        const decimals = tokenOf(input.chain, price.token_address)?.decimals ?? 0;
+        let window: DiscountWindow = { start: null, end: null };
+        let discount: InvoiceDiscount | null = null;
+        const coupon = row.coupon_id === null ? undefined : couponOf.get(row.coupon_id);
+        if (row.coupon_id !== null && coupon !== undefined) {
+          window =
+            row.discount_start_period === null
+              ? { start: period, end: period + coupon.duration_in_months }
+              : { start: row.discount_start_period, end: row.discount_end_period };
+          const amountOff =
+            coupon.amount_off_decimal === null
+              ? null
+              : parseDecimal(coupon.amount_off_decimal, decimals, 2n ** 256n);
+          if (discountApplies(period, window))
+            discount = {
+              coupon: row.coupon_id,
+              percentOffBps: coupon.percent_off_bps,
+              amountOff: amountOff && Result.isSuccess(amountOff) ? amountOff.success : null,
+            };
+        }
+        // Read whatever the price now: usage recorded under an earlier, metered price is still billed.
+        const quantities = new Map<string, bigint>();
+        for (const { price_id, quantity } of usageOf.get(row.id) ?? []) quantities.set(price_id, quantity);
+        if (input.extraUsage !== undefined)
+          quantities.set(price.id, (quantities.get(price.id) ?? 0n) + input.extraUsage);
+        const metered: InvoiceUsage[] = [];
+        for (const [priceId, quantity] of quantities) {
+          const under = priceId === price.id ? price : yield* prices.byId(priceId);
+          if (under.usage_unit_amount !== null && under.usage_unit !== null)
+            metered.push({
+              productName: under.product_name,
+              quantity,
+              unitAmount: BigInt(under.usage_unit_amount),
+              unit: under.usage_unit,
+            });
+        }
+        const totals: InvoiceTotals = computeInvoice({
+          productName: price.product_name,
+          amount: BigInt(price.amount),
+          discount,
+          usage: metered,
+          prorations: row.prorations.map((p) => ({ description: p.description, amount: BigInt(p.amount) })),
+          credit: BigInt(row.credit_balance),
+        });
+        // What the price costs a period from then on (its discount in force then, no usage, no credit): a
+        // plan change must fit the cap with it as well as with the next invoice.
+        const recurring = computeInvoice({
+          productName: price.product_name,
+          amount: BigInt(price.amount),
+          discount,
+          usage: [],
+        }).total;
+        drafts.push({ totals, window, recurring });
       }
-      // Read whatever the price now: usage recorded under an earlier, metered price is still billed.
-      const quantities = new Map<string, bigint>();
-      for (const { price_id, quantity } of yield* usage.billableQuantities(row.id, period - 1))
-        quantities.set(price_id, quantity);
-      if (input.extraUsage !== undefined)
-        quantities.set(price.id, (quantities.get(price.id) ?? 0n) + input.extraUsage);
-      const metered: InvoiceUsage[] = [];
-      for (const [priceId, quantity] of quantities) {
-        const under = priceId === price.id ? price : yield* prices.byId(priceId);
-        if (under.usage_unit_amount !== null && under.usage_unit !== null)
-          metered.push({
-            productName: under.product_name,
-            quantity,
-            unitAmount: BigInt(under.usage_unit_amount),
-            unit: under.usage_unit,
-          });
-      }
-      const totals: InvoiceTotals = computeInvoice({
-        productName: price.product_name,
-        amount: BigInt(price.amount),
-        discount,
-        usage: metered,
-        prorations: row.prorations.map((p) => ({ description: p.description, amount: BigInt(p.amount) })),
-        credit: BigInt(row.credit_balance),
-      });
-      // What the price costs a period from then on (its discount in force then, no usage, no credit): a
-      // plan change must fit the cap with it as well as with the next invoice.
-      const recurring = computeInvoice({
-        productName: price.product_name,
-        amount: BigInt(price.amount),
-        discount,
-        usage: [],
-      }).total;
-      return { totals, window, recurring };
+      return drafts;
     });
 
-  return { draft };
+  const draft = (input: DraftRequest) => Effect.map(draftMany([input]), (drafts) => drafts[0] as Draft);
+
+  return { draft, draftMany };
 });
 
 export class InvoiceDrafts extends Context.Service<InvoiceDrafts>()("InvoiceDrafts", { make }) {

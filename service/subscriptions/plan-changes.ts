@@ -136,7 +136,7 @@ const make = Effect.gen(function* () {
       if (row.coupon_id === null) return null;
       const window = { start: row.discount_start_period, end: row.discount_end_period };
       if (!discountApplies(period, window)) return null;
-      return (yield* coupons.byId(row.coupon_id))?.percent_off_bps ?? null;
+      return (yield* coupons.byIds([row.coupon_id])).get(row.coupon_id)?.percent_off_bps ?? null;
     });
 
   const evaluate = (chain: ResolvedChain, row: SubscriptionRow, change: ChangeRequest, now: number) =>

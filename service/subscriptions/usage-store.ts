@@ -26,9 +26,12 @@ const USAGE = relation({
     "u.id, u.livemode, u.subscription_id, u.period, u.quantity::text AS quantity, u.status, u.created_at",
   row: UsageRow,
 });
-const decodeQuantities = decodeRows(
-  Schema.Struct({ price_id: Schema.String, quantity: Schema.BigIntFromString }),
-);
+const BillableQuantity = Schema.Struct({
+  subscription_id: Schema.String,
+  price_id: Schema.String,
+  quantity: Schema.BigIntFromString,
+});
+const decodeQuantities = decodeRows(BillableQuantity);
 
 const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
@@ -60,11 +63,32 @@ const make = Effect.gen(function* () {
       }),
     pageForSubscription: (subscriptionId: string, page: PageRequest) =>
       pageRows(sql, USAGE, [sql`u.subscription_id = ${subscriptionId}`], page),
-    /** The billable units recorded for a subscription's period, per price they were recorded under. */
-    billableQuantities: (subscriptionId: string, period: number) =>
-      sql`SELECT price_id, sum(quantity)::text AS quantity FROM billing.usage_records
-        WHERE subscription_id = ${subscriptionId} AND period = ${period} AND status = 'billable'
-        GROUP BY price_id ORDER BY min(created_at), price_id`.pipe(Effect.flatMap(decodeQuantities)),
+    /**
+     * The billable units recorded for each subscription's period, per price they were recorded under
+     * (in the order first recorded), in one statement whatever the number of subscriptions.
+     */
+    billableQuantities: (
+      periods: ReadonlyArray<{ readonly subscriptionId: string; readonly period: number }>,
+    ) =>
+      periods.length === 0
+        ? Effect.succeed(new Map<string, ReadonlyArray<typeof BillableQuantity.Type>>())
+        : sql`SELECT u.subscription_id, u.price_id, sum(u.quantity)::text AS quantity
+            FROM billing.usage_records u
+            JOIN unnest(${periods.map((p) => p.subscriptionId)}::text[], ${periods.map((p) => p.period)}::int[])
+              AS w(subscription_id, period) ON u.subscription_id = w.subscription_id AND u.period = w.period
+            WHERE u.status = 'billable'
+            GROUP BY u.subscription_id, u.price_id ORDER BY u.subscription_id, min(u.created_at), u.price_id`.pipe(
+            Effect.flatMap(decodeQuantities),
+            Effect.map((rows) => {
+              const bySubscription = new Map<string, Array<typeof BillableQuantity.Type>>();
+              for (const row of rows) {
+                const quantities = bySubscription.get(row.subscription_id) ?? [];
+                quantities.push(row);
+                bySubscription.set(row.subscription_id, quantities);
+              }
+              return bySubscription as Map<string, ReadonlyArray<typeof BillableQuantity.Type>>;
+            }),
+          ),
     /** Deletes the usage of a chain's subscriptions (the local stack's crash recovery). */
     forgetChain: (chainId: number) =>
       Effect.asVoid(sql`DELETE FROM billing.usage_records u USING billing.subscriptions s

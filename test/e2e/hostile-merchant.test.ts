@@ -223,7 +223,8 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
       };
       /**
        * Moves the clock past the boundary and waits for every invoice of the period paid and delivered:
-       * the seconds from the move to the last delivery's arrival.
+       * the seconds from the block that passed the boundary first seen mined to the last delivery's
+       * arrival (how long B's own request to move the clock took is reported apart).
        */
       const billBoundary = async (last: number, periods: number) => {
         const delivered = new Set(invoicesPaidAt(bReceiver.received).keys());
@@ -248,7 +249,9 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
           }
         })();
         const move = last + 1 - (await chain.latestTime());
+        const requestedAt = Date.now();
         expect((await b("/v1/test/clock/advance", { seconds: move })).status).toBe(200);
+        const movedAt = Date.now();
         await allPaid(periods);
         watching = false;
         await watcher;
@@ -261,7 +264,15 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
           .filter(([id]) => !delivered.has(id))
           .map(([, at]) => at);
         expect(arrivals).toHaveLength(SUBSCRIPTIONS);
-        const seconds = (Math.max(...arrivals) - started) / 1000;
+        // The block that passed the boundary (the move's, the first at or after it), and when it was first
+        // seen mined: B's boundary starts there, not when B's request to move the clock was answered.
+        let boundaryBlock = startBlock + 1n;
+        while ((await chain.client.getBlock({ blockNumber: boundaryBlock })).timestamp <= BigInt(last))
+          boundaryBlock++;
+        const boundaryAt = firstSeen(minedAt, boundaryBlock);
+        expect(boundaryAt).not.toBeNull();
+        const lastArrival = (Math.max(...arrivals) - started) / 1000;
+        const seconds = lastArrival - (boundaryAt ?? 0);
         // Where the time went: the last invoice written, B's last relayer transaction recorded (and how
         // many sends its transactions took: more than one is a fee bump), the last invoice paid.
         const [stage] = await query<{
@@ -286,8 +297,11 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
                     WHERE $3 = ANY (merchant_ids) AND created_at >= to_timestamp($2)) AS sends`,
           [subscriptions, started / 1000, stack.devMerchant.merchantId],
         );
+        // Seconds after the boundary was first seen mined.
+        const from = (ms: number) => Math.round((ms - started - (boundaryAt ?? 0) * 1000) / 10) / 100;
         const at = (epoch: number | undefined) =>
-          epoch === undefined || epoch === null ? null : Math.round((epoch * 1000 - started) / 10) / 100;
+          epoch === undefined || epoch === null ? null : from(epoch * 1000);
+        const since = (seen: number | null) => (seen === null ? null : from(started + seen * 1000));
         // B's charge transactions, and what the relayer sent before them in nonce order since the move
         // (their kind and block): whether B's charge waited for the relayer's earlier transactions or
         // for room in a block.
@@ -321,13 +335,16 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
         return {
           seconds,
           stages: {
+            clock_request_seconds: (movedAt - requestedAt) / 1000,
+            clock_answered: from(movedAt),
+            boundary_indexed: since(firstSeen(indexedAt, boundaryBlock)),
             invoiced: at(stage?.invoiced),
             charge_sent: at(stage?.sent),
-            charge_mined: firstSeen(minedAt, chargeBlock),
-            charge_indexed: firstSeen(indexedAt, chargeBlock),
+            charge_mined: since(firstSeen(minedAt, chargeBlock)),
+            charge_indexed: since(firstSeen(indexedAt, chargeBlock)),
             charge_succeeded: at(stage?.succeeded),
             paid: at(stage?.paid),
-            delivered: seconds,
+            delivered: Math.round(seconds * 100) / 100,
             relayer_sends: stage?.sends,
             b_charges: ofB.map((row) => ({
               nonce: Number(row.nonce),

@@ -21,6 +21,7 @@ import { type DiscountWindow, InvoiceDrafts } from "../invoice-draft.ts";
 import type { InvoiceTotals } from "../invoice-math.ts";
 import { InvoiceStore, type InvoiceToCharge } from "../invoice-store.ts";
 import { PlanChanges } from "../plan-changes.ts";
+import type { PriceRow } from "../prices.ts";
 import type { PauseBehavior, SubscriptionRow } from "../subscription-object.ts";
 import { SubscriptionStore } from "../subscription-store.ts";
 import { Subscriptions } from "../subscriptions.ts";
@@ -45,7 +46,7 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
     const invoices = yield* InvoiceStore;
     const drafts = yield* InvoiceDrafts;
     const planChanges = yield* PlanChanges;
-    const written: Draft[] = [];
+    const due: { row: SubscriptionRow; period: number; paused: PauseBehavior | null; price: PriceRow }[] = [];
     for (const locked of rows) {
       if (locked.mandate_status === "revoked") {
         yield* subscriptions.end(locked.id, "mandate_revoked");
@@ -61,19 +62,33 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
       }
       // A change scheduled for this boundary is made before the period is invoiced.
       const row = yield* planChanges.atBoundary(round.chain, locked, round.now);
-      const price = yield* round.price(row.price_id);
-      // Paused: the period's invoice is written void or uncollectible, uncharged; the prorations and
-      // the credit wait for the first invoice collected after the pause.
-      const paused = row.pause_behavior;
-      const { totals, window } = yield* drafts.draft({
+      due.push({ row, period, paused: row.pause_behavior, price: yield* round.price(row.price_id) });
+    }
+    // Paused: the period's invoice is written void or uncollectible, uncharged; the prorations and the
+    // credit wait for the first invoice collected after the pause.
+    const drafted = yield* drafts.draftMany(
+      due.map(({ row, period, paused, price }) => ({
         chain: round.chain,
         subscription: paused === null ? row : { ...row, prorations: [], credit_balance: "0" },
         price,
         period,
-      });
-      written.push({ row, id: yield* newId("invoice"), period, totals, window, paused });
+      })),
+    );
+    const written: Draft[] = [];
+    for (const [i, { row, period, paused }] of due.entries()) {
+      const draft = drafted[i];
+      if (draft !== undefined)
+        written.push({
+          row,
+          id: yield* newId("invoice"),
+          period,
+          totals: draft.totals,
+          window: draft.window,
+          paused,
+        });
     }
     if (!Arr.isReadonlyArrayNonEmpty(written)) return;
+
     const invoiced = yield* invoices.invoiced(
       written.map(({ row, period }) => ({ subscriptionId: row.id, period })),
     );
@@ -95,6 +110,7 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
           }),
         ),
     );
+
     const chargeOf = new Map(charged.map((c) => [c.invoice, { id: c.charge, pending: c.pending }] as const));
     yield* invoices.insertOpen(
       billed.map(({ row, id, period, totals, paused }) => ({
