@@ -7,7 +7,9 @@
  * tokens at a time (a lease) and hands them out from memory. So a key within its rate costs one round
  * trip per lease, and replicas can only admit less than the bucket allows, never more: a lease's
  * leftover is dropped after a second, not given back (at most a lease a process). A key the bucket
- * refused is refused from memory until the bucket has a token again, without asking Postgres.
+ * refused is refused from memory until the bucket has a token again, without asking Postgres. A flood's
+ * requests wait for at most two takes: one lease, then what the bucket holds for those still waiting;
+ * those a take leaves nothing for are refused then, not kept for the refill.
  */
 import { Clock, Context, Deferred, Effect, Layer, type Scope } from "effect";
 import { SqlClient } from "effect/sql";
@@ -143,15 +145,15 @@ export class RequestLimits extends Context.Service<
         };
 
         /**
-         * Takes a lease from the shared bucket, once for every request of the key waiting (forked, so a
-         * request that goes away does not cancel the others' take): whether Postgres answered.
+         * Takes up to `want` tokens from the shared bucket into the lease, once for every request of the
+         * key waiting (forked, so a request that goes away does not cancel the others' take): whether
+         * Postgres answered.
          */
-        const renew = (key: string, lease: Lease): Effect.Effect<boolean> =>
+        const renew = (key: string, lease: Lease, want: number): Effect.Effect<boolean> =>
           Effect.suspend(() => {
             if (lease.pending !== undefined) return Deferred.await(lease.pending);
             const done = Deferred.makeUnsafe<boolean>();
             lease.pending = done;
-            const want = Math.max(1, Math.ceil(lease.policy.perSecond * LEASE_SECONDS));
             const take = takeTokens(key, lease.policy, want).pipe(
               Effect.provideService(SqlClient.SqlClient, sql),
               Effect.map((taken) => {
@@ -180,9 +182,10 @@ export class RequestLimits extends Context.Service<
 
         /**
          * A token from the lease, read when the request asks (the effect is run as soon as it is made): no
-         * effect is suspended on the way of a request within its rate.
+         * effect is suspended on the way of a request within its rate. `waited`: a take this request
+         * waited for has answered.
          */
-        const admitNow = (key: string, lease: Lease): Effect.Effect<Admission> => {
+        const admitNow = (key: string, lease: Lease, waited = false): Effect.Effect<Admission> => {
           const now = clock.currentTimeMillisUnsafe();
           if (lease.tokens > 0 && now < lease.expiresAt) {
             lease.tokens -= 1;
@@ -193,11 +196,22 @@ export class RequestLimits extends Context.Service<
               state: stateOf(lease, now),
               retryAfterSeconds: retryAfterSeconds((lease.blockedUntil - now) / 1000),
             });
-          // Each take either leaves tokens (this request or another waiting takes one), or blocks the
-          // key until the bucket has one: the loop ends. Unanswered, the request goes through.
-          return Effect.flatMap(renew(key, lease), (answered) =>
+          // The take it waited for left no token to this request, nor a whole one in the shared bucket:
+          // refused now. Waiting on for the refill would keep a flood's requests (and the fibers woken
+          // at every take) in memory instead of answering them.
+          if (waited && lease.shared < 1)
+            return Effect.succeed({
+              state: stateOf(lease, now),
+              retryAfterSeconds: retryAfterSeconds(secondsUntil(lease.policy, lease.shared, 1)),
+            });
+          // A lease; after a take that left too few for the requests waiting, what the bucket holds, so
+          // that one more take serves them all. Unanswered, the request goes through.
+          const want = waited
+            ? lease.policy.capacity
+            : Math.max(1, Math.ceil(lease.policy.perSecond * LEASE_SECONDS));
+          return Effect.flatMap(renew(key, lease, want), (answered) =>
             answered
-              ? Effect.suspend(() => admitNow(key, lease))
+              ? Effect.suspend(() => admitNow(key, lease, true))
               : Effect.sync(() => ({ state: stateOf(lease, clock.currentTimeMillisUnsafe()) })),
           );
         };

@@ -95,3 +95,25 @@ it("a class without a limit is not counted", async () => {
   expect(unlimited).toBeUndefined();
   expect(await bucketVersion(first, "api:test_helpers:key_helpers")).toBeUndefined();
 });
+
+it("answers a burst far above the rate at once: the bucket's burst admitted, the rest refused after two takes, not one take per lease", async () => {
+  const [first] = replicas;
+  if (first === undefined) throw new Error("no replica");
+  const key = "key_flood";
+  const started = performance.now();
+  const answers = (await Promise.all(
+    Array.from({ length: 1_000 }, () => admit(first, key, false)),
+  )) as Admission[];
+  const elapsedSeconds = (performance.now() - started) / 1000;
+  const admitted = answers.filter((a) => a.retryAfterSeconds === undefined).length;
+  const perSecond = LIMITS.testPerSecond;
+  const lease = Math.ceil(perSecond / 10);
+  const refilled = Math.ceil(perSecond * elapsedSeconds);
+  expect(admitted).toBeGreaterThanOrEqual(perSecond - lease);
+  expect(admitted).toBeLessThanOrEqual(perSecond + refilled);
+  expect(answers.length - admitted).toBeGreaterThan(900);
+  // A lease, then the rest of the burst for the requests waiting (versions 0 and 1), and a lease for
+  // each one refilled meanwhile at most: a take per lease until the bucket ran dry (ten here) would mean
+  // the flood's requests waited through them.
+  expect(await bucketVersion(first, `api:reads:${key}`)).toBeLessThanOrEqual(1 + Math.ceil(refilled / lease));
+});

@@ -19,6 +19,7 @@
  * second, would have opened over six minutes) and 1,100 opened through the API, which A pays.
  */
 import { randomUUID } from "node:crypto";
+import { Worker } from "node:worker_threads";
 import { createWalletClient, encodeFunctionData, erc20Abi, type Hex, http } from "viem";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -30,7 +31,7 @@ import { sleep, waitFor } from "../../scripts/stack/wait.ts";
 import { API_LIMIT_DEFAULTS } from "../../service/config/env.ts";
 import { testWalletKey } from "../../service/mandates/terms.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
-import { paySession, postAuthorization, signTransferAuthorization } from "./gasless-authorizations.ts";
+import { paySession, signTransferAuthorization } from "./gasless-authorizations.ts";
 import {
   type ApiResponse,
   api,
@@ -40,6 +41,7 @@ import {
   queryAt,
   withDatabase,
 } from "./helpers.ts";
+import type { AttackOutcome, AttackPlan } from "./hostile-attack.ts";
 import { type Received, startReceiver } from "./receiver.ts";
 
 const CHAIN = 31337;
@@ -115,26 +117,6 @@ const inPool = async <T, R>(items: readonly T[], concurrency: number, work: (ite
   );
   return results;
 };
-
-/**
- * An attacker's load generator: `send` `perSecond` times a second without waiting for the answers,
- * while `going()`; resolves once every answer is in.
- */
-const paced = async (perSecond: number, going: () => boolean, send: () => Promise<void>) => {
-  const started = Date.now();
-  const sent: Promise<void>[] = [];
-  for (let i = 1; going(); i++) {
-    sent.push(send());
-    await sleep(Math.max(0, started + (i * 1000) / perSecond - Date.now()));
-  }
-  await Promise.all(sent);
-};
-
-/**
- * A flood request the service never answered (the connection timed out or was reset): past what two
- * shared cores serve, the attacker's own connections wait in the listen queue until it overflows.
- */
-const NO_ANSWER = { status: 0 } as const;
 
 /** Answers counted by status and error code, e.g. `429 rate_limited`, or `no answer`. */
 const tally = () => {
@@ -493,48 +475,31 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
       // A payment of 1 base unit is refused.
       const tiny = await aCall("/v1/payments", { amount_decimal: "0.000001" });
 
-      // The attack, all at once, and B's boundary in the middle of it.
-      let attacking = true;
-      const attackStarted = Date.now();
-      const reads = tally();
-      const writes = tally();
-      const attack = [
-        paced(
-          FLOOD_PER_SECOND,
-          () => attacking,
-          async () =>
-            reads.add(await api("/v1/chains", { key: a.key, baseUrl: stack.apiUrl }).catch(() => NO_ANSWER)),
-        ),
-        paced(
-          FLOOD_PER_SECOND,
-          () => attacking,
-          async () =>
-            writes.add(
-              await api("/v1/payments", {
-                key: a.key,
-                baseUrl: stack.apiUrl,
-                body: { amount_decimal: MIN_PAYMENT },
-              }).catch(() => NO_ANSWER),
-            ),
-        ),
-      ];
-      const transfers = Promise.all(
-        signedTransfers.map(async (raws) => {
-          for (const raw of raws) await chain.client.sendRawTransaction({ serializedTransaction: raw });
-        }),
-      );
-      const gasless = Promise.all(
-        authorizations.map(async (signed) => ({
-          ...signed,
-          answer: await postAuthorization(signed.payment.payment_url, signed.body),
-        })),
-      );
+      // The attack, all at once from a thread of its own, and B's boundary in the middle of it.
+      const plan: AttackPlan = {
+        apiUrl: stack.apiUrl,
+        key: a.key,
+        rpcUrl: chain.resolved.rpc.http[0] ?? "",
+        floodPerSecond: FLOOD_PER_SECOND,
+        amountDecimal: MIN_PAYMENT,
+        transfers: signedTransfers,
+        authorizations: authorizations.map(({ payment, body }) => ({ url: payment.payment_url, body })),
+      };
+      const attacker = new Worker(new URL("./hostile-attack.ts", import.meta.url), { workerData: plan });
+      const outcome = new Promise<AttackOutcome>((resolve, reject) => {
+        attacker.once("message", resolve);
+        attacker.once("error", reject);
+      });
       const attackedRun = await billBoundary(last, 3);
       const attacked = attackedRun.seconds;
-      attacking = false;
-      await Promise.all(attack);
-      const attackSeconds = (Date.now() - attackStarted) / 1000;
-      await transfers;
+      attacker.postMessage("stop");
+      const attackOutcome = await outcome;
+      await attacker.terminate();
+      const attackSeconds = attackOutcome.seconds;
+      const reads = tally();
+      const writes = tally();
+      for (const answer of attackOutcome.reads) reads.add(answer);
+      for (const answer of attackOutcome.writes) writes.add(answer);
       // Mined: each wallet's nonce past its last transfer (read a few times a second: a thousand
       // receipts polled at once would load the chain and this process more than the attack does).
       await waitFor(
@@ -550,7 +515,10 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
           ).every(Boolean),
         { timeoutMs: 120_000, intervalMs: 250, what: "A's transfers mined" },
       );
-      const posted = await gasless;
+      const posted = authorizations.map(({ payer }, i) => ({
+        payer,
+        answer: attackOutcome.gasless[i] ?? { status: 0 },
+      }));
 
       const answers = tally();
       const admittedByPayer = new Map<string, number>();
