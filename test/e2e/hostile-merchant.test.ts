@@ -16,7 +16,9 @@
  * another's (docs/limits.md, "A hostile merchant").
  *
  * The attacker's open payments are 8,900 written into the database (what A's key, at its 25 writes a
- * second, would have opened over six minutes) and 1,100 opened through the API, which A pays.
+ * second, would have opened over six minutes) and 1,100 opened through the API, which A pays. The attack
+ * itself runs in a worker thread (hostile-attack.ts): the stack runs the service in this process, and an
+ * attacker on the same event loop would slow the service by its own work, not by what it asks.
  */
 import { randomUUID } from "node:crypto";
 import { Worker } from "node:worker_threads";
