@@ -88,7 +88,6 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
         });
     }
     if (!Arr.isReadonlyArrayNonEmpty(written)) return;
-
     const invoiced = yield* invoices.invoiced(
       written.map(({ row, period }) => ({ subscriptionId: row.id, period })),
     );
@@ -110,7 +109,6 @@ const billPeriods = (round: BillingRound, rows: ReadonlyArray<SubscriptionRow>) 
           }),
         ),
     );
-
     const chargeOf = new Map(charged.map((c) => [c.invoice, { id: c.charge, pending: c.pending }] as const));
     yield* invoices.insertOpen(
       billed.map(({ row, id, period, totals, paused }) => ({
