@@ -242,7 +242,7 @@ const make = Effect.gen(function* () {
               timestamp = EXCLUDED.timestamp`)
         : Effect.void;
     },
-    /** Whether the fact was applied and still stands (read under the payment's lock, before `recordFact`). */
+    /** Whether the fact was applied and still stands (read under the payment's lock, before `recordFacts`). */
     factStands: (chainId: number, key: string) =>
       Effect.map(
         sql`SELECT standing FROM billing.payment_facts

@@ -79,14 +79,14 @@ const make = Effect.gen(function* () {
             WHERE u.status = 'billable'
             GROUP BY u.subscription_id, u.price_id ORDER BY u.subscription_id, min(u.created_at), u.price_id`.pipe(
             Effect.flatMap(decodeQuantities),
-            Effect.map((rows) => {
+            Effect.map((rows): ReadonlyMap<string, ReadonlyArray<typeof BillableQuantity.Type>> => {
               const bySubscription = new Map<string, Array<typeof BillableQuantity.Type>>();
               for (const row of rows) {
                 const quantities = bySubscription.get(row.subscription_id) ?? [];
                 quantities.push(row);
                 bySubscription.set(row.subscription_id, quantities);
               }
-              return bySubscription as Map<string, ReadonlyArray<typeof BillableQuantity.Type>>;
+              return bySubscription;
             }),
           ),
     /** Deletes the usage of a chain's subscriptions (the local stack's crash recovery). */
