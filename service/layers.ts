@@ -72,7 +72,7 @@ import { PortalSessions } from "./portal/portal-sessions.ts";
 import { PortalViews } from "./portal/portal-view.ts";
 import { Reconciliation } from "./reconciliation/reconciliation.ts";
 import { PeriodReports } from "./reports/period-reports.ts";
-import { subscriptionBilling } from "./subscriptions/billing/billing-worker.ts";
+import { invoiceSettlement, subscriptionBilling } from "./subscriptions/billing/billing-worker.ts";
 import { Coupons } from "./subscriptions/coupons.ts";
 import { InvoiceDrafts } from "./subscriptions/invoice-draft.ts";
 import { InvoiceStore } from "./subscriptions/invoice-store.ts";
@@ -230,6 +230,7 @@ const workersLayer = (config: ServiceConfig) =>
     ledgerReorgs,
     ledgerBackfill,
     subscriptionBilling,
+    invoiceSettlement,
     indexerWatchdog({ stallSeconds: config.indexerStallSeconds ?? 60, ponderUrl: config.ponderUrl }),
   ]);
 

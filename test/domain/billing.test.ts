@@ -19,7 +19,7 @@ import { MandateStore } from "../../service/mandates/mandate-store.ts";
 import { onchainMandateId } from "../../service/mandates/terms.ts";
 import { Merchants } from "../../service/merchants/merchants.ts";
 import type { MerchantScope } from "../../service/merchants/scope.ts";
-import { billChain } from "../../service/subscriptions/billing/billing-worker.ts";
+import { billChain, settleChain } from "../../service/subscriptions/billing/billing-worker.ts";
 import { InvoiceStore } from "../../service/subscriptions/invoice-store.ts";
 import { Prices } from "../../service/subscriptions/prices.ts";
 import { SubscriptionStore } from "../../service/subscriptions/subscription-store.ts";
@@ -185,6 +185,28 @@ layer(testLayer, { timeout: "60 seconds" })("billing steps with a fake chain", (
       yield* bill;
       expect((yield* invoices.reload(invoice?.id ?? "")).status).toBe("paid");
       expect(yield* eventTypes(invoice?.id ?? "")).toEqual(["invoice.paid"]);
+    }),
+  );
+
+  it.effect("the settlement pass pays an invoice whose charge succeeded, and bills nothing", () =>
+    Effect.gen(function* () {
+      const { scope, price } = yield* merchantWithPrice("3");
+      const sub = yield* signedSubscription(scope, price);
+      yield* bill;
+      const invoices = yield* InvoiceStore;
+      const [first] = (yield* invoices.page(scope, { subscription: sub.id }, {})).data;
+      yield* chainCharged(scope, sub, 0, 3_000_000n);
+      // The next period is due as well: only the billing pass bills it.
+      chain.time = Math.max(chain.time, periodStart(sub.anchor, 1));
+      const sent = chain.sent.length;
+      expect(yield* settleChain(CHAIN, chain.time)).toBe(false);
+      expect((yield* invoices.reload(first?.id ?? "")).status).toBe("paid");
+      expect(yield* eventTypes(first?.id ?? "")).toEqual(["invoice.paid"]);
+      expect((yield* invoices.page(scope, { subscription: sub.id }, {})).data).toHaveLength(1);
+      expect(chain.sent.length).toBe(sent);
+      yield* bill;
+      expect((yield* invoices.page(scope, { subscription: sub.id }, {})).data).toHaveLength(2);
+      expect(yield* eventTypes(first?.id ?? "")).toEqual(["invoice.paid"]);
     }),
   );
 
