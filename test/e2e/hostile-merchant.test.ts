@@ -316,6 +316,19 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
             const block = await chain.client.getBlock({ blockNumber: n });
             blocks.push(`${n - startBlock}:${block.transactions.length}tx/${Number(block.gasUsed) / 1e6}M`);
           }
+        // Where B's charges stood in their blocks: behind how many of A's transfers.
+        const chargeTransactions = await query<{ tx_hash: string }>(
+          `SELECT DISTINCT tx_hash FROM billing.charges
+            WHERE merchant_id = $1 AND created_at >= to_timestamp($2) AND tx_hash IS NOT NULL`,
+          [stack.devMerchant.merchantId, started / 1000],
+        );
+        const positions = await Promise.all(
+          chargeTransactions.map(async ({ tx_hash }) => {
+            const receipt = await chain.client.getTransactionReceipt({ hash: tx_hash as Hex });
+            const block = await chain.client.getBlock({ blockNumber: receipt.blockNumber });
+            return `${receipt.transactionIndex + 1} of ${block.transactions.length}`;
+          }),
+        );
         return {
           seconds,
           stages: {
@@ -328,8 +341,10 @@ describe("a hostile merchant and an honest one at the same boundary", () => {
             charge_indexed: since(firstSeen(indexedAt, chargeBlock)),
             charge_succeeded: at(stage?.succeeded),
             paid: at(stage?.paid),
+            first_delivered: from(Math.min(...arrivals)),
             delivered: Math.round(seconds * 100) / 100,
             relayer_sends: stage?.sends,
+            b_charges_in_block: positions,
             b_charges: ofB.map((row) => ({
               nonce: Number(row.nonce),
               created: at(row.created),
