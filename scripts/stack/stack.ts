@@ -24,6 +24,7 @@ import { ponderSchemaName, type RunningPonder, releaseStaleLock, startPonder } f
 import { type RunningPostgres, startEmbeddedPostgres } from "./postgres.ts";
 import { removePostgresData } from "./postgres-paths.ts";
 import { type DevMerchant, seedDevMerchant } from "./seed.ts";
+import { startServiceProcess } from "./service-process.ts";
 import { freePort, waitFor } from "./wait.ts";
 
 export interface StackOptions {
@@ -72,6 +73,11 @@ export interface StackOptions {
    * the service use them instead (a counting or misbehaving proxy, scripts/stack/rpc-proxy.ts).
    */
   readonly rpcInFront?: (chainId: number, anvil: RunningAnvil) => Promise<RpcEndpoints>;
+  /**
+   * Where the service runs: in this process (the default), or as a process of its own as deployed
+   * (scripts/stack/service-process.ts), its output given to `onOutput` as "service".
+   */
+  readonly serviceProcess?: "in-process" | "child";
 }
 
 export interface RpcEndpoints {
@@ -139,7 +145,7 @@ export const stopLeftovers = async (stackFile: string): Promise<void> => {
   const { processes = [] } = JSON.parse(readFileSync(stackFile, "utf8")) as { processes?: number[] };
   for (const pid of processes) {
     const cmdline = existsSync(`/proc/${pid}/cmdline`) ? readFileSync(`/proc/${pid}/cmdline`, "utf8") : "";
-    if (/anvil|ponder/.test(cmdline)) process.kill(pid, "SIGTERM");
+    if (/anvil|ponder|service\/main\.ts/.test(cmdline)) process.kill(pid, "SIGTERM");
   }
   rmSync(stackFile, { force: true });
   await new Promise((resolve) => setTimeout(resolve, 500));
@@ -343,7 +349,12 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     await indexerCaughtUp(databaseUrl, localChains, anvils, signal);
     mark("indexer_started");
 
-    let service: RunningService = await startService(serviceConfig);
+    const launchService = (config: ServiceConfig) =>
+      options.serviceProcess === "child"
+        ? startServiceProcess(config, (line) => options.onOutput("service", line), signal)
+        : startService(config);
+    // A service of its own process has a pid, which the stack file lists for a later start to stop.
+    let service: RunningService & { readonly pid?: number } = await launchService(serviceConfig);
     stops.push(() => service.stop());
     const serviceReady = () =>
       waitFor(async () => (await fetch(`${service.url}/ready`).catch(() => undefined))?.status === 200, {
@@ -356,9 +367,13 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
     mark("service_ready");
 
     const stackFile = join(options.dataDir, "stack.json");
-    // Rewritten after each indexer restart: a supervisor killed later must leave no indexer running.
+    // Rewritten after each indexer or service restart: a supervisor killed later must leave none running.
     const writeStackFile = () => {
-      const processes = [...anvils.map((a) => a.pid), ponder.pid];
+      const processes = [
+        ...anvils.map((a) => a.pid),
+        ponder.pid,
+        ...(service.pid === undefined ? [] : [service.pid]),
+      ];
       writeFileSync(
         stackFile,
         `${JSON.stringify({ databaseUrl, apiUrl: service.url, ponderUrl: ponder.url, chainsFile, processes }, null, 2)}\n`,
@@ -395,7 +410,8 @@ export const startStack = async (options: StackOptions): Promise<RunningStack> =
       restartService: async (meanwhile) => {
         await service.stop();
         await meanwhile?.();
-        service = await startService({ ...serviceConfig, port: service.port });
+        service = await launchService({ ...serviceConfig, port: service.port });
+        writeStackFile();
         await serviceReady();
       },
       stop: stopAll,

@@ -210,6 +210,46 @@ export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, EnvInvalid> = de
   })),
 );
 
+/**
+ * The environment that `serviceConfigFromEnv` decodes back into `config`: how the local stack starts the
+ * service as a process of its own (`node service/main.ts`), as a deployment runs it.
+ */
+export const serviceEnvOf = (config: ServiceConfig): Record<string, string> => {
+  const page = config.page ?? PAGE_LIMIT_DEFAULTS;
+  const limits = config.apiLimits ?? API_LIMIT_DEFAULTS;
+  const optional = (name: string, value: string | undefined) =>
+    value === undefined ? {} : { [name]: value };
+  return {
+    HOST: config.host,
+    PORT: String(config.port),
+    DATABASE_URL: config.databaseUrl,
+    DATABASE_POOL_SIZE: String(config.databasePoolSize),
+    CHAINS_CONFIG: config.chainsFile,
+    ...optional("PONDER_URL", config.ponderUrl),
+    LOG_FORMAT: config.logFormat,
+    LOG_LEVEL: config.logLevel.toLowerCase(),
+    IDEMPOTENCY_RETENTION_HOURS: String(config.idempotencyRetentionHours),
+    ...optional("RELAYER_PRIVATE_KEY", config.relayerKey && Redacted.value(config.relayerKey)),
+    RELAYER_BUMP_AFTER_SECONDS: String(config.relayerBumpAfterSeconds),
+    ...optional("PUBLIC_URL", config.publicUrl),
+    WEBHOOK_SECRETS_KEY: Redacted.value(config.webhooks.secretsKey),
+    WEBHOOK_TEST_ALLOW_PRIVATE_URLS: String(config.webhooks.allowPrivateInTest),
+    WEBHOOK_TIMEOUT_SECONDS: String(config.webhooks.timeoutSeconds),
+    WEBHOOK_MAX_IN_FLIGHT: String(config.webhooks.maxInFlight),
+    WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: String(config.webhooks.maxInFlightPerEndpoint),
+    PAGE_RATE_LIMIT_PER_ADDRESS: String(page.perAddressPerMinute),
+    PAGE_RATE_LIMIT_PER_TOKEN: String(page.perTokenPerMinute),
+    TRUST_PROXY: String(page.trustProxy),
+    AUTHORIZATIONS_PER_MANDATE_PER_DAY: String(page.authorizationsPerMandatePerDay),
+    ...optional("METRICS_TOKEN", config.metricsToken && Redacted.value(config.metricsToken)),
+    INDEXER_STALL_SECONDS: String(config.indexerStallSeconds ?? 60),
+    API_RATE_LIMIT_LIVE: String(limits.livePerSecond),
+    API_RATE_LIMIT_TEST: String(limits.testPerSecond),
+    API_RATE_LIMIT_TEST_HELPERS: String(limits.testHelpersPerSecond),
+    OPEN_PAYMENTS_PER_CHAIN: String(limits.openPaymentsPerChain),
+  };
+};
+
 /** What `npm start` reads: the service's variables (Postgres and the key are optional there) and its own. */
 export interface StackEnv {
   readonly port: number;

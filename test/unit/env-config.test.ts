@@ -10,7 +10,14 @@ import { join } from "node:path";
 import { ConfigProvider, Effect, Redacted } from "effect";
 import { describe, expect, it } from "vitest";
 import { freePort } from "../../scripts/stack/wait.ts";
-import { type EnvInvalid, serviceConfigFromEnv, stackEnvFromEnv } from "../../service/config/env.ts";
+import {
+  type EnvInvalid,
+  PAGE_LIMIT_DEFAULTS,
+  type ServiceConfig,
+  serviceConfigFromEnv,
+  serviceEnvOf,
+  stackEnvFromEnv,
+} from "../../service/config/env.ts";
 
 const SECRETS_KEY = Buffer.alloc(32, 7).toString("base64");
 const SERVICE_BASE = {
@@ -117,6 +124,62 @@ describe("environment rules", () => {
         Effect.runSync(withEnv(serviceConfigFromEnv, { ...SERVICE_BASE, DATABASE_URL: databaseUrl }))
           .databaseUrl,
       ).toBe(databaseUrl);
+  });
+
+  it("decodes the environment the local stack gives a service process back into its config", () => {
+    /** The config with its secrets opened, to compare by value. */
+    const opened = (config: ServiceConfig) => ({
+      ...config,
+      relayerKey: config.relayerKey && Redacted.value(config.relayerKey),
+      metricsToken: config.metricsToken && Redacted.value(config.metricsToken),
+      webhooks: { ...config.webhooks, secretsKey: Redacted.value(config.webhooks.secretsKey) },
+    });
+    const full: ServiceConfig = {
+      host: "127.0.0.1",
+      port: 40123,
+      databaseUrl: "postgres://u:p@127.0.0.1:5432/billing",
+      databasePoolSize: 20,
+      chainsFile: "config/chains.json",
+      ponderUrl: "http://127.0.0.1:42069",
+      logFormat: "json",
+      logLevel: "Error",
+      idempotencyRetentionHours: 24,
+      relayerKey: Redacted.make(`0x${"ab".repeat(32)}` as const),
+      relayerBumpAfterSeconds: 30,
+      publicUrl: "https://pay.example",
+      webhooks: {
+        secretsKey: Redacted.make(SECRETS_KEY),
+        allowPrivateInTest: true,
+        timeoutSeconds: 10,
+        maxInFlight: 256,
+        maxInFlightPerEndpoint: 16,
+      },
+      page: {
+        perAddressPerMinute: 0,
+        perTokenPerMinute: 30,
+        trustProxy: true,
+        authorizationsPerMandatePerDay: 2,
+      },
+      apiLimits: {
+        livePerSecond: 0,
+        testPerSecond: 25,
+        testHelpersPerSecond: 10,
+        openPaymentsPerChain: 10_000,
+      },
+      metricsToken: Redacted.make("scrape-token-0123456789"),
+      indexerStallSeconds: 20,
+    };
+    const decode = (config: ServiceConfig) =>
+      opened(Effect.runSync(withEnv(serviceConfigFromEnv, serviceEnvOf(config))));
+    expect(decode(full)).toEqual(opened(full));
+    // Without the optional parts: the defaults the service alone would take.
+    const { publicUrl: _, page: __, metricsToken: ___, ...bare } = full;
+    expect(decode({ ...bare, ponderUrl: undefined, relayerKey: undefined })).toEqual({
+      ...opened({ ...bare, ponderUrl: undefined, relayerKey: undefined }),
+      publicUrl: undefined,
+      metricsToken: undefined,
+      page: PAGE_LIMIT_DEFAULTS,
+    });
   });
 
   it("refuses a DEV_API_KEY that is not a test key of the key format, without echoing it", () => {
