@@ -17,8 +17,8 @@
  *
  * The attacker's open payments are 8,900 written into the database (what A's key, at its 25 writes a
  * second, would have opened over six minutes) and 1,100 opened through the API, which A pays. The attack
- * itself runs in a worker thread (hostile-attack.ts): the stack runs the service in this process, and an
- * attacker on the same event loop would slow the service by its own work, not by what it asks.
+ * itself runs in a worker thread (hostile-attack.ts) and the service in a process of its own, as deployed:
+ * neither the attacker's work nor this test's (B's receiver, the pollers) runs on the service's event loop.
  */
 import { randomUUID } from "node:crypto";
 import { Worker } from "node:worker_threads";
@@ -84,6 +84,8 @@ beforeAll(async () => {
     ],
     apiLimits: API_LIMIT_DEFAULTS,
     logLevel: "Error",
+    // As deployed: B's receiver and this test's pollers do not share the service's event loop.
+    serviceProcess: "child",
   });
   stack = scratch.stack;
   chain = chainDriver(CHAIN, stack.chainsFile);
