@@ -1,7 +1,7 @@
 /**
  * The service as a process of its own (`node service/main.ts`, its config given as environment), as a
- * deployment runs it. The stack runs the service in its own process by default (a test can then reach
- * into it); a test measuring the service under load runs it apart, so that the test's own work (its
+ * deployment runs it. By default the stack runs the service in the stack's own process (a test can then
+ * reach into it); a test measuring the service under load runs it apart, so that the test's own work (its
  * clients, receivers and pollers) does not share the service's event loop.
  */
 import { spawn } from "node:child_process";
