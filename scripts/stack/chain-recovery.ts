@@ -1,3 +1,13 @@
+/**
+ * A persistent local chain after a crash: anvil saves its state every few seconds, so after a `kill -9`
+ * it may come back some blocks older than what the indexer and the service recorded from it. Before the
+ * indexer starts, each local chain's recorded blocks (the indexer's checkpoint, head and RPC cache, the
+ * service's charges, events and relayer transactions) are checked against the chain; one it no longer has
+ * (a number past its head, or another hash) means the chain lost blocks, and then the indexer's build
+ * schemas and that chain's RPC cache are dropped and what the service derived from the chain is forgotten
+ * (service/maintenance/forget-chain.ts), so the chain is indexed afresh. docs/development.md, "After a
+ * crash".
+ */
 import { Effect } from "effect";
 import { SqlClient } from "effect/sql";
 import { forgetChain, forgetChainLayer } from "../../service/maintenance/forget-chain.ts";
