@@ -16,6 +16,7 @@
  * bench/results/billing.json (billing-<N>.json for another N, compared per subscription with a 10,000
  * run this command makes first; see `tenThousandJustBefore`).
  */
+
 import { PgClient } from "@effect/sql-pg";
 import { Effect, ManagedRuntime, Redacted } from "effect";
 import { Pool } from "undici";
@@ -32,6 +33,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
 import { TestFaucetAbi, TestFaucetBytecode } from "../abis/TestFaucet.ts";
 import { addLocalUsdcMinter, LOCAL_DEPLOYER_KEY } from "../scripts/stack/local-chain.ts";
+import { inPool } from "../scripts/stack/pool.ts";
 import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
 import type { PageTypedData } from "../test/contract/harness.ts";
 import { startSigners } from "./billing-signer.ts";
@@ -131,16 +133,6 @@ const costPerSubscription = (
     chain_seconds: chainSeconds,
     wall_ms_beyond_chain: thousandths((Math.max(0, elapsed - chainSeconds) * 1_000) / N),
   };
-};
-
-/** Runs `task` over `items` with at most CONCURRENCY in flight. */
-const pool = async <T>(items: readonly T[], task: (item: T, index: number) => Promise<void>) => {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(CONCURRENCY, items.length) }, async () => {
-      for (let i = next++; i < items.length; i = next++) await task(items[i] as T, i);
-    }),
-  );
 };
 
 // Postgres's own page cache is 128 MB unless set: at 100,000 due the boundary's working set (invoices,
@@ -376,8 +368,9 @@ try {
   const subscriptions: { id: string; token: string }[] = [];
   const opening = async () => {
     const price = await api("/v1/prices", { product_name: "Seat", amount_decimal: "5", chain: 31337 });
-    await pool(
+    await inPool(
       Array.from({ length: N }, (_, i) => i),
+      CONCURRENCY,
       async (i) => {
         const sub = await api("/v1/subscriptions", { customer: `cus_${i}`, price: price.id });
         subscriptions.push({
@@ -447,7 +440,7 @@ try {
   const authStarted = performance.now();
   const authCpuBefore = processCpuSeconds();
   const authThreadsBefore = threadCpuSeconds();
-  await pool(subscriptions, async (sub, i) => {
+  await inPool(subscriptions, CONCURRENCY, async (sub, i) => {
     const customer = customers[i];
     if (!customer) return;
     const request = await api(`/authorize/${sub.token}/terms`, { customer_address: customer.address }, false);
@@ -622,7 +615,7 @@ try {
   // CONCURRENCY at a time: each receipt carries its batch's 200 logs, and all of them asked at once (500
   // at 100,000 due) could queue on anvil past viem's 10 s request timeout.
   const receipts: Awaited<ReturnType<typeof client.getTransactionReceipt>>[] = [];
-  await pool(transactions, async (hash) => {
+  await inPool(transactions, CONCURRENCY, async (hash) => {
     receipts.push(await client.getTransactionReceipt({ hash }));
   });
   const gas = receipts.reduce((sum, receipt) => sum + receipt.gasUsed, 0n);

@@ -31,6 +31,7 @@
  * payments within one block (mining paused, then one `evm_mine`), which the watcher sees in one pass and
  * the sweeper moves in one batch. Writes bench/results/payments.json.
  */
+
 import { cpus } from "node:os";
 import { PgClient } from "@effect/sql-pg";
 import { Duration, Effect, Fiber, ManagedRuntime, Queue, Redacted } from "effect";
@@ -51,6 +52,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { MandateEscrowAbi } from "../abis/MandateEscrow.ts";
 import { usdcAbi } from "../scripts/stack/circle-usdc.ts";
 import { LOCAL_DEPLOYER_KEY, LOCAL_FAUCET_KEY } from "../scripts/stack/local-chain.ts";
+import { inPool } from "../scripts/stack/pool.ts";
 import { startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
 import { EVENTS_CHANNEL } from "../service/events/outbox.ts";
 import { SWEEP_BATCH } from "../service/payments/deposit-sweeper.ts";
@@ -70,22 +72,6 @@ const DECIMALS = 6;
 
 const seconds = (ms: number) => Math.round(ms / 10) / 100;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Runs `task` over `items` with at most `limit` in flight. */
-const pool = async <T, R>(
-  items: readonly T[],
-  task: (item: T, index: number) => Promise<R>,
-  limit = CONCURRENCY,
-) => {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      for (let i = next++; i < items.length; i = next++) out[i] = await task(items[i] as T, i);
-    }),
-  );
-  return out;
-};
 
 interface Payment {
   readonly id: string;
@@ -214,15 +200,17 @@ try {
 
   /** Creates `count` payments through the API and funds a payer for each, one transfer signed per payer. */
   const prepare = async (count: number) => {
-    const payments = await pool(Array.from({ length: count }), async () => {
+    const payments = await inPool(Array.from({ length: count }), CONCURRENCY, async () => {
       const p = await api("/v1/payments", { amount_decimal: AMOUNT });
       return { id: p.id as string, address: p.address as Hex };
     });
     const payers = payments.map(() => privateKeyToAccount(generatePrivateKey()));
-    await pool(payers, (payer) => anvil("anvil_setBalance", [payer.address, "0xde0b6b3a7640000"]));
+    await inPool(payers, CONCURRENCY, (payer) =>
+      anvil("anvil_setBalance", [payer.address, "0xde0b6b3a7640000"]),
+    );
     const mints: Hex[] = [];
     for (const payer of payers) mints.push(await mint(payer.address, amount * 2n));
-    const hashes = await pool(mints, broadcast);
+    const hashes = await inPool(mints, CONCURRENCY, broadcast);
     await Promise.all(hashes.slice(-1).map(receipt));
     const transfers = await Promise.all(
       payers.map((payer, i) => signAs(payer, 0, usdc, transferData(payments[i]?.address as Hex, amount))),
@@ -249,11 +237,12 @@ try {
   if (!payee) throw new Error("the dev merchant has no payout address on the bench chain");
   const payout = payee.payee as Hex;
   // Steady state: the merchant and the plain-transfer sender already hold the token.
-  const warmHashes = await pool(
+  const warmHashes = await inPool(
     [
       await mint(payout, parseUnits("1", DECIMALS)),
       await mint(deployer.address, parseUnits("1000", DECIMALS)),
     ],
+    CONCURRENCY,
     broadcast,
   );
   await Promise.all(warmHashes.map(receipt));
@@ -302,17 +291,13 @@ try {
     }
   })();
   const sendStart = wall();
-  const hashes = await pool(
-    transfers,
-    async (raw, i) => {
-      if (RATE > 0) {
-        const due = sendStart + (i * 1000) / RATE - wall();
-        if (due > 0) await sleep(due);
-      }
-      return broadcast(raw);
-    },
-    RATE > 0 ? 1 : SEND_CONCURRENCY,
-  );
+  const hashes = await inPool(transfers, RATE > 0 ? 1 : SEND_CONCURRENCY, async (raw, i) => {
+    if (RATE > 0) {
+      const due = sendStart + (i * 1000) / RATE - wall();
+      if (due > 0) await sleep(due);
+    }
+    return broadcast(raw);
+  });
   const sent = wall();
   console.log(`${N} transfers broadcast in ${seconds(sent - sendStart)} s`);
   await waitPaid(payments, "measured phase");
@@ -320,7 +305,7 @@ try {
   const allPaid = Math.max(...payments.map((p) => paidSeen.get(p.id)?.seen ?? 0));
   console.log(`all ${N} paid ${seconds(allPaid - sendStart)} s after the first transfer was sent`);
 
-  const receipts = await pool(hashes, (hash) => client.getTransactionReceipt({ hash }));
+  const receipts = await inPool(hashes, CONCURRENCY, (hash) => client.getTransactionReceipt({ hash }));
   const failed = receipts.filter((r) => r.status !== "success").length;
   if (failed > 0) throw new Error(`${failed} payer transfers reverted`);
   const mined = await Promise.all(receipts.map((r) => minedAt(r.blockNumber)));
@@ -336,7 +321,11 @@ try {
       GROUP BY 1`,
   );
   const counts = new Map(eventCounts.map((row) => [row.payment, row.n]));
-  const statuses = await pool(payments, async (p) => (await api(`/v1/payments/${p.id}`)).status as string);
+  const statuses = await inPool(
+    payments,
+    CONCURRENCY,
+    async (p) => (await api(`/v1/payments/${p.id}`)).status as string,
+  );
   const payoutReceived = (await balanceOf(payout)) - payoutBefore;
   const checks = {
     payments_with_one_payment_paid: payments.filter((p) => counts.get(p.id) === 1).length,
@@ -363,7 +352,7 @@ try {
       logs: await client.getLogs({ address: escrow, fromBlock, toBlock: "latest" }),
     }).filter((log) => byDeposit.has(log.args.depositAddress.toLowerCase()));
     const hashes = [...new Set(received.map((log) => log.transactionHash))];
-    return pool(hashes, async (hash) => {
+    return inPool(hashes, CONCURRENCY, async (hash) => {
       const r = await client.getTransactionReceipt({ hash });
       if (r.to?.toLowerCase() !== escrow.toLowerCase()) throw new Error(`sweep ${hash} not to the escrow`);
       const [recorded] = await query<{ purpose: string; created: number }>(
@@ -426,7 +415,7 @@ try {
     console.log(`no sweep of ${SWEEP_BATCH} formed; paying ${SWEEP_BATCH} payments within one block ...`);
     const batch = await prepare(SWEEP_BATCH);
     await pauseMining();
-    const batchHashes = await pool(batch.transfers, broadcast, SEND_CONCURRENCY);
+    const batchHashes = await inPool(batch.transfers, SEND_CONCURRENCY, broadcast);
     await anvil("evm_mine", []);
     await resumeMining();
     const batchReceipts = await Promise.all(batchHashes.map(receipt));

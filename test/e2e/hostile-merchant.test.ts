@@ -25,6 +25,7 @@ import { Worker } from "node:worker_threads";
 import { createWalletClient, encodeFunctionData, erc20Abi, type Hex, http } from "viem";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { inPool } from "../../scripts/stack/pool.ts";
 import { localChain, type ScratchStack, startScratchStack } from "../../scripts/stack/scratch-stack.ts";
 import { seedOpenPayments } from "../../scripts/stack/seeded-payments.ts";
 import type { RunningStack } from "../../scripts/stack/stack.ts";
@@ -109,18 +110,6 @@ const clientOf =
       await sleep(Number(answer.headers.get("retry-after") ?? "1") * 1000);
     }
   };
-
-/** Runs `work` over `items`, `concurrency` at a time. */
-const inPool = async <T, R>(items: readonly T[], concurrency: number, work: (item: T) => Promise<R>) => {
-  const results: R[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let i = next++; i < items.length; i = next++) results[i] = await work(items[i] as T);
-    }),
-  );
-  return results;
-};
 
 /** Answers counted by status and error code, e.g. `429 rate_limited`, or `no answer`. */
 const tally = () => {
