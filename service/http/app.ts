@@ -24,7 +24,12 @@ import { Idempotency, validateIdempotencyKey } from "../idempotency/idempotency.
 import type { Admission, RateState, RequestClass } from "../limits/request-limits.ts";
 import { authenticateRequest, consoleCookie, registerConsoleSessionRoutes } from "./console-session.ts";
 import { internalError, toErrorResponse } from "./error-response.ts";
-import { errorJson, type OperationalOptions, registerOperationalRoutes } from "./operational-routes.ts";
+import {
+  errorJson,
+  type OperationalOptions,
+  POLLED_PATHS,
+  registerOperationalRoutes,
+} from "./operational-routes.ts";
 import { rateLimited, rateLimitHeaders, requestClassOf } from "./rate-limits.ts";
 import { json, newRequestId, stampRequestId } from "./request-id.ts";
 import { decodeParams, decodeQuery, readBody } from "./request-input.ts";
@@ -188,7 +193,7 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       status: c.res.status,
       seconds: elapsedMs / 1000,
     });
-    if (!(await logsRequests())) return;
+    if (POLLED_PATHS.has(c.req.path) || !(await logsRequests())) return;
     const entry = {
       request_id: requestId,
       method: c.req.method,

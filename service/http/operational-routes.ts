@@ -43,6 +43,13 @@ export interface OperationalOptions {
   readonly openapi: unknown;
 }
 
+/**
+ * The paths that load balancers, supervisors and scrapers poll every few seconds: counted in the request
+ * metrics like any other, but not written to the request log, where `npm start`'s own indexer supervisor
+ * put a line every second.
+ */
+export const POLLED_PATHS: ReadonlySet<string> = new Set(["/ready", "/indexer/live", "/metrics"]);
+
 /** Constant-time comparison of an Authorization header with `Bearer <token>`. */
 const bearerMatches = (header: string | undefined, token: string): boolean =>
   timingSafeEqual(

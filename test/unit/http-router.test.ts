@@ -1,9 +1,11 @@
 /**
  * Every path the service registers fits Hono's RegExpRouter (one regular expression for all routes).
  * A static segment beside a parameter at the same place (`/pay/assets/…` beside `/pay/:token/…`) makes
- * Hono fall back to its trie router, about five times slower a match, on every request.
+ * Hono fall back to its trie router, about five times slower a match, on every request. And the request
+ * log leaves out the paths that load balancers, supervisors and scrapers poll.
  */
-import { Exit } from "effect";
+import { Effect, Exit, Logger } from "effect";
+import { CurrentLogAnnotations } from "effect/References";
 import { describe, expect, it } from "vitest";
 import { makeApp } from "../../service/http/app.ts";
 import { registerAuthorizationPage } from "../../service/http/authorization-page/routes.ts";
@@ -34,5 +36,30 @@ describe("the service's router", () => {
     expect(answer.status).toBe(200);
     expect(answer.headers.get("request-id")).toMatch(/^req_/);
     expect(app.router.name).toBe("SmartRouter + RegExpRouter");
+  });
+});
+
+describe("the request log", () => {
+  it("has a line for each request but those of the polled paths (readiness, indexer liveness, metrics)", async () => {
+    const logged: string[] = [];
+    const capture = Logger.layer([
+      Logger.make(({ message, fiber }) => {
+        const path = fiber.getRef(CurrentLogAnnotations).path;
+        if (String(message) === "request") logged.push(String(path));
+      }),
+    ]);
+    const app = makeApp({
+      routes,
+      publicRoutes: [],
+      // Only the request log runs effects here: no service is asked for.
+      run: (effect) =>
+        Effect.runPromiseExit(effect.pipe(Effect.provide(capture)) as Effect.Effect<never, unknown>),
+      readiness: async () => ({ ready: true, checks: {} }),
+      indexerLiveness: async () => ({ stalled: [] }),
+      openapi: {},
+    });
+    for (const path of ["/ready", "/indexer/live", "/v1/openapi.json", "/ready", "/nowhere"])
+      await (await app.request(path)).arrayBuffer();
+    expect(logged).toEqual(["/v1/openapi.json", "/nowhere"]);
   });
 });
