@@ -215,10 +215,10 @@ export const serviceConfigFromEnv: Effect.Effect<ServiceConfig, EnvInvalid> = de
  * service as a process of its own (`node service/main.ts`), as a deployment runs it.
  */
 export const serviceEnvOf = (config: ServiceConfig): Record<string, string> => {
-  const page = config.page ?? PAGE_LIMIT_DEFAULTS;
-  const limits = config.apiLimits ?? API_LIMIT_DEFAULTS;
-  const optional = (name: string, value: string | undefined) =>
-    value === undefined ? {} : { [name]: value };
+  // What the config leaves unset stays unset: the decoder's defaults fill it, as for the service alone.
+  const optional = (name: string, value: string | number | boolean | undefined) =>
+    value === undefined ? {} : { [name]: String(value) };
+  const { page, apiLimits } = config;
   return {
     HOST: config.host,
     PORT: String(config.port),
@@ -237,16 +237,16 @@ export const serviceEnvOf = (config: ServiceConfig): Record<string, string> => {
     WEBHOOK_TIMEOUT_SECONDS: String(config.webhooks.timeoutSeconds),
     WEBHOOK_MAX_IN_FLIGHT: String(config.webhooks.maxInFlight),
     WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: String(config.webhooks.maxInFlightPerEndpoint),
-    PAGE_RATE_LIMIT_PER_ADDRESS: String(page.perAddressPerMinute),
-    PAGE_RATE_LIMIT_PER_TOKEN: String(page.perTokenPerMinute),
-    TRUST_PROXY: String(page.trustProxy),
-    AUTHORIZATIONS_PER_MANDATE_PER_DAY: String(page.authorizationsPerMandatePerDay),
+    ...optional("PAGE_RATE_LIMIT_PER_ADDRESS", page?.perAddressPerMinute),
+    ...optional("PAGE_RATE_LIMIT_PER_TOKEN", page?.perTokenPerMinute),
+    ...optional("TRUST_PROXY", page?.trustProxy),
+    ...optional("AUTHORIZATIONS_PER_MANDATE_PER_DAY", page?.authorizationsPerMandatePerDay),
     ...optional("METRICS_TOKEN", config.metricsToken && Redacted.value(config.metricsToken)),
-    INDEXER_STALL_SECONDS: String(config.indexerStallSeconds ?? 60),
-    API_RATE_LIMIT_LIVE: String(limits.livePerSecond),
-    API_RATE_LIMIT_TEST: String(limits.testPerSecond),
-    API_RATE_LIMIT_TEST_HELPERS: String(limits.testHelpersPerSecond),
-    OPEN_PAYMENTS_PER_CHAIN: String(limits.openPaymentsPerChain),
+    ...optional("INDEXER_STALL_SECONDS", config.indexerStallSeconds),
+    ...optional("API_RATE_LIMIT_LIVE", apiLimits?.livePerSecond),
+    ...optional("API_RATE_LIMIT_TEST", apiLimits?.testPerSecond),
+    ...optional("API_RATE_LIMIT_TEST_HELPERS", apiLimits?.testHelpersPerSecond),
+    ...optional("OPEN_PAYMENTS_PER_CHAIN", apiLimits?.openPaymentsPerChain),
   };
 };
 
