@@ -92,6 +92,12 @@ const stateOf = (lease: Lease, now: number): RateState => {
   };
 };
 
+/**
+ * A refusal's state: none remaining, as when it was decided (the refill since the shared bucket was read
+ * may have passed a whole token, which the next request may take).
+ */
+const refusedStateOf = (lease: Lease, now: number): RateState => ({ ...stateOf(lease, now), remaining: 0 });
+
 export class RequestLimits extends Context.Service<
   RequestLimits,
   {
@@ -193,7 +199,7 @@ export class RequestLimits extends Context.Service<
           }
           if (now < lease.blockedUntil)
             return Effect.succeed({
-              state: stateOf(lease, now),
+              state: refusedStateOf(lease, now),
               retryAfterSeconds: retryAfterSeconds((lease.blockedUntil - now) / 1000),
             });
           // The take it waited for left no token to this request, nor a whole one in the shared bucket:
@@ -201,7 +207,7 @@ export class RequestLimits extends Context.Service<
           // at every take) in memory instead of answering them.
           if (waited && lease.shared < 1)
             return Effect.succeed({
-              state: stateOf(lease, now),
+              state: refusedStateOf(lease, now),
               retryAfterSeconds: retryAfterSeconds(secondsUntil(lease.policy, lease.shared, 1)),
             });
           // A lease; after a take that left too few for the requests waiting, what the bucket holds, so
