@@ -78,7 +78,10 @@ const call = async (path: string, body?: unknown): Promise<{ status: number; tex
 
 const ok = async (path: string, body?: unknown) => {
   const answer = await call(path, body);
-  expect(answer.status, `${path}: ${answer.text}`).toBe(200);
+  expect(
+    answer.status,
+    `${path}: ${answer.text}\nthe indexer's last lines:\n${indexerLines.slice(-40).join("\n")}`,
+  ).toBe(200);
   return answer.json;
 };
 

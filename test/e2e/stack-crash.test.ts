@@ -178,6 +178,17 @@ describe("the local stack after a power cut", () => {
         intervalMs: 20,
         what: "a state save",
       });
+      // anvil truncates the file and writes it in chunks, each moving its mtime (a loaded machine takes
+      // seconds over it): the save is over once the mtime stands still.
+      let last = { at: savedAt(), since: Date.now() };
+      await waitFor(
+        async () => {
+          const at = savedAt();
+          if (at !== last.at) last = { at, since: Date.now() };
+          return Date.now() - last.since >= 500;
+        },
+        { timeoutMs: 30_000, intervalMs: 20, what: "the state save to end" },
+      );
       const saved = savedAt();
       const { charge } = await charged(mandate);
       expect((await call("/v1/test/clock/advance", { seconds: 40 * 86_400 })).status).toBe(200);
