@@ -918,6 +918,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/x402/supported": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List supported x402 kinds
+         * @description x402 v2 `GET /supported`: the `exact` scheme on each of your chains of this mode that takes payments (CAIP-2 `eip155:<chain id>`), and the relayer addresses that send settlements.
+         */
+        get: operations["x402Supported"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/x402/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify an x402 payment
+         * @description x402 v2 `POST /verify` for the `exact` scheme on EVM: an EIP-3009 authorization that pays the payment whose `deposit_address` is `payTo`, exactly `amount`, checked as the pay page checks one (signature of a key, an ERC-1271 or an ERC-6492 wallet; balance; nonce; validity window in chain time, `validBefore` at least 60 s ahead; a simulation). Nothing is sent. A refusal is `isValid: false` with the x402 specification's reason and this API's code in `invalidMessage`; a chain that does not answer is a 503. No Idempotency-Key needed.
+         */
+        post: operations["x402Verify"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/x402/settle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Settle an x402 payment
+         * @description x402 v2 `POST /settle`: verifies as `/x402/verify`, then the relayer sends the transfer (under the pay page's bounds: one transfer in flight per payer and token, a payer's cooling-off after a revert, your share of the relayer's budget) and the answer waits up to 20 s for its block. Longer: `success: false`, `errorReason: "settlement_pending"` with the transaction's hash; settling the same payload again (idempotent by the authorization's nonce) waits for the same transaction. `extra.payment` names the payment, which becomes `paid` from chain facts with `payment.paid`. No Idempotency-Key needed.
+         */
+        post: operations["x402Settle"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2434,6 +2494,85 @@ export interface components {
             /** @description Where the page's Return link leads (your site): https, or http to a loopback address in test mode */
             return_url?: string;
             features?: components["schemas"]["PortalFeatures"];
+        };
+        X402SupportedResponse: {
+            kinds: ({
+                x402Version: number | ("Infinity" | "-Infinity" | "NaN");
+                scheme: string;
+                network: string;
+            } & {
+                [key: string]: unknown;
+            })[];
+            extensions: string[];
+            /** @description The addresses that send settlements, by CAIP-2 family (`eip155:*`) */
+            signers: {
+                [key: string]: string[];
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        X402VerifyResponse: {
+            isValid: boolean;
+            /** @description One of the x402 specification's reasons (§9) */
+            invalidReason?: string;
+            /** @description This API's error code and message for the refusal */
+            invalidMessage?: string;
+            payer?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        X402PaymentRequirements: {
+            /** @description The payment scheme: `"exact"` */
+            scheme: string;
+            /** @description CAIP-2 network, `eip155:<chain id>` */
+            network: string;
+            /** @description Base units of the asset, in decimal digits */
+            amount: string;
+            /** @description The token's address */
+            asset: string;
+            /** @description The deposit address of one of the merchant's payments */
+            payTo: string;
+            maxTimeoutSeconds: number | ("Infinity" | "-Infinity" | "NaN");
+            /** @description For `exact` on EVM: the token's EIP-712 domain `{ name, version }` */
+            extra?: Record<string, never>;
+        } & {
+            [key: string]: unknown;
+        };
+        X402PaymentPayload: {
+            x402Version: number | ("Infinity" | "-Infinity" | "NaN");
+            accepted: components["schemas"]["X402PaymentRequirements"];
+            /** @description For `exact` on EVM: `{ signature, authorization: { from, to, value, validAfter, validBefore, nonce } }` (EIP-3009) */
+            payload: Record<string, never>;
+            resource?: unknown;
+            extensions?: Record<string, never>;
+        } & {
+            [key: string]: unknown;
+        };
+        X402Request: {
+            x402Version: number | ("Infinity" | "-Infinity" | "NaN");
+            paymentPayload: components["schemas"]["X402PaymentPayload"];
+            paymentRequirements: components["schemas"]["X402PaymentRequirements"];
+        } & {
+            [key: string]: unknown;
+        };
+        X402SettleResponse: {
+            success: boolean;
+            /** @description One of the x402 specification's reasons (§9), or `settlement_pending`: the transaction is sent (`transaction`) and not mined yet; settling again waits for it */
+            errorReason?: string;
+            errorMessage?: string;
+            payer?: string;
+            /** @description The transaction's hash; empty when nothing was sent */
+            transaction: string;
+            network: string;
+            amount?: string;
+            extra?: {
+                /** @description The payment (`pay_…`) the transfer pays */
+                payment: string;
+            } & {
+                [key: string]: unknown;
+            };
+        } & {
+            [key: string]: unknown;
         };
     };
     responses: never;
@@ -9977,6 +10116,424 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["PortalSession"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests of this operation's class with this API key; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    x402Supported: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "kinds": [
+                     *         {
+                     *           "x402Version": 2,
+                     *           "scheme": "exact",
+                     *           "network": "eip155:31337"
+                     *         }
+                     *       ],
+                     *       "extensions": [],
+                     *       "signers": {
+                     *         "eip155:*": [
+                     *           "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["X402SupportedResponse"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests of this operation's class with this API key; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    x402Verify: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @example 5f0c6a8e-2b1d-4e7a-9c3f-8d2e1b7a4c60 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "x402Version": 2,
+                 *       "paymentPayload": {
+                 *         "x402Version": 2,
+                 *         "accepted": {
+                 *           "scheme": "exact",
+                 *           "network": "eip155:31337",
+                 *           "amount": "4000000",
+                 *           "asset": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+                 *           "payTo": "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+                 *           "maxTimeoutSeconds": 300,
+                 *           "extra": {
+                 *             "name": "USD Coin",
+                 *             "version": "2"
+                 *           }
+                 *         },
+                 *         "payload": {
+                 *           "signature": "0x5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d1b",
+                 *           "authorization": {
+                 *             "from": "0x2546BcD3c84621e976D8185a91A922aE77ECEc30",
+                 *             "to": "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+                 *             "value": "4000000",
+                 *             "validAfter": "1772467000",
+                 *             "validBefore": "1772467900",
+                 *             "nonce": "0xa7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7"
+                 *           }
+                 *         },
+                 *         "resource": {
+                 *           "url": "https://api.example.com/report",
+                 *           "description": "Report",
+                 *           "mimeType": "application/json"
+                 *         }
+                 *       },
+                 *       "paymentRequirements": {
+                 *         "scheme": "exact",
+                 *         "network": "eip155:31337",
+                 *         "amount": "4000000",
+                 *         "asset": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+                 *         "payTo": "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+                 *         "maxTimeoutSeconds": 300,
+                 *         "extra": {
+                 *           "name": "USD Coin",
+                 *           "version": "2"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["X402Request"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "isValid": true,
+                     *       "payer": "0x2546BcD3c84621e976D8185a91A922aE77ECEc30"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["X402VerifyResponse"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No valid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object for this API key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different request. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than 65536 bytes. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests of this operation's class with this API key; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    x402Settle: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @example 5f0c6a8e-2b1d-4e7a-9c3f-8d2e1b7a4c60 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "x402Version": 2,
+                 *       "paymentPayload": {
+                 *         "x402Version": 2,
+                 *         "accepted": {
+                 *           "scheme": "exact",
+                 *           "network": "eip155:31337",
+                 *           "amount": "4000000",
+                 *           "asset": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+                 *           "payTo": "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+                 *           "maxTimeoutSeconds": 300,
+                 *           "extra": {
+                 *             "name": "USD Coin",
+                 *             "version": "2"
+                 *           }
+                 *         },
+                 *         "payload": {
+                 *           "signature": "0x5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d1b",
+                 *           "authorization": {
+                 *             "from": "0x2546BcD3c84621e976D8185a91A922aE77ECEc30",
+                 *             "to": "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+                 *             "value": "4000000",
+                 *             "validAfter": "1772467000",
+                 *             "validBefore": "1772467900",
+                 *             "nonce": "0xa7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7"
+                 *           }
+                 *         },
+                 *         "resource": {
+                 *           "url": "https://api.example.com/report",
+                 *           "description": "Report",
+                 *           "mimeType": "application/json"
+                 *         }
+                 *       },
+                 *       "paymentRequirements": {
+                 *         "scheme": "exact",
+                 *         "network": "eip155:31337",
+                 *         "amount": "4000000",
+                 *         "asset": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+                 *         "payTo": "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+                 *         "maxTimeoutSeconds": 300,
+                 *         "extra": {
+                 *           "name": "USD Coin",
+                 *           "version": "2"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["X402Request"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "payer": "0x2546BcD3c84621e976D8185a91A922aE77ECEc30",
+                     *       "transaction": "0x3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c",
+                     *       "network": "eip155:31337",
+                     *       "amount": "4000000",
+                     *       "extra": {
+                     *         "payment": "pay_01KJQ0T6B00G7ZTP95TG713HKV"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["X402SettleResponse"];
                 };
             };
             /** @description Invalid request: a parameter is missing, unknown or invalid; the body is not a JSON object; or Idempotency-Key is missing. */

@@ -92,6 +92,7 @@ import { webhookFanOut } from "./webhooks/fan-out.ts";
 import { SecretBox } from "./webhooks/secret-box.ts";
 import { AttemptSender } from "./webhooks/sender.ts";
 import { runWorkers } from "./workers/runtime.ts";
+import { X402Facilitator } from "./x402/facilitator.ts";
 
 export const loggingLayer = (config: Pick<ServiceConfig, "logFormat" | "logLevel">) =>
   Layer.mergeAll(
@@ -201,7 +202,9 @@ export const servicesLayer = (
     Layer.provideMerge(PaymentRender.layer),
     Layer.provideMerge(charges),
   );
-  const helpers = Layer.mergeAll(TestHelpers.layer, TestPayments.layer).pipe(Layer.provideMerge(payments));
+  const helpers = Layer.mergeAll(TestHelpers.layer, TestPayments.layer, X402Facilitator.layer).pipe(
+    Layer.provideMerge(payments),
+  );
   return FactApplication.layer.pipe(Layer.provideMerge(helpers));
 };
 

@@ -49,6 +49,7 @@ import { reportRoutes } from "./http/routes/reports.ts";
 import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
 import { testHelperRoutes } from "./http/routes/test-helpers.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
+import { x402Routes } from "./http/routes/x402.ts";
 import type { Idempotency } from "./idempotency/idempotency.ts";
 import { serviceLayer } from "./layers.ts";
 import { RequestLimits } from "./limits/request-limits.ts";
@@ -77,6 +78,7 @@ import type { TestPayments } from "./testing/test-payments.ts";
 import type { Deliveries } from "./webhooks/deliveries.ts";
 import type { WebhookEndpoints } from "./webhooks/endpoints.ts";
 import { Workers } from "./workers/runtime.ts";
+import type { X402Facilitator } from "./x402/facilitator.ts";
 
 export { domainLayer, loggingLayer, serviceLayer } from "./layers.ts";
 
@@ -115,7 +117,8 @@ export type AppServices =
   | PortalViews
   | PortalActions
   | RequestLimits
-  | OpenPayments;
+  | OpenPayments
+  | X402Facilitator;
 
 export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...chainRoutes,
@@ -131,6 +134,7 @@ export const routes: ReadonlyArray<AnyRoute<AppServices>> = [
   ...subscriptionRoutes,
   ...webhookRoutes,
   ...portalSessionRoutes,
+  ...x402Routes,
 ];
 
 const ponderAnswersReady = async (ponderUrl: string): Promise<boolean> => {

@@ -307,7 +307,16 @@ export const makeApp = <R>(options: AppOptions<R>): Hono<Env> => {
       body: Awaited<ReturnType<typeof readBody>>,
     ) {
       const { caller, params } = yield* admitted(c);
-      const key = yield* validateIdempotencyKey(c.req.header("idempotency-key"));
+      const header = c.req.header("idempotency-key");
+      if (route.idempotentByContent && header === undefined) {
+        const input = yield* Effect.fromResult(body);
+        const bodyText = yield* Effect.flatMap(
+          route.handler({ caller, body: input.value, params }),
+          encodeBody,
+        );
+        return { status, bodyText, replayed: false };
+      }
+      const key = yield* validateIdempotencyKey(header);
       const input = yield* Effect.fromResult(body);
       const idempotency = yield* Idempotency;
       return yield* idempotency.run(

@@ -115,7 +115,7 @@ export const buildOpenApi = <R>(routes: ReadonlyArray<AnyRoute<R>>, info: { read
       parameters.push({
         name: "Idempotency-Key",
         in: "header",
-        required: true,
+        required: route.idempotentByContent !== true,
         schema: { type: "string" },
         example: "5f0c6a8e-2b1d-4e7a-9c3f-8d2e1b7a4c60",
       });

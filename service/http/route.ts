@@ -62,6 +62,12 @@ export interface Route<B, S extends Schema.Top, R> {
    * (idempotency/idempotency.ts, `transactional`).
    */
   readonly transactional?: boolean;
+  /**
+   * A POST idempotent by its content (x402's verify reads; its settle is keyed by the authorization's
+   * nonce), called by clients that send no Idempotency-Key: none is asked for. One sent is used as on
+   * any POST.
+   */
+  readonly idempotentByContent?: boolean;
   readonly handler: (context: RouteContext<B>) => Effect.Effect<S["Type"], ApiFailure | SqlError.SqlError, R>;
   readonly examples: RouteExamples<B, S>;
   /**

@@ -41,7 +41,7 @@ import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
 import { relayerUnavailable, unavailable } from "../chains/unavailable.ts";
 import { WalletDeployments, walletDeploymentPurpose } from "../chains/wallet-deployments.ts";
-import { SignatureHex, WalletSignatures } from "../chains/wallet-signatures.ts";
+import { type CheckedSignatures, SignatureHex, WalletSignatures } from "../chains/wallet-signatures.ts";
 import type { ErrorCode } from "../error-codes.ts";
 import { InvalidRequest, RateLimited, type Unavailable } from "../errors.ts";
 import { formatDecimal } from "../money/decimal.ts";
@@ -82,6 +82,10 @@ export const PayAuthorizationRequest = Schema.Struct({
 export type PayAuthorizationRequest = typeof PayAuthorizationRequest.Type;
 
 const MAX_UINT256 = 2n ** 256n - 1n;
+
+/** The relayer's purpose for one authorization: the same authorization twice is the same transaction. */
+export const gaslessPurpose = (chainId: number, paymentId: string, from: string, nonce: string) =>
+  `${gaslessAction(chainId, paymentId)}:${from.toLowerCase()}:${nonce.toLowerCase()}`;
 
 const tokenAbi = parseAbi([
   "function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)",
@@ -268,11 +272,10 @@ const make = Effect.gen(function* () {
       if (outcome !== undefined) return yield* refusalOf(outcome);
     });
 
-  /** Checks and submits a signed authorization for the payment; the relayer's transaction, or a refusal. */
-  const submit = (payment: PaymentRow, input: PayAuthorizationRequest) =>
+  /** The authorization as the token reads it, and the relayer's purpose and action for it. */
+  const parse = (payment: PaymentRow, input: PayAuthorizationRequest) =>
     Effect.gen(function* () {
       const chain = yield* chainOfPayment(registry, payment);
-      const token = payment.token_address as Hex;
       const action = gaslessAction(chain.id, payment.id);
       const authorization: TransferAuthorization = {
         from: getAddress(input.from),
@@ -289,12 +292,21 @@ const make = Effect.gen(function* () {
       ] as const)
         if (value > MAX_UINT256)
           return yield* refuse("parameter_invalid", `${param} must fit in 256 bits.`, param);
-      const purpose = `${action}:${authorization.from.toLowerCase()}:${authorization.nonce}`;
-      // The same authorization again (a double click, a retry): its transaction, sending nothing.
-      const earlier = yield* relayer.find(chain.id, purpose);
-      if (earlier) return earlier;
-      yield* tokenStates.guard(chain, token);
+      const purpose = gaslessPurpose(chain.id, payment.id, authorization.from, authorization.nonce);
+      return { chain, token: payment.token_address as Hex, action, authorization, purpose };
+    });
 
+  /**
+   * Every check made before the relayer is asked: the token, the payment, the authorization against it
+   * (chain time), the signature and the payer.
+   */
+  const check = (
+    payment: PaymentRow,
+    { chain, token, authorization }: Effect.Success<ReturnType<typeof parse>>,
+    signature: Hex,
+  ) =>
+    Effect.gen(function* () {
+      yield* tokenStates.guard(chain, token);
       const domain = yield* sessions.gaslessDomain(chain, token);
       if (domain._tag === "None")
         return yield* refuse(
@@ -319,16 +331,59 @@ const make = Effect.gen(function* () {
       const problem = problemWith(payment);
       if (problem) return yield* refuse(problem.code, problem.message, problem.param);
 
-      const checked = yield* walletSignatures.verify(chain, authorization.from, [
+      const signed = yield* walletSignatures.verify(chain, authorization.from, [
         {
           hash: hashTypedData(transferAuthorizationTypedData(domain.value, authorization)),
-          signature: input.signature as Hex,
+          signature,
           param: "signature",
           what: "this authorization (EIP-712 TransferWithAuthorization in the token's domain)",
         },
       ]);
-      const signature = checked.signatures[0] as Hex;
       yield* checkPayer(chain, payment, authorization, now);
+      return { now, problemWith, signed };
+    });
+
+  /** The token call the relayer sends: a key's signature as v, r, s, a contract wallet's as bytes. */
+  const callData = (authorization: TransferAuthorization, signed: CheckedSignatures) => {
+    const signature = signed.signatures[0] as Hex;
+    const { from, to, value, validAfter, validBefore, nonce } = authorization;
+    if (signed.contract)
+      return encodeFunctionData({
+        abi: tokenAbi,
+        functionName: "transferWithAuthorization",
+        args: [from, to, value, validAfter, validBefore, nonce, signature],
+      });
+    const { r, s, v, yParity } = parseSignature(signature);
+    return encodeFunctionData({
+      abi: tokenAbi,
+      functionName: "transferWithAuthorization",
+      args: [from, to, value, validAfter, validBefore, nonce, Number(v ?? BigInt(yParity + 27)), r, s],
+    });
+  };
+
+  /**
+   * Everything `submit` checks, without sending anything (an x402 facilitator's verify): the payer, or a
+   * refusal. The same authorization already sent is refused here (its nonce is used or in flight); a
+   * counterfactual wallet's transfer cannot be simulated before the wallet exists, its signature was.
+   */
+  const verify = (payment: PaymentRow, input: PayAuthorizationRequest) =>
+    Effect.gen(function* () {
+      const parsed = yield* parse(payment, input);
+      const { signed } = yield* check(payment, parsed, input.signature as Hex);
+      if (signed.deployment === null)
+        yield* simulate(parsed.chain, parsed.token, callData(parsed.authorization, signed));
+      return parsed.authorization.from;
+    });
+
+  /** Checks and submits a signed authorization for the payment; the relayer's transaction, or a refusal. */
+  const submit = (payment: PaymentRow, input: PayAuthorizationRequest) =>
+    Effect.gen(function* () {
+      const parsed = yield* parse(payment, input);
+      const { chain, token, action, authorization, purpose } = parsed;
+      // The same authorization again (a double click, a retry): its transaction, sending nothing.
+      const earlier = yield* relayer.find(chain.id, purpose);
+      if (earlier) return earlier;
+      const { now, problemWith, signed } = yield* check(payment, parsed, input.signature as Hex);
       /**
        * Under the payment's row lock: one decision per payment at a time, on its current amounts, and the
        * day's limit, unless a transfer already on its way answers the submission (`transfer`: sends nothing).
@@ -368,40 +423,16 @@ const make = Effect.gen(function* () {
             });
         });
       // A counterfactual wallet (ERC-6492) is deployed first; the transfer is then simulated against it.
-      if (checked.deployment !== null)
+      if (signed.deployment !== null)
         yield* walletDeployments.deploy(chain, {
           address: authorization.from,
-          deployment: checked.deployment,
+          deployment: signed.deployment,
           action: `${action}:wallet:${authorization.from.toLowerCase()}`,
           source: { object: "payment", id: payment.id },
           merchantId: payment.merchant_id,
           admit: admit("deployment"),
         });
-      const { from, to, value, validAfter, validBefore, nonce } = authorization;
-      const data = checked.contract
-        ? encodeFunctionData({
-            abi: tokenAbi,
-            functionName: "transferWithAuthorization",
-            args: [from, to, value, validAfter, validBefore, nonce, signature],
-          })
-        : (() => {
-            const { r, s, v, yParity } = parseSignature(signature);
-            return encodeFunctionData({
-              abi: tokenAbi,
-              functionName: "transferWithAuthorization",
-              args: [
-                from,
-                to,
-                value,
-                validAfter,
-                validBefore,
-                nonce,
-                Number(v ?? BigInt(yParity + 27)),
-                r,
-                s,
-              ],
-            });
-          })();
+      const data = callData(authorization, signed);
       yield* simulate(chain, token, data);
 
       return yield* sql.withTransaction(
@@ -438,7 +469,7 @@ const make = Effect.gen(function* () {
       );
     });
 
-  return { submit };
+  return { verify, submit };
 });
 
 export class GaslessPayments extends Context.Service<GaslessPayments>()("GaslessPayments", { make }) {

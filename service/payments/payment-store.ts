@@ -153,6 +153,13 @@ const make = Effect.gen(function* () {
       select([sql`p.id = ${id}`], { lock: "update" }).pipe(Effect.flatMap(theRow(`payment ${id}`))),
     byPageToken: (token: string) =>
       select([sql`p.page_token = ${token}`]).pipe(Effect.map((rows) => rows[0])),
+    /** The merchant's payment with this deposit address on the chain, if any (an x402 `payTo`). */
+    byDeposit: (scope: MerchantScope, chainId: number, depositAddress: string) =>
+      select([
+        sql`p.chain_id = ${chainId}`,
+        sql`p.deposit_address = ${depositAddress.toLowerCase()}`,
+        ...inScope(scope),
+      ]).pipe(Effect.map((rows) => rows[0])),
     /** The chain's payments with these deposit addresses, locked in id order: what chain facts apply to. */
     lockByDeposits: (chainId: number, depositAddresses: ReadonlyArray<string>) =>
       depositAddresses.length === 0

@@ -26,6 +26,9 @@ const VERBS = [
   "Authorize",
   "Advance",
   "Pay",
+  // x402's facilitator operations, by the protocol's names.
+  "Verify",
+  "Settle",
 ] as const;
 
 const MAX_WORDS = 6;

@@ -1,0 +1,115 @@
+/**
+ * The x402 v2 facilitator's wire format (x402-specification-v2.md §5, §7): what `@x402/core`'s
+ * `HTTPFacilitatorClient` posts to /verify and /settle and reads back, and the /supported answer.
+ * The protocol's own field names (camelCase), not the API's: a facilitator is called by x402's clients
+ * unchanged. Its objects may carry more than these fields (later protocol versions, extensions): they
+ * are kept, not refused.
+ */
+import { Schema } from "effect";
+
+/** Fields a later x402 version or an extension may add, kept as they come. */
+const Rest = Schema.Record(Schema.String, Schema.Unknown);
+const open = <S extends Schema.Struct<Schema.Struct.Fields>>(struct: S) =>
+  Schema.StructWithRest(struct, [Rest]);
+
+export const PaymentRequirements = open(
+  Schema.Struct({
+    scheme: Schema.String.annotate({ description: 'The payment scheme: `"exact"`' }),
+    network: Schema.String.annotate({ description: "CAIP-2 network, `eip155:<chain id>`" }),
+    amount: Schema.String.annotate({ description: "Base units of the asset, in decimal digits" }),
+    asset: Schema.String.annotate({ description: "The token's address" }),
+    payTo: Schema.String.annotate({ description: "The deposit address of one of the merchant's payments" }),
+    maxTimeoutSeconds: Schema.Number,
+    extra: Schema.optionalKey(
+      Rest.annotate({ description: "For `exact` on EVM: the token's EIP-712 domain `{ name, version }`" }),
+    ),
+  }),
+).annotate({ identifier: "X402PaymentRequirements" });
+export type PaymentRequirements = typeof PaymentRequirements.Type;
+
+export const PaymentPayload = open(
+  Schema.Struct({
+    x402Version: Schema.Number,
+    accepted: PaymentRequirements,
+    payload: Rest.annotate({
+      description:
+        "For `exact` on EVM: `{ signature, authorization: { from, to, value, validAfter, validBefore, nonce } }` (EIP-3009)",
+    }),
+    resource: Schema.optionalKey(Schema.Unknown),
+    extensions: Schema.optionalKey(Rest),
+  }),
+).annotate({ identifier: "X402PaymentPayload" });
+export type PaymentPayload = typeof PaymentPayload.Type;
+
+export const X402Request = open(
+  Schema.Struct({
+    x402Version: Schema.Number.annotate({ description: "2" }),
+    paymentPayload: PaymentPayload,
+    paymentRequirements: PaymentRequirements,
+  }),
+).annotate({ identifier: "X402Request" });
+export type X402Request = typeof X402Request.Type;
+
+const pattern = (regex: RegExp) => Schema.String.check(Schema.isPattern(regex));
+
+/** The `exact` scheme's EVM payload: an EIP-3009 TransferWithAuthorization and its signature. */
+export const ExactEvmPayload = Schema.Struct({
+  signature: pattern(/^0x(?:[0-9a-fA-F]{2}){65,4096}$/),
+  authorization: Schema.Struct({
+    from: pattern(/^0x[0-9a-fA-F]{40}$/),
+    to: pattern(/^0x[0-9a-fA-F]{40}$/),
+    value: pattern(/^(0|[1-9]\d{0,77})$/),
+    validAfter: pattern(/^(0|[1-9]\d{0,77})$/),
+    validBefore: pattern(/^(0|[1-9]\d{0,77})$/),
+    nonce: pattern(/^0x[0-9a-fA-F]{64}$/),
+  }),
+});
+export type ExactEvmPayload = typeof ExactEvmPayload.Type;
+
+export const VerifyResponse = Schema.Struct({
+  isValid: Schema.Boolean,
+  invalidReason: Schema.optionalKey(
+    Schema.String.annotate({ description: "One of the x402 specification's reasons (§9)" }),
+  ),
+  invalidMessage: Schema.optionalKey(
+    Schema.String.annotate({ description: "This API's error code and message for the refusal" }),
+  ),
+  payer: Schema.optionalKey(Schema.String),
+}).annotate({ identifier: "X402VerifyResponse" });
+export type VerifyResponse = typeof VerifyResponse.Type;
+
+export const SettleResponse = Schema.Struct({
+  success: Schema.Boolean,
+  errorReason: Schema.optionalKey(
+    Schema.String.annotate({
+      description:
+        "One of the x402 specification's reasons (§9), or `settlement_pending`: the transaction is sent (`transaction`) and not mined yet; settling again waits for it",
+    }),
+  ),
+  errorMessage: Schema.optionalKey(Schema.String),
+  payer: Schema.optionalKey(Schema.String),
+  transaction: Schema.String.annotate({ description: "The transaction's hash; empty when nothing was sent" }),
+  network: Schema.String,
+  amount: Schema.optionalKey(Schema.String),
+  extra: Schema.optionalKey(
+    Schema.Struct({
+      payment: Schema.String.annotate({ description: "The payment (`pay_…`) the transfer pays" }),
+    }),
+  ),
+}).annotate({ identifier: "X402SettleResponse" });
+export type SettleResponse = typeof SettleResponse.Type;
+
+export const SupportedResponse = Schema.Struct({
+  kinds: Schema.Array(
+    Schema.Struct({
+      x402Version: Schema.Number,
+      scheme: Schema.String,
+      network: Schema.String,
+    }),
+  ),
+  extensions: Schema.Array(Schema.String),
+  signers: Schema.Record(Schema.String, Schema.Array(Schema.String)).annotate({
+    description: "The addresses that send settlements, by CAIP-2 family (`eip155:*`)",
+  }),
+}).annotate({ identifier: "X402SupportedResponse" });
+export type SupportedResponse = typeof SupportedResponse.Type;

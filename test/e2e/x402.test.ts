@@ -1,0 +1,475 @@
+/**
+ * x402 with its published packages, unchanged (docs/x402.md): a resource server protected by
+ * `@x402/hono`'s `paymentMiddleware`, its facilitator our `/x402` with the merchant's key, and a client
+ * paying with `@x402/fetch` and a viem account holding the local chain's USDC (Circle's FiatTokenV2_2).
+ * `payTo` is a payment's deposit address: the settlement pays it, and `payment.paid` follows. Bad
+ * authorizations are refused at verify with the specification's reasons, and nothing is sent.
+ *
+ * On a stack of its own: x402's client signs its validity window in wall-clock time, which the shared
+ * stack's chain has left behind (its tests move the chain's clock forward by months).
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import { type ServerType, serve } from "@hono/node-server";
+import { HTTPFacilitatorClient } from "@x402/core/server";
+import { ExactEvmScheme as ExactEvmClient } from "@x402/evm/exact/client";
+import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
+import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch";
+import { paymentMiddleware, x402ResourceServer } from "@x402/hono";
+import { Hono } from "hono";
+import { getAddress, type Hex, parseSignature } from "viem";
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { usdcAbi } from "../../scripts/stack/circle-usdc.ts";
+import { localChain, type ScratchStack, startScratchStack } from "../../scripts/stack/scratch-stack.ts";
+import type { RunningStack } from "../../scripts/stack/stack.ts";
+import { waitFor } from "../../scripts/stack/wait.ts";
+import {
+  type TransferAuthorization,
+  transferAuthorizationTypedData,
+} from "../../service/payments/transfer-authorization.ts";
+import { verifySignature } from "../../service/webhooks/signature.ts";
+import { chainDriver, usd } from "./chain-driver.ts";
+import { newAddress, queryAt } from "./helpers.ts";
+import { type Received, startReceiver } from "./receiver.ts";
+
+const CHAIN = 31337;
+const NETWORK = `eip155:${CHAIN}`;
+
+let scratch: ScratchStack;
+let stack: RunningStack;
+let chain: ReturnType<typeof chainDriver>;
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
+let endpointSecret: string;
+const servers: ServerType[] = [];
+
+// biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary JSON bodies
+type Json = any;
+
+const call = async (path: string, body?: unknown, headers: Record<string, string> = {}) => {
+  const response = await fetch(`${stack.apiUrl}${path}`, {
+    method: body === undefined ? "GET" : "POST",
+    headers: {
+      authorization: `Bearer ${stack.devMerchant.apiKey}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+      ...headers,
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, json: (text ? JSON.parse(text) : undefined) as Json, text };
+};
+
+const ok = async (path: string, body?: unknown) => {
+  const answer = await call(path, body, body === undefined ? {} : { "idempotency-key": randomUUID() });
+  expect(answer.status, answer.text).toBe(200);
+  return answer.json;
+};
+
+/** The relayer's transfers by authorization (its sweeps of deposit addresses come at their own pace). */
+const relayerTransactions = async () =>
+  (
+    await queryAt(stack.databaseUrl)<{ n: number }>(
+      "SELECT count(*)::int AS n FROM billing.relayer_transactions WHERE chain_id = $1 AND purpose LIKE 'pay-gasless:%'",
+      [CHAIN],
+    )
+  )[0]?.n;
+
+/** The x402 requirements of a payment: exactly what is left to pay, to its deposit address. */
+const requirementsOf = (payment: Json) => ({
+  scheme: "exact",
+  network: NETWORK,
+  amount: payment.amount_remaining as string,
+  asset: getAddress(chain.usdc),
+  payTo: payment.address as string,
+  maxTimeoutSeconds: 300,
+  extra: { name: "USD Coin", version: "2" },
+});
+
+/** A resource server on 127.0.0.1 whose `GET /report` costs the payment's price, settled by our facilitator. */
+const startResourceServer = async (payment: Json, seen: string[]) => {
+  const auth = { Authorization: `Bearer ${stack.devMerchant.apiKey}` };
+  const facilitator = new HTTPFacilitatorClient({
+    url: `${stack.apiUrl}/x402`,
+    createAuthHeaders: async () => ({ verify: auth, settle: auth, supported: auth }),
+  });
+  const requirements = requirementsOf(payment);
+  const app = new Hono();
+  app.use(async (c, next) => {
+    const signature = c.req.header("payment-signature");
+    if (signature) seen.push(signature);
+    await next();
+  });
+  app.use(
+    paymentMiddleware(
+      {
+        "GET /report": {
+          accepts: {
+            scheme: "exact",
+            network: NETWORK,
+            payTo: requirements.payTo,
+            price: { amount: requirements.amount, asset: requirements.asset, extra: requirements.extra },
+            maxTimeoutSeconds: requirements.maxTimeoutSeconds,
+          },
+          description: "A report",
+        },
+      },
+      new x402ResourceServer(facilitator).register(NETWORK, new ExactEvmServer()),
+    ),
+  );
+  app.get("/report", (c) => c.json({ report: "the numbers" }));
+  const server = await new Promise<ServerType>((resolve) => {
+    const started = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(started));
+  });
+  servers.push(server);
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+};
+
+/** A wallet holding `amount` of the chain's USDC and no ether: it pays only by signing. */
+const newPayer = async (amount: string) => {
+  const account = privateKeyToAccount(generatePrivateKey());
+  await chain.mint(account.address, usd(amount));
+  return account;
+};
+
+/** An x402 payload as `@x402/evm`'s client builds it, signed by `signer` over `signed` (default: what it claims). */
+const payloadOf = async (
+  signer: PrivateKeyAccount,
+  requirements: ReturnType<typeof requirementsOf>,
+  claimed: TransferAuthorization,
+  signed: TransferAuthorization = claimed,
+) => ({
+  x402Version: 2,
+  accepted: requirements,
+  payload: {
+    signature: await signer.signTypedData(
+      transferAuthorizationTypedData(
+        { name: "USD Coin", version: "2", chainId: CHAIN, verifyingContract: getAddress(chain.usdc) },
+        signed,
+      ),
+    ),
+    authorization: {
+      from: claimed.from,
+      to: claimed.to,
+      value: claimed.value.toString(),
+      validAfter: claimed.validAfter.toString(),
+      validBefore: claimed.validBefore.toString(),
+      nonce: claimed.nonce,
+    },
+  },
+});
+
+const newNonce = () => `0x${randomBytes(32).toString("hex")}` as Hex;
+
+beforeAll(async () => {
+  scratch = await startScratchStack("x402", {
+    chains: [localChain({ name: "x402 chain", hold_seconds: 0 })],
+    logLevel: "Error",
+  });
+  stack = scratch.stack;
+  chain = chainDriver(CHAIN, stack.chainsFile);
+  receiver = await startReceiver();
+  const endpoint = await ok("/v1/webhook_endpoints", { url: receiver.url, events: ["payment.paid"] });
+  endpointSecret = endpoint.secret;
+}, 180_000);
+
+afterAll(async () => {
+  for (const server of servers) server.close();
+  await receiver?.close();
+  await scratch?.stop();
+});
+
+describe("x402 facilitator", () => {
+  it("lists the exact scheme on the merchant's payment chains and the relayer that settles", async () => {
+    const supported = await ok("/x402/supported");
+    expect(supported).toEqual({
+      kinds: [{ x402Version: 2, scheme: "exact", network: NETWORK }],
+      extensions: [],
+      signers: { "eip155:*": [privateKeyToAccount(stack.relayerKey).address] },
+    });
+  });
+
+  let paid: { payment: Json; signatureHeader: string; transaction: string } | undefined;
+
+  it("a route behind @x402/hono answers 402, @x402/fetch pays it through our facilitator, and payment.paid follows", async () => {
+    const payment = await ok("/v1/payments", { amount_decimal: "4", reference: "x402-report" });
+    const seen: string[] = [];
+    const resource = await startResourceServer(payment, seen);
+
+    const unpaid = await fetch(`${resource}/report`);
+    expect(unpaid.status).toBe(402);
+    const required = JSON.parse(
+      Buffer.from(unpaid.headers.get("payment-required") ?? "", "base64").toString(),
+    );
+    expect(required.accepts).toEqual([expect.objectContaining(requirementsOf(payment))]);
+
+    const payer = await newPayer("10");
+    // The local USDC is no default asset of @x402/evm's: the client opts in to it, with a cap a payment.
+    const client = x402Client.fromConfig({
+      schemes: [{ network: NETWORK, client: new ExactEvmClient(payer) }],
+      spendControls: {
+        allowedAssets: [{ network: NETWORK, asset: getAddress(chain.usdc), maxAmountPerPayment: "5000000" }],
+      },
+    });
+    const pay = wrapFetchWithPayment(fetch, client);
+    const before = await relayerTransactions();
+    const answered = await pay(`${resource}/report`);
+    expect(answered.status, await answered.clone().text()).toBe(200);
+    expect(await answered.json()).toEqual({ report: "the numbers" });
+    const settlement = decodePaymentResponseHeader(answered.headers.get("payment-response") ?? "");
+    expect(settlement).toMatchObject({ success: true, network: NETWORK, payer: payer.address });
+    expect(settlement.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+    expect(await relayerTransactions()).toBe((before ?? 0) + 1);
+    const receipt = await chain.client.getTransactionReceipt({ hash: settlement.transaction as Hex });
+    expect(receipt.status).toBe("success");
+
+    await waitFor(async () => (await ok(`/v1/payments/${payment.id}`)).status === "paid", {
+      timeoutMs: 60_000,
+      intervalMs: 200,
+      what: "the payment paid",
+    });
+    const after = await ok(`/v1/payments/${payment.id}`);
+    expect(after.transfers.map((t: Json) => t.transaction_hash)).toContain(settlement.transaction);
+    const paidEvent = () =>
+      receiver.received.find(
+        (r: Received) => r.event.type === "payment.paid" && (r.event.data.object as Json)?.id === payment.id,
+      );
+    await waitFor(async () => paidEvent() !== undefined, {
+      timeoutMs: 60_000,
+      intervalMs: 100,
+      what: "payment.paid delivered",
+    });
+    const event = paidEvent() as Received;
+    expect(
+      verifySignature({
+        header: event.headers["x-service-signature"] as string,
+        body: event.raw,
+        secrets: endpointSecret,
+        now: Math.floor(Date.now() / 1000),
+      }),
+    ).toMatchObject({ ok: true });
+    const listed = await ok("/v1/payments?reference=x402-report");
+    expect(listed.data.map((p: Json) => p.id)).toEqual([payment.id]);
+    paid = { payment, signatureHeader: seen.at(-1) ?? "", transaction: settlement.transaction };
+  });
+
+  it("settles the same payload again with the same transaction, and verifies it no more", async () => {
+    expect(paid).toBeDefined();
+    if (paid === undefined) return;
+    const paymentPayload = JSON.parse(Buffer.from(paid.signatureHeader, "base64").toString());
+    const request = { x402Version: 2, paymentPayload, paymentRequirements: requirementsOf(paid.payment) };
+    const before = await relayerTransactions();
+    const again = await call("/x402/settle", request);
+    expect(again.status, again.text).toBe(200);
+    expect(again.json).toMatchObject({ success: true, transaction: paid.transaction });
+    expect(again.json.extra).toEqual({ payment: paid.payment.id });
+    const verified = await call("/x402/verify", request);
+    expect(verified.json).toMatchObject({ isValid: false, invalidReason: "invalid_payment_requirements" });
+    expect(await relayerTransactions()).toBe(before);
+  });
+
+  it("bounds a payer across payments as the pay page does; a settle that outwaits its block answers settlement_pending, and settling again returns it mined", async () => {
+    const payments = await Promise.all(
+      Array.from({ length: 5 }, () => ok("/v1/payments", { amount_decimal: "2" })),
+    );
+    // One payment's worth, signed for each of five payments at once.
+    const payer = await newPayer("2");
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    const requests = await Promise.all(
+      payments.map(async (payment) => {
+        const requirements = requirementsOf(payment);
+        const authorization: TransferAuthorization = {
+          from: payer.address,
+          to: getAddress(payment.address),
+          value: usd("2"),
+          validAfter: now - 600n,
+          validBefore: now + 300n,
+          nonce: newNonce(),
+        };
+        return {
+          x402Version: 2,
+          paymentPayload: await payloadOf(payer, requirements, authorization),
+          paymentRequirements: requirements,
+        };
+      }),
+    );
+    const before = await relayerTransactions();
+    await chain.rpc("evm_setAutomine", [false]);
+    let answers: Awaited<ReturnType<typeof call>>[];
+    try {
+      answers = await Promise.all(requests.map((request) => call("/x402/settle", request)));
+    } finally {
+      await chain.rpc("evm_setAutomine", [true]);
+    }
+    const pending = answers.filter((a) => a.json?.errorReason === "settlement_pending");
+    expect(pending, JSON.stringify(answers.map((a) => a.json))).toHaveLength(1);
+    expect(pending[0]?.json.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+    for (const answer of answers.filter((a) => a !== pending[0])) {
+      if (answer.status === 429) expect(answer.json.error.code).toBe("authorization_in_flight");
+      else
+        expect(answer.json, answer.text).toMatchObject({ success: false, errorReason: "insufficient_funds" });
+    }
+    expect(await relayerTransactions()).toBe((before ?? 0) + 1);
+
+    await chain.mine(1);
+    const index = answers.indexOf(pending[0] as (typeof answers)[number]);
+    const again = await call("/x402/settle", requests[index]);
+    expect(again.json).toMatchObject({ success: true, transaction: pending[0]?.json.transaction });
+    expect(await relayerTransactions()).toBe((before ?? 0) + 1);
+  });
+
+  it("refuses bad authorizations at verify and settle with the specification's reasons, and sends nothing", async () => {
+    const payment = await ok("/v1/payments", { amount_decimal: "4" });
+    const requirements = requirementsOf(payment);
+    const payer = await newPayer("10");
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    const good: TransferAuthorization = {
+      from: payer.address,
+      to: getAddress(payment.address),
+      value: usd("4"),
+      validAfter: now - 600n,
+      validBefore: now + 300n,
+      nonce: newNonce(),
+    };
+    // A nonce the payer already used on the token (a transfer it sent itself).
+    const used = newNonce();
+    const spent = { ...good, to: newAddress(), value: 1n, nonce: used };
+    const spentSignature = parseSignature((await payloadOf(payer, requirements, spent)).payload.signature);
+    const sender = await chain.newStranger();
+    await chain.call(sender, chain.usdc, usdcAbi, "transferWithAuthorization", [
+      spent.from,
+      spent.to,
+      spent.value,
+      spent.validAfter,
+      spent.validBefore,
+      spent.nonce,
+      Number(spentSignature.v),
+      spentSignature.r,
+      spentSignature.s,
+    ]);
+    const poor = await newPayer("1");
+
+    const cases: Array<[string, Json, string]> = [
+      [
+        "wrong recipient",
+        await payloadOf(payer, requirements, { ...good, to: newAddress() }),
+        "invalid_exact_evm_payload_recipient_mismatch",
+      ],
+      [
+        "expired",
+        await payloadOf(payer, requirements, { ...good, validBefore: now - 10n }),
+        "invalid_exact_evm_payload_authorization_valid_before",
+      ],
+      [
+        "not valid yet",
+        await payloadOf(payer, requirements, { ...good, validAfter: now + 3600n }),
+        "invalid_exact_evm_payload_authorization_valid_after",
+      ],
+      [
+        "replayed nonce",
+        await payloadOf(payer, requirements, { ...good, nonce: used }),
+        "invalid_transaction_state",
+      ],
+      [
+        "insufficient balance",
+        await payloadOf(poor, requirements, { ...good, from: poor.address }),
+        "insufficient_funds",
+      ],
+      [
+        "tampered amount (signed 1 unit, claims 4 USDC)",
+        await payloadOf(payer, requirements, good, { ...good, value: 1n }),
+        "invalid_exact_evm_payload_signature",
+      ],
+      [
+        "less than the requirements",
+        await payloadOf(payer, requirements, { ...good, value: usd("1") }),
+        "invalid_exact_evm_payload_authorization_value_mismatch",
+      ],
+      [
+        "signed by another key",
+        await payloadOf(poor, requirements, good),
+        "invalid_exact_evm_payload_signature",
+      ],
+    ];
+    const before = await relayerTransactions();
+    for (const [what, paymentPayload, reason] of cases) {
+      const request = { x402Version: 2, paymentPayload, paymentRequirements: requirements };
+      const verified = await call("/x402/verify", request);
+      expect(verified.status, `${what}: ${verified.text}`).toBe(200);
+      expect(verified.json, what).toMatchObject({ isValid: false, invalidReason: reason });
+      const settled = await call("/x402/settle", request);
+      expect(settled.status, `${what}: ${settled.text}`).toBe(200);
+      expect(settled.json, what).toMatchObject({
+        success: false,
+        errorReason: reason,
+        transaction: "",
+        network: NETWORK,
+      });
+    }
+
+    const valid = await payloadOf(payer, requirements, good);
+    const elsewhere = [
+      [
+        "a network the merchant has not configured",
+        { ...requirements, network: "eip155:1" },
+        "invalid_network",
+      ],
+      ["another scheme", { ...requirements, scheme: "upto" }, "unsupported_scheme"],
+      [
+        "payTo not a deposit address of the merchant's",
+        { ...requirements, payTo: newAddress() },
+        "invalid_payment_requirements",
+      ],
+      [
+        "another token domain",
+        { ...requirements, extra: { name: "USDC", version: "2" } },
+        "invalid_payment_requirements",
+      ],
+    ] as const;
+    for (const [what, paymentRequirements, reason] of elsewhere) {
+      const to = getAddress(paymentRequirements.payTo);
+      const verified = await call("/x402/verify", {
+        x402Version: 2,
+        paymentPayload: await payloadOf(payer, paymentRequirements, { ...good, to }),
+        paymentRequirements,
+      });
+      expect(verified.json, what).toMatchObject({ isValid: false, invalidReason: reason });
+    }
+    const version1 = await call("/x402/verify", {
+      x402Version: 1,
+      paymentPayload: { ...valid, x402Version: 1 },
+      paymentRequirements: requirements,
+    });
+    expect(version1.json).toMatchObject({ isValid: false, invalidReason: "invalid_x402_version" });
+    const mismatched = await call("/x402/verify", {
+      x402Version: 2,
+      paymentPayload: valid,
+      paymentRequirements: { ...requirements, amount: usd("3").toString() },
+    });
+    expect(mismatched.json).toMatchObject({ isValid: false, invalidReason: "invalid_payment_requirements" });
+    const malformed = await call("/x402/verify", {
+      x402Version: 2,
+      paymentPayload: { ...valid, payload: { signature: "0x12" } },
+      paymentRequirements: requirements,
+    });
+    expect(malformed.json).toMatchObject({ isValid: false, invalidReason: "invalid_payload" });
+    const notX402 = await call("/x402/verify", { x402Version: 2 });
+    expect(notX402.status).toBe(400);
+    expect(notX402.json.error.code).toBe("parameter_missing");
+    const anonymous = await fetch(`${stack.apiUrl}/x402/verify`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ x402Version: 2, paymentPayload: valid, paymentRequirements: requirements }),
+    });
+    expect(anonymous.status).toBe(401);
+
+    // Nothing was sent for any of them; the good one verifies.
+    expect(await relayerTransactions()).toBe(before);
+    const verified = await call("/x402/verify", {
+      x402Version: 2,
+      paymentPayload: valid,
+      paymentRequirements: requirements,
+    });
+    expect(verified.json).toEqual({ isValid: true, payer: payer.address });
+  });
+});
