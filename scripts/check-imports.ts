@@ -34,7 +34,7 @@ export const LEVELS: Readonly<Record<string, number>> = {
   reconciliation: 7,
   testing: 7,
   portal: 7,
-  x402: 7,
+  x402: 8,
   maintenance: 8,
   reports: 8,
   operations: 8,

@@ -1003,6 +1003,12 @@ export const migrations = {
     // a chain with its latest watch_until is one index probe, however many payments there are.
     "CREATE INDEX payments_watched_tokens ON billing.payments (chain_id, token_address, watch_until DESC)",
   ),
+  "0044_usage_x402_nonce": statements(
+    // Usage paid for with x402's mandate scheme: the client's nonce, so the same payment settled twice is
+    // one record.
+    "ALTER TABLE billing.usage_records ADD COLUMN x402_nonce text",
+    "CREATE UNIQUE INDEX usage_records_x402_nonce ON billing.usage_records (subscription_id, x402_nonce) WHERE x402_nonce IS NOT NULL",
+  ),
 };
 
 const ensureSchema = Effect.gen(function* () {

@@ -44,6 +44,8 @@ const make = Effect.gen(function* () {
       readonly period: number;
       readonly quantity: number;
       readonly status: (typeof USAGE_STATUSES)[number];
+      /** An x402 mandate-scheme payment's nonce: one record per nonce and subscription. */
+      readonly x402Nonce?: string;
     }) =>
       Effect.gen(function* () {
         const id = yield* newId("usageRecord");
@@ -56,11 +58,17 @@ const make = Effect.gen(function* () {
           period: usage.period,
           quantity: usage.quantity,
           status: usage.status,
+          x402_nonce: usage.x402Nonce ?? null,
         })}`;
         return yield* selectRows(sql, USAGE, [sql`u.id = ${id}`]).pipe(
           Effect.flatMap(theRow(`usage record ${id}`)),
         );
       }),
+    /** The record an x402 payment with this nonce made, if any. */
+    byX402Nonce: (subscriptionId: string, nonce: string) =>
+      selectRows(sql, USAGE, [sql`u.subscription_id = ${subscriptionId}`, sql`u.x402_nonce = ${nonce}`]).pipe(
+        Effect.map((rows) => rows[0]),
+      ),
     pageForSubscription: (subscriptionId: string, page: PageRequest) =>
       pageRows(sql, USAGE, [sql`u.subscription_id = ${subscriptionId}`], page),
     /**

@@ -20,6 +20,7 @@ import { formatDecimal } from "../money/decimal.ts";
 import { PageQuery } from "../pagination.ts";
 import { InvoiceDrafts } from "./invoice-draft.ts";
 import { Prices } from "./prices.ts";
+import type { SubscriptionRow } from "./subscription-object.ts";
 import { SubscriptionStore } from "./subscription-store.ts";
 import { Subscriptions } from "./subscriptions.ts";
 import { USAGE_STATUSES, type UsageRow, UsageStore } from "./usage-store.ts";
@@ -61,6 +62,14 @@ const render = (row: UsageRow): UsageRecordObject => ({
   created: Math.floor(row.created_at.getTime() / 1000),
 });
 
+/** Usage that an x402 payment would record: its period, units, and the next charge with it. */
+export interface PaidUsage {
+  readonly subscription: SubscriptionRow;
+  readonly period: number;
+  readonly quantity: bigint;
+  readonly nextCharge: bigint;
+}
+
 export class Usage extends Context.Service<
   Usage,
   {
@@ -74,6 +83,31 @@ export class Usage extends Context.Service<
       subscriptionId: string,
       query: typeof ListUsageRecordsQuery.Type,
     ) => Effect.Effect<Page<UsageRecordObject>, InvalidRequest | NotFound | SqlError.SqlError>;
+    /**
+     * Whether `amount` (base units, a whole number of the price's metered unit) can be paid as usage
+     * now: the subscription and its mandate as they stand, and the period's usage. Refused: not metered,
+     * not billing, not a whole number of units, or above the mandate's cap with the next invoice
+     * (`mandate_cap_exceeded`: nothing over the cap is recorded, unlike `record`).
+     */
+    readonly assessPaid: (
+      scope: MerchantScope,
+      subscriptionId: string,
+      amount: bigint,
+    ) => Effect.Effect<PaidUsage, InvalidRequest | NotFound | Unavailable | SqlError.SqlError>;
+    /**
+     * Records `amount` as usage paid for with x402's mandate scheme, once per `nonce` (the same nonce
+     * again: the first record). Run it in a transaction: the subscription's row lock orders the
+     * decisions. Refused as `assessPaid` refuses.
+     */
+    readonly recordPaid: (
+      scope: MerchantScope,
+      subscriptionId: string,
+      amount: bigint,
+      nonce: string,
+    ) => Effect.Effect<
+      { readonly usage: UsageRecordObject; readonly replayed: boolean },
+      InvalidRequest | NotFound | Unavailable | SqlError.SqlError
+    >;
   }
 >()("Usage") {
   static readonly layer = Layer.effect(
@@ -88,11 +122,20 @@ export class Usage extends Context.Service<
       const store = yield* UsageStore;
       const outbox = yield* Outbox;
 
-      const record = (scope: MerchantScope, subscriptionId: string, input: typeof CreateUsageRecord.Type) =>
+      const refuse = (code: ErrorCode, message: string) => new InvalidRequest({ code, message, param: null });
+
+      /** The subscription (locked when asked), its price, and the period and next invoice with `quantity` more. */
+      const assess = (
+        scope: MerchantScope,
+        subscriptionId: string,
+        quantity: (price: {
+          readonly usage_unit_amount: string | null;
+          readonly id: string;
+        }) => Effect.Effect<bigint, InvalidRequest>,
+        lock: boolean,
+      ) =>
         Effect.gen(function* () {
-          const row = yield* subscriptionStore.load(scope, subscriptionId, { lock: true });
-          const refuse = (code: ErrorCode, message: string) =>
-            new InvalidRequest({ code, message, param: null });
+          const row = yield* subscriptionStore.load(scope, subscriptionId, { lock });
           const price = yield* prices.byId(row.price_id);
           if (price.usage_unit_amount === null)
             return yield* refuse(
@@ -106,6 +149,7 @@ export class Usage extends Context.Service<
             );
           const chain = registry.byId(row.chain_id);
           if (!chain) return yield* Effect.die(new Error(`subscription ${row.id} is on an unknown chain`));
+          const units = yield* quantity(price);
           const now = yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable));
           const period = periodIndexAt(row.anchor, now) ?? 0;
           const { totals } = yield* drafts.draft({
@@ -113,10 +157,21 @@ export class Usage extends Context.Service<
             subscription: row,
             price,
             period: period + 1,
-            extraUsage: BigInt(input.quantity),
+            extraUsage: units,
           });
-          const cap = BigInt(row.cap);
-          const status = totals.total > cap ? "over_limit" : "billable";
+          return { row, price, chain, period, units, total: totals.total, cap: BigInt(row.cap) };
+        });
+
+      const record = (scope: MerchantScope, subscriptionId: string, input: typeof CreateUsageRecord.Type) =>
+        Effect.gen(function* () {
+          const assessed = yield* assess(
+            scope,
+            subscriptionId,
+            () => Effect.succeed(BigInt(input.quantity)),
+            true,
+          );
+          const { row, price, chain, period, cap, total } = assessed;
+          const status = total > cap ? "over_limit" : "billable";
           const usage = render(
             yield* store.insert({
               scope,
@@ -135,7 +190,7 @@ export class Usage extends Context.Service<
               type: "usage.limit_exceeded",
               object: {
                 ...usage,
-                next_charge_decimal: formatDecimal(totals.total, decimals),
+                next_charge_decimal: formatDecimal(total, decimals),
                 cap_decimal: formatDecimal(cap, decimals),
                 authorization_url: subscriptions.render(row).authorization_url,
               },
@@ -151,7 +206,57 @@ export class Usage extends Context.Service<
           return renderPage(yield* store.pageForSubscription(subscriptionId, query), render);
         });
 
-      return { record, list };
+      /** `amount` as a whole number of the price's metered unit. */
+      const unitsOf =
+        (amount: bigint) => (price: { readonly usage_unit_amount: string | null; readonly id: string }) => {
+          const unit = BigInt(price.usage_unit_amount ?? "0");
+          if (unit <= 0n || amount <= 0n || amount % unit !== 0n)
+            return Effect.fail(
+              refuse(
+                "parameter_invalid",
+                `The amount (${amount} base units) must be a whole number of price ${price.id}'s metered unit (${unit} base units).`,
+              ),
+            );
+          return Effect.succeed(amount / unit);
+        };
+
+      const assessPaid = (scope: MerchantScope, subscriptionId: string, amount: bigint, lock = false) =>
+        Effect.gen(function* () {
+          const assessed = yield* assess(scope, subscriptionId, unitsOf(amount), lock);
+          if (assessed.total > assessed.cap) {
+            const decimals = tokenOf(assessed.chain, assessed.price.token_address)?.decimals ?? 0;
+            return yield* refuse(
+              "mandate_cap_exceeded",
+              `This usage would take the next charge of subscription ${subscriptionId} to ${formatDecimal(assessed.total, decimals)}, above its mandate's cap of ${formatDecimal(assessed.cap, decimals)} a month. The customer can raise the cap at ${subscriptions.render(assessed.row).authorization_url}.`,
+            );
+          }
+          return {
+            subscription: assessed.row,
+            period: assessed.period,
+            quantity: assessed.units,
+            nextCharge: assessed.total,
+          } satisfies PaidUsage;
+        });
+
+      const recordPaid = (scope: MerchantScope, subscriptionId: string, amount: bigint, nonce: string) =>
+        Effect.gen(function* () {
+          yield* subscriptionStore.load(scope, subscriptionId, { lock: true });
+          const earlier = yield* store.byX402Nonce(subscriptionId, nonce);
+          if (earlier !== undefined) return { usage: render(earlier), replayed: true };
+          const assessed = yield* assessPaid(scope, subscriptionId, amount, true);
+          const usage = yield* store.insert({
+            scope,
+            subscriptionId,
+            priceId: assessed.subscription.price_id,
+            period: assessed.period,
+            quantity: Number(assessed.quantity),
+            status: "billable",
+            x402Nonce: nonce,
+          });
+          return { usage: render(usage), replayed: false };
+        });
+
+      return { record, list, assessPaid: (scope, id, amount) => assessPaid(scope, id, amount), recordPaid };
     }),
   );
 }

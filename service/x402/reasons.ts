@@ -21,7 +21,14 @@ export const X402_REASONS = [
   "unexpected_verify_error",
   "unexpected_settle_error",
 ] as const;
-export type X402Reason = (typeof X402_REASONS)[number];
+/** The `mandate` scheme's own reasons (ours, docs/x402.md). */
+export const MANDATE_REASONS = [
+  "invalid_mandate_signature",
+  "mandate_usage_expired",
+  "mandate_not_billing",
+  "mandate_cap_exceeded",
+] as const;
+export type X402Reason = (typeof X402_REASONS)[number] | (typeof MANDATE_REASONS)[number];
 
 /** Not final: the transaction is sent and not mined yet (x402's later versions; `@x402/core` settles again). */
 export const SETTLEMENT_PENDING = "settlement_pending";
@@ -42,6 +49,19 @@ const REASONS: Partial<Record<ErrorCode, X402Reason>> = {
   authorization_failed: "invalid_transaction_state",
 };
 
+const MANDATE_REASONS_OF: Partial<Record<ErrorCode, X402Reason>> = {
+  signature_invalid: "invalid_mandate_signature",
+  parameter_invalid: "invalid_payment_requirements",
+  subscription_not_metered: "mandate_not_billing",
+  subscription_not_billing: "mandate_not_billing",
+  mandate_cap_exceeded: "mandate_cap_exceeded",
+};
+
 /** The reason for one of our refusals; a code without one is unexpected in that phase. */
-export const reasonOf = (code: ErrorCode, phase: "verify" | "settle"): X402Reason =>
-  REASONS[code] ?? (phase === "verify" ? "unexpected_verify_error" : "unexpected_settle_error");
+export const reasonOf = (
+  code: ErrorCode,
+  phase: "verify" | "settle",
+  scheme: "exact" | "mandate" = "exact",
+): X402Reason =>
+  (scheme === "mandate" ? MANDATE_REASONS_OF[code] : REASONS[code]) ??
+  (phase === "verify" ? "unexpected_verify_error" : "unexpected_settle_error");

@@ -66,6 +66,15 @@ export const ExactEvmPayload = Schema.Struct({
 });
 export type ExactEvmPayload = typeof ExactEvmPayload.Type;
 
+/** The `mandate` scheme's payload: a subscription's customer signs each payment (x402/mandate-usage.ts). */
+export const MandatePayload = Schema.Struct({
+  subscription: pattern(/^sub_[0-9A-Z]{26}$/),
+  nonce: pattern(/^0x[0-9a-fA-F]{64}$/),
+  validBefore: pattern(/^(0|[1-9]\d{0,19})$/),
+  signature: pattern(/^0x(?:[0-9a-fA-F]{2}){65,4096}$/),
+});
+export type MandatePayload = typeof MandatePayload.Type;
+
 export const VerifyResponse = Schema.Struct({
   isValid: Schema.Boolean,
   invalidReason: Schema.optionalKey(
@@ -88,12 +97,24 @@ export const SettleResponse = Schema.Struct({
   ),
   errorMessage: Schema.optionalKey(Schema.String),
   payer: Schema.optionalKey(Schema.String),
-  transaction: Schema.String.annotate({ description: "The transaction's hash; empty when nothing was sent" }),
+  transaction: Schema.String.annotate({
+    description:
+      "`exact`: the transaction's hash, empty when nothing was sent; `mandate`: the usage record's id (charged on chain with the next invoice)",
+  }),
   network: Schema.String,
   amount: Schema.optionalKey(Schema.String),
   extra: Schema.optionalKey(
     Schema.Struct({
-      payment: Schema.String.annotate({ description: "The payment (`pay_…`) the transfer pays" }),
+      payment: Schema.optionalKey(
+        Schema.String.annotate({ description: "`exact`: the payment (`pay_…`) the transfer pays" }),
+      ),
+      usage_record: Schema.optionalKey(
+        Schema.String.annotate({ description: "`mandate`: the usage record (`ur_…`) of the payment" }),
+      ),
+      subscription: Schema.optionalKey(Schema.String.annotate({ description: "`mandate`: `sub_…`" })),
+      period: Schema.optionalKey(
+        Schema.Int.annotate({ description: "`mandate`: the mandate period; charged with the next invoice" }),
+      ),
     }),
   ),
 }).annotate({ identifier: "X402SettleResponse" });

@@ -20,7 +20,9 @@ import { Hono } from "hono";
 import { getAddress, type Hex, parseSignature } from "viem";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MandateClientScheme, MandateServerScheme } from "../../client/x402-mandate.ts";
 import { usdcAbi } from "../../scripts/stack/circle-usdc.ts";
+import { inPool } from "../../scripts/stack/pool.ts";
 import { localChain, type ScratchStack, startScratchStack } from "../../scripts/stack/scratch-stack.ts";
 import type { RunningStack } from "../../scripts/stack/stack.ts";
 import { waitFor } from "../../scripts/stack/wait.ts";
@@ -29,12 +31,14 @@ import {
   transferAuthorizationTypedData,
 } from "../../service/payments/transfer-authorization.ts";
 import { verifySignature } from "../../service/webhooks/signature.ts";
+import { mandateUsageTypedData } from "../../service/x402/mandate-usage.ts";
+import { type PageTypedData, signPageTerms } from "../contract/harness.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
 import { newAddress, queryAt } from "./helpers.ts";
 import { type Received, startReceiver } from "./receiver.ts";
 
 const CHAIN = 31337;
-const NETWORK = `eip155:${CHAIN}`;
+const NETWORK: `${string}:${string}` = `eip155:${CHAIN}`;
 
 let scratch: ScratchStack;
 let stack: RunningStack;
@@ -180,10 +184,13 @@ afterAll(async () => {
 });
 
 describe("x402 facilitator", () => {
-  it("lists the exact scheme on the merchant's payment chains and the relayer that settles", async () => {
+  it("lists the exact and mandate schemes on the merchant's chains and the relayer that settles", async () => {
     const supported = await ok("/x402/supported");
     expect(supported).toEqual({
-      kinds: [{ x402Version: 2, scheme: "exact", network: NETWORK }],
+      kinds: [
+        { x402Version: 2, scheme: "exact", network: NETWORK },
+        { x402Version: 2, scheme: "mandate", network: NETWORK },
+      ],
       extensions: [],
       signers: { "eip155:*": [privateKeyToAccount(stack.relayerKey).address] },
     });
@@ -471,5 +478,257 @@ describe("x402 facilitator", () => {
       paymentRequirements: requirements,
     });
     expect(verified.json).toEqual({ isValid: true, payer: payer.address });
+  });
+});
+
+describe("x402's mandate scheme (ours)", () => {
+  let signed: { subscription: Json; mandate: Json; customer: PrivateKeyAccount } | undefined;
+
+  it("1,000 requests paid by one mandate signature: usage recorded at once, one charge of exactly their sum with the next invoice; over the cap a 402 says so", async () => {
+    const customer = privateKeyToAccount(generatePrivateKey());
+    await chain.mint(customer.address, usd("100"));
+    const price = await ok("/v1/prices", {
+      product_name: "API calls",
+      amount_decimal: "0",
+      usage: { unit_amount_decimal: "0.001", unit: "call" },
+      chain: CHAIN,
+    });
+    const subscription = await ok("/v1/subscriptions", {
+      customer: "agent-7",
+      price: price.id,
+      cap_decimal: "5",
+    });
+    // The customer signs the mandate once, on the authorization page's API.
+    const token = String(subscription.authorization_url).split("/authorize/")[1] ?? "";
+    const onPage = async (path: string, body: unknown) => {
+      const response = await fetch(`${stack.apiUrl}/authorize/${token}/${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      const text = await response.text();
+      expect(response.status, text).toBe(200);
+      return JSON.parse(text) as Json;
+    };
+    const { terms, permit } = (await onPage("terms", { customer_address: customer.address })) as {
+      terms: PageTypedData;
+      permit: PageTypedData | null;
+    };
+    await onPage("signatures", await signPageTerms(customer, terms, permit));
+    await waitFor(async () => (await ok(`/v1/subscriptions/${subscription.id}`)).status === "active", {
+      timeoutMs: 60_000,
+      intervalMs: 200,
+      what: "the subscription active",
+    });
+    const mandate = await ok(`/v1/mandates/${subscription.mandate}`);
+    signed = { subscription, mandate, customer };
+
+    const facilitator = new HTTPFacilitatorClient({
+      url: `${stack.apiUrl}/x402`,
+      createAuthHeaders: async () => {
+        const auth = { Authorization: `Bearer ${stack.devMerchant.apiKey}` };
+        return { verify: auth, settle: auth, supported: auth };
+      },
+    });
+    const accepts = (amount: string) => ({
+      scheme: "mandate",
+      network: NETWORK,
+      payTo: mandate.payee_address as string,
+      price: { amount, asset: getAddress(chain.usdc) },
+      maxTimeoutSeconds: 300,
+    });
+    const app = new Hono();
+    app.use(
+      paymentMiddleware(
+        {
+          "GET /call": { accepts: accepts("2000"), description: "One call, 0.002 USDC" },
+          "GET /bulk": { accepts: accepts("4000000"), description: "A bulk export, 4 USDC" },
+        },
+        new x402ResourceServer(facilitator).register(NETWORK, new MandateServerScheme()),
+      ),
+    );
+    app.get("/call", (c) => c.json({ ok: true }));
+    app.get("/bulk", (c) => c.json({ rows: [] }));
+    const server = await new Promise<ServerType>((resolve) => {
+      const started = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(started));
+    });
+    servers.push(server);
+    const resource = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    const client = x402Client.fromConfig({
+      schemes: [
+        {
+          network: NETWORK,
+          client: new MandateClientScheme({ subscription: subscription.id, signer: customer }),
+        },
+      ],
+      spendControls: { allowedAssets: [{ network: NETWORK, asset: getAddress(chain.usdc) }] },
+    });
+    const pay = wrapFetchWithPayment(fetch, client);
+    const unpaid = await fetch(`${resource}/call`);
+    expect(unpaid.status).toBe(402);
+
+    const relayedBefore = await relayerTransactions();
+    const started = performance.now();
+    const statuses = await inPool(Array.from({ length: 1_000 }), 8, async () => {
+      const answered = await pay(`${resource}/call`);
+      await answered.arrayBuffer();
+      return answered.status;
+    });
+    const seconds = (performance.now() - started) / 1000;
+    expect(statuses.filter((status) => status !== 200)).toEqual([]);
+    console.info("x402 mandate scheme:", { requests: 1_000, seconds, per_second: 1_000 / seconds });
+    const [recorded] = await queryAt(stack.databaseUrl)<{ n: number; units: string }>(
+      "SELECT count(*)::int AS n, sum(quantity)::text AS units FROM billing.usage_records WHERE subscription_id = $1 AND status = 'billable'",
+      [subscription.id],
+    );
+    expect(recorded).toEqual({ n: 1_000, units: "2000" });
+    // Nothing moved on chain for them.
+    expect(await relayerTransactions()).toBe(relayedBefore);
+
+    // 2 USDC used of the 5 the mandate allows a month: 4 more would take the next charge above it.
+    const over = await pay(`${resource}/bulk`);
+    expect(over.status).toBe(402);
+    const refused = JSON.parse(Buffer.from(over.headers.get("payment-required") ?? "", "base64").toString());
+    expect(JSON.stringify(refused)).toMatch(/mandate_cap_exceeded/);
+
+    // The next invoice charges the period's usage once, exactly its sum, and says so.
+    const chargesBefore = await queryAt(stack.databaseUrl)<{ n: number }>(
+      "SELECT count(*)::int AS n FROM onchain.charge WHERE chain_id = $1 AND mandate_id = $2",
+      [CHAIN, mandate.onchain_id],
+    );
+    expect(chargesBefore[0]?.n).toBe(0);
+    await ok("/v1/test/clock/advance", { seconds: 32 * 86_400 });
+    const paidInvoice = async () =>
+      (await ok(`/v1/invoices?subscription=${subscription.id}`)).data.find(
+        (invoice: Json) => invoice.status === "paid" && invoice.total_decimal !== "0",
+      );
+    await waitFor(async () => (await paidInvoice()) !== undefined, {
+      timeoutMs: 90_000,
+      intervalMs: 250,
+      what: "the usage invoice paid",
+    });
+    expect(await paidInvoice()).toMatchObject({ total_decimal: "2", amount_paid_decimal: "2" });
+    const charges = await queryAt(stack.databaseUrl)<{ amount: string }>(
+      "SELECT amount::text AS amount FROM onchain.charge WHERE chain_id = $1 AND mandate_id = $2",
+      [CHAIN, mandate.onchain_id],
+    );
+    expect(charges).toEqual([{ amount: "2000000" }]);
+    const invoice = await paidInvoice();
+    const eventTypes = async () =>
+      (
+        await queryAt(stack.databaseUrl)<{ type: string }>(
+          "SELECT type FROM billing.events WHERE payload #>> '{data,object,id}' = ANY ($1::text[])",
+          [[invoice.id, invoice.charge]],
+        )
+      ).map((e) => e.type);
+    await waitFor(
+      async () => {
+        const types = await eventTypes();
+        return ["charge.succeeded", "invoice.paid"].every((type) => types.includes(type));
+      },
+      { timeoutMs: 30_000, intervalMs: 200, what: "charge.succeeded and invoice.paid" },
+    );
+  }, 300_000);
+
+  it("refuses a payment signed by another wallet, expired, replayed, for another payee or an odd amount, and records nothing", async () => {
+    expect(signed).toBeDefined();
+    if (signed === undefined) return;
+    const { subscription, mandate, customer } = signed;
+    const now = (await chain.client.getBlock()).timestamp;
+    const requirements = {
+      scheme: "mandate",
+      network: NETWORK,
+      amount: "2000",
+      asset: getAddress(chain.usdc),
+      payTo: getAddress(mandate.payee_address),
+      maxTimeoutSeconds: 300,
+    };
+    const payload = async (
+      signer: PrivateKeyAccount,
+      required: typeof requirements,
+      overrides: { nonce?: Hex; validBefore?: bigint; subscription?: string } = {},
+    ) => {
+      const message = {
+        subscription: overrides.subscription ?? (subscription.id as string),
+        payTo: getAddress(required.payTo),
+        asset: required.asset,
+        amount: BigInt(required.amount),
+        nonce: overrides.nonce ?? newNonce(),
+        validBefore: overrides.validBefore ?? now + 300n,
+      };
+      return {
+        x402Version: 2,
+        accepted: required,
+        payload: {
+          subscription: message.subscription,
+          nonce: message.nonce,
+          validBefore: message.validBefore.toString(),
+          signature: await signer.signTypedData(mandateUsageTypedData(CHAIN, message)),
+        },
+      };
+    };
+    const request = async (signer: PrivateKeyAccount, required = requirements, overrides = {}) => ({
+      x402Version: 2,
+      paymentPayload: await payload(signer, required, overrides),
+      paymentRequirements: required,
+    });
+    const usageRecords = async () =>
+      (
+        await queryAt(stack.databaseUrl)<{ n: number }>(
+          "SELECT count(*)::int AS n FROM billing.usage_records WHERE subscription_id = $1",
+          [subscription.id],
+        )
+      )[0]?.n;
+
+    // A payment that stands, settled twice: one record.
+    const good = await request(customer);
+    const before = await usageRecords();
+    expect((await call("/x402/verify", good)).json).toEqual({ isValid: true, payer: customer.address });
+    const first = await call("/x402/settle", good);
+    expect(first.json).toMatchObject({ success: true, payer: customer.address, amount: "2000" });
+    expect(first.json.transaction).toMatch(/^ur_/);
+    const again = await call("/x402/settle", good);
+    expect(again.json.transaction).toBe(first.json.transaction);
+    expect(await usageRecords()).toBe((before ?? 0) + 1);
+
+    const cases: Array<[string, Json, string]> = [
+      ["replayed", good, "invalid_transaction_state"],
+      [
+        "signed by another wallet",
+        await request(privateKeyToAccount(generatePrivateKey())),
+        "invalid_mandate_signature",
+      ],
+      ["expired", await request(customer, requirements, { validBefore: now - 1n }), "mandate_usage_expired"],
+      [
+        "for another payee",
+        await request(customer, { ...requirements, payTo: getAddress(newAddress()) }),
+        "invalid_payment_requirements",
+      ],
+      [
+        "not a whole number of the metered unit (0.001)",
+        await request(customer, { ...requirements, amount: "1500" }),
+        "invalid_payment_requirements",
+      ],
+      [
+        "an unknown subscription",
+        await request(customer, requirements, { subscription: "sub_01KJQ0W0Y0N3X7ZNG8JD0HMJCG" }),
+        "invalid_payload",
+      ],
+      [
+        "above the cap",
+        await request(customer, { ...requirements, amount: "5000000" }),
+        "mandate_cap_exceeded",
+      ],
+    ];
+    const recorded = await usageRecords();
+    for (const [what, body, reason] of cases) {
+      const verified = await call("/x402/verify", body);
+      expect(verified.json, what).toMatchObject({ isValid: false, invalidReason: reason });
+      if (what === "replayed") continue;
+      const settled = await call("/x402/settle", body);
+      expect(settled.json, what).toMatchObject({ success: false, errorReason: reason, transaction: "" });
+    }
+    expect(await usageRecords()).toBe(recorded);
   });
 });

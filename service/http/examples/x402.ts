@@ -46,7 +46,10 @@ export const settled: SettleResponse = {
 };
 
 export const supported: SupportedResponse = {
-  kinds: [{ x402Version: 2, scheme: "exact", network: NETWORK }],
+  kinds: [
+    { x402Version: 2, scheme: "exact", network: NETWORK },
+    { x402Version: 2, scheme: "mandate", network: NETWORK },
+  ],
   extensions: [],
   signers: { "eip155:*": ["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"] },
 };
