@@ -105,6 +105,8 @@ const erc1271Abi = parseAbi([
   "function isValidSignature(bytes32 hash, bytes signature) view returns (bytes4 magicValue)",
 ]);
 const ERC1271_MAGIC = "0x1626ba7e";
+/** Recovered signers kept in memory (wallet-signatures.ts `recover`). */
+const RECOVERED_KEPT = 4096;
 
 const refuse =
   (code: "signature_invalid" | "wallet_factory_not_allowed" | "wallet_deployment_failed") =>
@@ -203,13 +205,33 @@ const make = Effect.gen(function* () {
         );
     });
 
+  /**
+   * The signers recovered lately, by hash and signature: an x402 payment is verified, then settled, with
+   * the same signature, and a recovery is the costliest step of either (about a millisecond of CPU).
+   */
+  const recoveredLately = new Map<string, Hex | null>();
+  const recover = (hash: Hex, signature: Hex) =>
+    Effect.gen(function* () {
+      const key = `${hash}:${signature}`;
+      const known = recoveredLately.get(key);
+      if (known !== undefined) return known;
+      const recovered = yield* Effect.tryPromise(() => recoverAddress({ hash, signature })).pipe(
+        Effect.map((address): Hex | null => address),
+        Effect.orElseSucceed(() => null),
+      );
+      if (recoveredLately.size >= RECOVERED_KEPT) {
+        const oldest = recoveredLately.keys().next();
+        if (!oldest.done) recoveredLately.delete(oldest.value);
+      }
+      recoveredLately.set(key, recovered);
+      return recovered;
+    });
+
   /** ECDSA, for a signer without code. */
   const checkRecovered = (signer: Hex, signed: SignedHash, signature: Hex) =>
     Effect.gen(function* () {
-      const recovered = yield* Effect.tryPromise(() => recoverAddress({ hash: signed.hash, signature })).pipe(
-        Effect.option,
-      );
-      if (recovered._tag === "None" || !isAddressEqual(recovered.value, signer))
+      const recovered = yield* recover(signed.hash, signature);
+      if (recovered === null || !isAddressEqual(recovered, signer))
         return yield* invalid(signed.param, `The signature is not ${signer}'s of ${signed.what}.`);
     });
 
