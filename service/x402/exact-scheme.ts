@@ -8,6 +8,7 @@
 import { Effect, Option, Schema } from "effect";
 import { getAddress, type Hex } from "viem";
 import type { ResolvedChain } from "../chains/config.ts";
+import { MerchantChains } from "../chains/merchant-chains.ts";
 import { Relayer } from "../chains/relayer.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
 import { GaslessPayments, gaslessPurpose } from "../payments/gasless-payments.ts";
@@ -27,6 +28,7 @@ export const makeExactScheme = Effect.gen(function* () {
   const sessions = yield* PaySessions;
   const gasless = yield* GaslessPayments;
   const relayer = yield* Relayer;
+  const merchantChains = yield* MerchantChains;
 
   /** The payment `payTo` names, and the authorization as the pay page takes it. */
   const resolve = (scope: MerchantScope, chain: ResolvedChain, request: X402Request) =>
@@ -56,12 +58,16 @@ export const makeExactScheme = Effect.gen(function* () {
           payer,
         );
       const payment = yield* store.byDeposit(scope, chain.id, required.payTo);
-      if (payment === undefined)
+      if (payment === undefined) {
+        const payout = (yield* merchantChains.list(scope)).find((c) => c.chain === chain.id)?.payout_address;
         return yield* refusal(
           "invalid_payment_requirements",
-          `payTo must be the deposit_address of one of your payments on ${required.network}; ${required.payTo} is not.`,
+          payout !== undefined && sameAddress(payout, required.payTo)
+            ? `payTo is your payout address: x402 transfers pay one of your payments, at its deposit_address, so that the money moves through the escrow. To charge per request, use the mandate scheme (docs/x402.md).`
+            : `payTo must be the deposit_address of one of your payments on ${required.network}; ${required.payTo} is not.`,
           payer,
         );
+      }
       if (!sameAddress(payment.token_address, required.asset))
         return yield* refusal(
           "invalid_payment_requirements",

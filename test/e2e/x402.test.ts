@@ -415,6 +415,9 @@ describe("x402 facilitator", () => {
     }
 
     const valid = await payloadOf(payer, requirements, good);
+    const payout = getAddress(
+      (await ok("/v1/merchant/chains")).data.find((c: Json) => c.chain === CHAIN).payout_address,
+    );
     const elsewhere = [
       [
         "a network the merchant has not configured",
@@ -425,6 +428,11 @@ describe("x402 facilitator", () => {
       [
         "payTo not a deposit address of the merchant's",
         { ...requirements, payTo: newAddress() },
+        "invalid_payment_requirements",
+      ],
+      [
+        "payTo the merchant's payout address",
+        { ...requirements, payTo: payout },
         "invalid_payment_requirements",
       ],
       [
