@@ -3,7 +3,9 @@
  * `@x402/hono`'s `paymentMiddleware`, its facilitator our `/x402` with the merchant's key, and a client
  * paying with `@x402/fetch` and a viem account holding the local chain's USDC (Circle's FiatTokenV2_2).
  * `payTo` is a payment's deposit address: the settlement pays it, and `payment.paid` follows. Bad
- * authorizations are refused at verify with the specification's reasons, and nothing is sent.
+ * authorizations are refused at verify with the specification's reasons, and nothing is sent; the
+ * pay page's bounds hold (one transfer in flight per payer, the merchant's share of the relayer's budget).
+ * The mandate scheme (ours): 1,000 requests paid with one mandate, charged once with the next invoice.
  *
  * On a stack of its own: x402's client signs its validity window in wall-clock time, which the shared
  * stack's chain has left behind (its tests move the chain's clock forward by months).
@@ -38,6 +40,8 @@ import { newAddress, queryAt } from "./helpers.ts";
 import { type Received, startReceiver } from "./receiver.ts";
 
 const CHAIN = 31337;
+/** A second chain whose relayer budget leaves each merchant next to nothing. */
+const NARROW = 31341;
 const NETWORK: `${string}:${string}` = `eip155:${CHAIN}`;
 
 let scratch: ScratchStack;
@@ -167,7 +171,16 @@ const newNonce = () => `0x${randomBytes(32).toString("hex")}` as Hex;
 
 beforeAll(async () => {
   scratch = await startScratchStack("x402", {
-    chains: [localChain({ name: "x402 chain", hold_seconds: 0 })],
+    chains: [
+      localChain({ name: "x402 chain", hold_seconds: 0 }),
+      // Each merchant's share of the relayer's budget a millionth (10^12 wei: less than any transaction).
+      localChain({
+        id: NARROW,
+        name: "x402 narrow-share chain",
+        hold_seconds: 0,
+        relayer_merchant_share: 0.000001,
+      }),
+    ],
     logLevel: "Error",
   });
   stack = scratch.stack;
@@ -190,6 +203,8 @@ describe("x402 facilitator", () => {
       kinds: [
         { x402Version: 2, scheme: "exact", network: NETWORK },
         { x402Version: 2, scheme: "mandate", network: NETWORK },
+        { x402Version: 2, scheme: "exact", network: `eip155:${NARROW}` },
+        { x402Version: 2, scheme: "mandate", network: `eip155:${NARROW}` },
       ],
       extensions: [],
       signers: { "eip155:*": [privateKeyToAccount(stack.relayerKey).address] },
@@ -199,7 +214,7 @@ describe("x402 facilitator", () => {
   let paid: { payment: Json; signatureHeader: string; transaction: string } | undefined;
 
   it("a route behind @x402/hono answers 402, @x402/fetch pays it through our facilitator, and payment.paid follows", async () => {
-    const payment = await ok("/v1/payments", { amount_decimal: "4", reference: "x402-report" });
+    const payment = await ok("/v1/payments", { amount_decimal: "4", reference: "x402-report", chain: CHAIN });
     const seen: string[] = [];
     const resource = await startResourceServer(payment, seen);
 
@@ -277,7 +292,7 @@ describe("x402 facilitator", () => {
 
   it("bounds a payer across payments as the pay page does; a settle that outwaits its block answers settlement_pending, and settling again returns it mined", async () => {
     const payments = await Promise.all(
-      Array.from({ length: 5 }, () => ok("/v1/payments", { amount_decimal: "2" })),
+      Array.from({ length: 5 }, () => ok("/v1/payments", { amount_decimal: "2", chain: CHAIN })),
     );
     // One payment's worth, signed for each of five payments at once.
     const payer = await newPayer("2");
@@ -325,8 +340,70 @@ describe("x402 facilitator", () => {
     expect(await relayerTransactions()).toBe((before ?? 0) + 1);
   });
 
+  it("bounds settlements by the merchant's share of the relayer's budget: 503 relayer_share_exhausted, nothing sent", async () => {
+    const narrow = chainDriver(NARROW, stack.chainsFile);
+    const payment = await ok("/v1/payments", { amount_decimal: "1", chain: NARROW });
+    const payer = privateKeyToAccount(generatePrivateKey());
+    await narrow.mint(payer.address, usd("1"));
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    const requirements = {
+      scheme: "exact",
+      network: `eip155:${NARROW}`,
+      amount: payment.amount_remaining as string,
+      asset: getAddress(narrow.usdc),
+      payTo: payment.address as string,
+      maxTimeoutSeconds: 300,
+    };
+    const authorization: TransferAuthorization = {
+      from: payer.address,
+      to: getAddress(payment.address),
+      value: usd("1"),
+      validAfter: now - 600n,
+      validBefore: now + 300n,
+      nonce: newNonce(),
+    };
+    const signature = await payer.signTypedData(
+      transferAuthorizationTypedData(
+        { name: "USD Coin", version: "2", chainId: NARROW, verifyingContract: getAddress(narrow.usdc) },
+        authorization,
+      ),
+    );
+    const request = {
+      x402Version: 2,
+      paymentPayload: {
+        x402Version: 2,
+        accepted: requirements,
+        payload: {
+          signature,
+          authorization: {
+            ...authorization,
+            value: authorization.value.toString(),
+            validAfter: authorization.validAfter.toString(),
+            validBefore: authorization.validBefore.toString(),
+          },
+        },
+      },
+      paymentRequirements: requirements,
+    };
+    expect((await call("/x402/verify", request)).json).toEqual({ isValid: true, payer: payer.address });
+    const settled = await fetch(`${stack.apiUrl}/x402/settle`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${stack.devMerchant.apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify(request),
+    });
+    const text = await settled.text();
+    expect(settled.status, text).toBe(503);
+    expect(JSON.parse(text).error.code).toBe("relayer_share_exhausted");
+    expect(Number(settled.headers.get("retry-after"))).toBeGreaterThan(0);
+    const [sent] = await queryAt(stack.databaseUrl)<{ n: number }>(
+      "SELECT count(*)::int AS n FROM billing.relayer_transactions WHERE chain_id = $1",
+      [NARROW],
+    );
+    expect(sent?.n).toBe(0);
+  });
+
   it("refuses bad authorizations at verify and settle with the specification's reasons, and sends nothing", async () => {
-    const payment = await ok("/v1/payments", { amount_decimal: "4" });
+    const payment = await ok("/v1/payments", { amount_decimal: "4", chain: CHAIN });
     const requirements = requirementsOf(payment);
     const payer = await newPayer("10");
     const now = BigInt(Math.floor(Date.now() / 1000));
@@ -606,7 +683,7 @@ describe("x402's mandate scheme (ours)", () => {
       [CHAIN, mandate.onchain_id],
     );
     expect(chargesBefore[0]?.n).toBe(0);
-    await ok("/v1/test/clock/advance", { seconds: 32 * 86_400 });
+    await ok("/v1/test/clock/advance", { seconds: 32 * 86_400, chain: CHAIN });
     const paidInvoice = async () =>
       (await ok(`/v1/invoices?subscription=${subscription.id}`)).data.find(
         (invoice: Json) => invoice.status === "paid" && invoice.total_decimal !== "0",
