@@ -67,7 +67,20 @@ export const chainDriver = (chainId: number, chainsFile: string = stack().chains
     const raw = await wallet.signTransaction(request);
     const hash = await client.sendRawTransaction({ serializedTransaction: raw });
     // Bounded well inside a test's time: a transaction never mined fails naming its hash, not the test's timeout.
-    const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 20, timeout: 30_000 });
+    const receipt = await client
+      .waitForTransactionReceipt({ hash, pollingInterval: 20, timeout: 30_000 })
+      .catch(async (error: unknown) => {
+        // Seen twice in CI on the shared chain, never alone: say what the chain was doing.
+        const [automine, pool, head, nonce] = await Promise.all([
+          rpc("anvil_getAutomine", []).catch(() => "?"),
+          rpc("txpool_inspect", []).catch(() => "?"),
+          client.getBlock().catch(() => undefined),
+          client.getTransactionCount({ address: account.address }).catch(() => undefined),
+        ]);
+        throw new Error(
+          `${String(error).split("\n")[0]}: sent from ${account.address} with nonce ${request.nonce}, max fee ${request.maxFeePerGas}; the chain: automine ${String(automine)}, head ${head?.number} base fee ${head?.baseFeePerGas}, the account's mined nonce ${nonce}, pool ${JSON.stringify(pool).slice(0, 2000)}`,
+        );
+      });
     if (receipt.status !== "success") throw new Error(`transaction ${hash} reverted`);
     return { hash, raw, receipt };
   };
