@@ -37,6 +37,7 @@ import { inPool } from "../scripts/stack/pool.ts";
 import { localChain, startScratchStack, stopOnSignal } from "../scripts/stack/scratch-stack.ts";
 import { testWalletKey } from "../service/mandates/terms.ts";
 import { transferAuthorizationTypedData } from "../service/payments/transfer-authorization.ts";
+import { exactPaymentPayload } from "../test/e2e/x402-payloads.ts";
 import { percentiles, ratioTo, type SummaryRow, writeResults } from "./report.ts";
 import { stackApi } from "./stack-api.ts";
 
@@ -139,19 +140,7 @@ try {
     };
     const body = JSON.stringify({
       x402Version: 2,
-      paymentPayload: {
-        x402Version: 2,
-        accepted: requirements,
-        payload: {
-          signature,
-          authorization: {
-            ...authorization,
-            value: authorization.value.toString(),
-            validAfter: authorization.validAfter.toString(),
-            validBefore: authorization.validBefore.toString(),
-          },
-        },
-      },
+      paymentPayload: exactPaymentPayload(requirements, authorization, signature),
       paymentRequirements: requirements,
     });
     let at = performance.now();

@@ -38,6 +38,7 @@ import { type PageTypedData, signPageTerms } from "../contract/harness.ts";
 import { chainDriver, usd } from "./chain-driver.ts";
 import { newAddress, queryAt } from "./helpers.ts";
 import { type Received, startReceiver } from "./receiver.ts";
+import { exactPaymentPayload } from "./x402-payloads.ts";
 
 const CHAIN = 31337;
 /** A second chain whose relayer budget leaves each merchant next to nothing. */
@@ -146,26 +147,17 @@ const payloadOf = async (
   requirements: ReturnType<typeof requirementsOf>,
   claimed: TransferAuthorization,
   signed: TransferAuthorization = claimed,
-) => ({
-  x402Version: 2,
-  accepted: requirements,
-  payload: {
-    signature: await signer.signTypedData(
+) =>
+  exactPaymentPayload(
+    requirements,
+    claimed,
+    await signer.signTypedData(
       transferAuthorizationTypedData(
         { name: "USD Coin", version: "2", chainId: CHAIN, verifyingContract: getAddress(chain.usdc) },
         signed,
       ),
     ),
-    authorization: {
-      from: claimed.from,
-      to: claimed.to,
-      value: claimed.value.toString(),
-      validAfter: claimed.validAfter.toString(),
-      validBefore: claimed.validBefore.toString(),
-      nonce: claimed.nonce,
-    },
-  },
-});
+  );
 
 const newNonce = () => `0x${randomBytes(32).toString("hex")}` as Hex;
 
@@ -370,19 +362,7 @@ describe("x402 facilitator", () => {
     );
     const request = {
       x402Version: 2,
-      paymentPayload: {
-        x402Version: 2,
-        accepted: requirements,
-        payload: {
-          signature,
-          authorization: {
-            ...authorization,
-            value: authorization.value.toString(),
-            validAfter: authorization.validAfter.toString(),
-            validBefore: authorization.validBefore.toString(),
-          },
-        },
-      },
+      paymentPayload: exactPaymentPayload(requirements, authorization, signature),
       paymentRequirements: requirements,
     };
     expect((await call("/x402/verify", request)).json).toEqual({ isValid: true, payer: payer.address });
