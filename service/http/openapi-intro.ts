@@ -31,7 +31,7 @@ Authorization: Bearer sk_test_…
 
 ## Idempotency
 
-Every POST needs an \`Idempotency-Key\` header: 1-255 printable ASCII characters, a UUID is a good choice. The first answer (status and body) is kept for 24 hours and replayed for a retry with the same key, with \`Idempotent-Replayed: true\`; the same key with another method, path or body is 409 \`idempotency_key_reused\`. Retrying after a timeout or a 5xx with the same key is always safe.
+Every POST needs an \`Idempotency-Key\` header: 1-255 printable ASCII characters, a UUID is a good choice. The first answer (status and body) is kept for 24 hours and replayed for a retry with the same key, with \`Idempotent-Replayed: true\`; the same key with another method, path or body is 409 \`idempotency_key_reused\`. Retrying after a timeout or a 5xx with the same key is always safe. The exception is the x402 facilitator's \`POST /x402/verify\` and \`/x402/settle\`: they need no key, because x402's clients send none. Verify changes nothing, and settle is idempotent by the payment's own nonce.
 
 ## Errors
 

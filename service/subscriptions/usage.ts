@@ -62,12 +62,11 @@ const render = (row: UsageRow): UsageRecordObject => ({
   created: Math.floor(row.created_at.getTime() / 1000),
 });
 
-/** Usage that an x402 payment would record: its period, units, and the next charge with it. */
+/** Usage that an x402 payment would record: the subscription, the period and the units. */
 export interface PaidUsage {
   readonly subscription: SubscriptionRow;
   readonly period: number;
   readonly quantity: bigint;
-  readonly nextCharge: bigint;
 }
 
 export class Usage extends Context.Service<
@@ -104,10 +103,7 @@ export class Usage extends Context.Service<
       subscriptionId: string,
       amount: bigint,
       nonce: string,
-    ) => Effect.Effect<
-      { readonly usage: UsageRecordObject; readonly replayed: boolean },
-      InvalidRequest | NotFound | Unavailable | SqlError.SqlError
-    >;
+    ) => Effect.Effect<UsageRecordObject, InvalidRequest | NotFound | Unavailable | SqlError.SqlError>;
   }
 >()("Usage") {
   static readonly layer = Layer.effect(
@@ -234,7 +230,6 @@ export class Usage extends Context.Service<
             subscription: assessed.row,
             period: assessed.period,
             quantity: assessed.units,
-            nextCharge: assessed.total,
           } satisfies PaidUsage;
         });
 
@@ -242,7 +237,7 @@ export class Usage extends Context.Service<
         Effect.gen(function* () {
           yield* subscriptionStore.load(scope, subscriptionId, { lock: true });
           const earlier = yield* store.byX402Nonce(subscriptionId, nonce);
-          if (earlier !== undefined) return { usage: render(earlier), replayed: true };
+          if (earlier !== undefined) return render(earlier);
           const assessed = yield* assessPaid(scope, subscriptionId, amount, true);
           const usage = yield* store.insert({
             scope,
@@ -253,7 +248,7 @@ export class Usage extends Context.Service<
             status: "billable",
             x402Nonce: nonce,
           });
-          return { usage: render(usage), replayed: false };
+          return render(usage);
         });
 
       return { record, list, assessPaid: (scope, id, amount) => assessPaid(scope, id, amount), recordPaid };

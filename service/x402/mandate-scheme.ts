@@ -123,7 +123,7 @@ export const makeMandateScheme = Effect.gen(function* () {
   const settle = (scope: MerchantScope, chain: ResolvedChain, request: X402Request) =>
     Effect.gen(function* () {
       const { payer, subscription, amount, nonce } = yield* resolve(scope, chain, request, "settle");
-      const { usage: recorded } = yield* sql
+      const recorded = yield* sql
         .withTransaction(usage.recordPaid(scope, subscription.id, amount, nonce))
         .pipe(Effect.catchTag("InvalidRequest", refusedAs("settle", "mandate", payer)));
       return {
