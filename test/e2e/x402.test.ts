@@ -1,6 +1,6 @@
 /**
- * x402 with its published packages, unchanged (docs/x402.md): a resource server protected by
- * `@x402/hono`'s `paymentMiddleware`, its facilitator our `/x402` with the merchant's key, and a client
+ * x402 with its published packages, unchanged (docs/x402.md): resource servers protected by
+ * `@x402/hono`'s and `@x402/express`'s `paymentMiddleware`, their facilitator our `/x402` with the merchant's key, and a client
  * paying with `@x402/fetch` and a viem account holding the local chain's USDC (Circle's FiatTokenV2_2).
  * `payTo` is a payment's deposit address: the settlement pays it, and `payment.paid` follows. Bad
  * authorizations are refused at verify with the specification's reasons, and nothing is sent; the
@@ -11,13 +11,20 @@
  * stack's chain has left behind (its tests move the chain's clock forward by months).
  */
 import { randomBytes, randomUUID } from "node:crypto";
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type ServerType, serve } from "@hono/node-server";
+import type { HTTPRequestContext } from "@x402/core/server";
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import { ExactEvmScheme as ExactEvmClient } from "@x402/evm/exact/client";
 import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
+import {
+  x402ResourceServer as ExpressResourceServer,
+  paymentMiddleware as expressPaymentMiddleware,
+} from "@x402/express";
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch";
 import { paymentMiddleware, x402ResourceServer } from "@x402/hono";
+import express from "express";
 import { Hono } from "hono";
 import { getAddress, type Hex, parseSignature } from "viem";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
@@ -50,7 +57,7 @@ let stack: RunningStack;
 let chain: ReturnType<typeof chainDriver>;
 let receiver: Awaited<ReturnType<typeof startReceiver>>;
 let endpointSecret: string;
-const servers: ServerType[] = [];
+const servers: Array<ServerType | Server> = [];
 
 // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary JSON bodies
 type Json = any;
@@ -280,6 +287,82 @@ describe("x402 facilitator", () => {
     const verified = await call("/x402/verify", request);
     expect(verified.json).toMatchObject({ isValid: false, invalidReason: "invalid_payment_requirements" });
     expect(await relayerTransactions()).toBe(before);
+  });
+
+  it("a route behind @x402/express prices each order by its own payment (payTo and price looked up per request), as docs/x402.md shows", async () => {
+    const orders = new Map<string, Json>([
+      ["a", await ok("/v1/payments", { amount_decimal: "3", reference: "x402-order-a", chain: CHAIN })],
+      ["b", await ok("/v1/payments", { amount_decimal: "1.5", reference: "x402-order-b", chain: CHAIN })],
+    ]);
+    const paymentOf = (context: HTTPRequestContext) => {
+      const payment = orders.get(context.path.split("/")[2] ?? "");
+      if (payment === undefined) throw new Error(`no order at ${context.path}`);
+      return payment;
+    };
+    const auth = { Authorization: `Bearer ${stack.devMerchant.apiKey}` };
+    const facilitator = new HTTPFacilitatorClient({
+      url: `${stack.apiUrl}/x402`,
+      createAuthHeaders: async () => ({ verify: auth, settle: auth, supported: auth }),
+    });
+    const app = express();
+    app.use(
+      expressPaymentMiddleware(
+        {
+          "GET /orders/:id/receipt": {
+            accepts: {
+              scheme: "exact",
+              network: NETWORK,
+              payTo: (context) => paymentOf(context).address,
+              price: (context) => ({
+                amount: paymentOf(context).amount_remaining,
+                asset: paymentOf(context).token_address,
+                extra: { name: "USD Coin", version: "2" },
+              }),
+              maxTimeoutSeconds: 300,
+            },
+          },
+        },
+        new ExpressResourceServer(facilitator).register(NETWORK, new ExactEvmServer()),
+      ),
+    );
+    app.get("/orders/:id/receipt", (request, response) => {
+      response.json({ receipt: request.params.id });
+    });
+    const server = await new Promise<Server>((resolve) => {
+      const started = app.listen(0, "127.0.0.1", () => resolve(started));
+    });
+    servers.push(server);
+    const resource = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    const payer = await newPayer("5");
+    const client = x402Client.fromConfig({
+      schemes: [{ network: NETWORK, client: new ExactEvmClient(payer) }],
+      spendControls: {
+        allowedAssets: [{ network: NETWORK, asset: getAddress(chain.usdc), maxAmountPerPayment: "5000000" }],
+      },
+    });
+    const answered = await wrapFetchWithPayment(fetch, client)(`${resource}/orders/a/receipt`);
+    expect(answered.status, await answered.clone().text()).toBe(200);
+    expect(await answered.json()).toEqual({ receipt: "a" });
+    const settlement = decodePaymentResponseHeader(answered.headers.get("payment-response") ?? "");
+    expect(settlement).toMatchObject({ success: true, network: NETWORK, payer: payer.address });
+    const a = orders.get("a") as Json;
+    await waitFor(async () => (await ok(`/v1/payments/${a.id}`)).status === "paid", {
+      timeoutMs: 60_000,
+      intervalMs: 200,
+      what: "order a's payment paid",
+    });
+    expect(await chain.balanceOf(payer.address)).toBe(usd("2"));
+
+    // Order b asks for its own payment, untouched by a's.
+    const b = orders.get("b") as Json;
+    const unpaid = await fetch(`${resource}/orders/b/receipt`);
+    expect(unpaid.status).toBe(402);
+    const required = JSON.parse(
+      Buffer.from(unpaid.headers.get("payment-required") ?? "", "base64").toString(),
+    );
+    expect(required.accepts).toEqual([expect.objectContaining({ payTo: b.address, amount: "1500000" })]);
+    expect((await ok(`/v1/payments/${b.id}`)).status).toBe("requires_payment");
   });
 
   it("bounds a payer across payments as the pay page does; a settle that outwaits its block answers settlement_pending, and settling again returns it mined", async () => {
