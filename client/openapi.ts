@@ -2500,6 +2500,20 @@ export interface components {
                 x402Version: number | ("Infinity" | "-Infinity" | "NaN");
                 scheme: string;
                 network: string;
+                /** @description `exact`: the escrow's terms of your payments on the chain but for their id and token, from which a payTo is made per request (client/x402-deposits.ts) */
+                extra?: {
+                    depositTerms: {
+                        escrow: string;
+                        /** @description Your payout address on the chain */
+                        payee: string;
+                        operator: string;
+                        holdSeconds: number | ("Infinity" | "-Infinity" | "NaN");
+                    } & {
+                        [key: string]: unknown;
+                    };
+                } & {
+                    [key: string]: unknown;
+                };
             } & {
                 [key: string]: unknown;
             })[];
@@ -2530,10 +2544,10 @@ export interface components {
             amount: string;
             /** @description The token's address */
             asset: string;
-            /** @description The deposit address of one of the merchant's payments */
+            /** @description The deposit address of one of the merchant's payments, or of one made per request (`extra.escrowPaymentId`) */
             payTo: string;
             maxTimeoutSeconds: number | ("Infinity" | "-Infinity" | "NaN");
-            /** @description For `exact` on EVM: the token's EIP-712 domain `{ name, version }` */
+            /** @description For `exact` on EVM: the token's EIP-712 domain `{ name, version }`, and `escrowPaymentId` (32 bytes, hex) when payTo is made per request */
             extra?: Record<string, never>;
         } & {
             [key: string]: unknown;
@@ -10218,7 +10232,15 @@ export interface operations {
                      *         {
                      *           "x402Version": 2,
                      *           "scheme": "exact",
-                     *           "network": "eip155:31337"
+                     *           "network": "eip155:31337",
+                     *           "extra": {
+                     *             "depositTerms": {
+                     *               "escrow": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+                     *               "payee": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+                     *               "operator": "0x976EA74026E726554dB657fA54763abd0C3a0aa9",
+                     *               "holdSeconds": 604800
+                     *             }
+                     *           }
                      *         },
                      *         {
                      *           "x402Version": 2,

@@ -4,7 +4,7 @@
  * chain and the escrow's own address, and the collector's address; the collector's escrow), so code is
  * compared with those bytes zeroed, as the compiler leaves them. Pure.
  */
-import { getContractAddress, type Hex, keccak256 } from "viem";
+import { type Hex, keccak256 } from "viem";
 import { DepositCollectorImmutables, DepositCollectorRuntime } from "../../abis/DepositCollector.ts";
 import { MandateEscrowImmutables, MandateEscrowRuntime } from "../../abis/MandateEscrow.ts";
 
@@ -43,9 +43,4 @@ export const codeHashOf = (code: Hex, compiled: CompiledCode): Hex =>
 /** The compiled code's own hash, as `codeHashOf` computes it for code on a chain. */
 export const compiledCodeHash = (compiled: CompiledCode): Hex => keccak256(compiled.runtime);
 
-/**
- * The collector the escrow deploys in its constructor (its first CREATE, nonce 1). Deposit addresses
- * are clones of it (payments/deposit-address.ts), so this is what they are computed from.
- */
-export const collectorAddress = (escrow: Hex): Hex =>
-  getContractAddress({ from: escrow, nonce: 1n }).toLowerCase() as Hex;
+export { collectorAddress } from "./collector-address.ts";

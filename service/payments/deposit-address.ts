@@ -4,10 +4,10 @@
  * (payment id, payee, token, operator, hold). Known before anything is deployed, with no key anywhere,
  * and able to pay only where the escrow sends it (the payee, or the escrow's hold), so the payer can be
  * any wallet or an exchange. The collector is the escrow's first deployment, created by its constructor
- * at the escrow's nonce 1 (chains/contract-code.ts). Pure.
+ * at the escrow's nonce 1 (chains/collector-address.ts). Pure.
  */
 import { concat, encodeAbiParameters, getContractAddress, type Hex, keccak256 } from "viem";
-import { collectorAddress } from "../chains/contract-code.ts";
+import { collectorAddress } from "../chains/collector-address.ts";
 
 export { collectorAddress };
 

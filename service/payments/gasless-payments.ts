@@ -48,7 +48,7 @@ import { formatDecimal } from "../money/decimal.ts";
 import { GaslessPayers, unreserved } from "./gasless-payers.ts";
 import { chainOfPayment, gaslessAction, PaySessions } from "./pay-session.ts";
 import type { PaymentRow } from "./payment-object.ts";
-import { PaymentStore } from "./payment-store.ts";
+import { type NewPayment, PaymentStore } from "./payment-store.ts";
 import {
   acceptsPayment,
   amountToSend,
@@ -151,7 +151,7 @@ const revertReason = (error: unknown): string | undefined => {
   return /revert/i.test(error.shortMessage) ? error.shortMessage : undefined;
 };
 
-const notPayable = (payment: PaymentRow): InvalidRequest => {
+const notPayable = (payment: Pick<PaymentRow, "status">): InvalidRequest => {
   switch (payment.status) {
     case "paid":
       return refuse("payment_not_payable", "This payment is already paid; nothing is left to pay.");
@@ -164,6 +164,36 @@ const notPayable = (payment: PaymentRow): InvalidRequest => {
       );
   }
 };
+
+/**
+ * What the checks read of a payment: all a payment not yet recorded has too (x402's `payTo` made per
+ * request is verified before its payment is made).
+ */
+export type PayableRow = Pick<
+  PaymentRow,
+  | "id"
+  | "chain_id"
+  | "token_address"
+  | "status"
+  | "watch_until"
+  | "deposit_address"
+  | "amount"
+  | "received"
+  | "seen"
+>;
+
+/** A payment not recorded yet, as the checks read it. */
+export const payableDraft = (payment: NewPayment): PayableRow => ({
+  id: `unrecorded:${payment.depositAddress.toLowerCase()}`,
+  chain_id: payment.chainId,
+  token_address: getAddress(payment.token),
+  status: "requires_payment",
+  watch_until: payment.watchUntil,
+  deposit_address: payment.depositAddress.toLowerCase(),
+  amount: payment.amount.toString(),
+  received: "0",
+  seen: "0",
+});
 
 export type GaslessFailure = InvalidRequest | Unavailable | RateLimited | SqlError.SqlError;
 
@@ -192,7 +222,7 @@ const make = Effect.gen(function* () {
     );
 
   /** A payment still open to this payer's money, and what is left to send (read under its lock, too). */
-  const checkPayable = (payment: PaymentRow, now: number) =>
+  const checkPayable = (payment: PayableRow, now: number) =>
     Effect.gen(function* () {
       if (!acceptsPayment(payment.status)) return yield* notPayable(payment);
       if (now > payment.watch_until)
@@ -209,7 +239,7 @@ const make = Effect.gen(function* () {
    */
   const checkPayer = (
     chain: ResolvedChain,
-    payment: PaymentRow,
+    payment: PayableRow,
     authorization: TransferAuthorization,
     now: number,
   ) =>
@@ -273,7 +303,7 @@ const make = Effect.gen(function* () {
     });
 
   /** The authorization as the token reads it, and the relayer's purpose and action for it. */
-  const parse = (payment: PaymentRow, input: PayAuthorizationRequest) =>
+  const parse = (payment: PayableRow, input: PayAuthorizationRequest) =>
     Effect.gen(function* () {
       const chain = yield* chainOfPayment(registry, payment);
       const action = gaslessAction(chain.id, payment.id);
@@ -301,7 +331,7 @@ const make = Effect.gen(function* () {
    * (chain time), the signature and the payer.
    */
   const check = (
-    payment: PaymentRow,
+    payment: PayableRow,
     { chain, token, authorization }: Effect.Success<ReturnType<typeof parse>>,
     signature: Hex,
   ) =>
@@ -315,7 +345,7 @@ const make = Effect.gen(function* () {
         );
       const now = yield* heads.latestTime(chain).pipe(Effect.mapError(unavailable));
       yield* checkPayable(payment, now);
-      const problemWith = (row: PaymentRow) => {
+      const problemWith = (row: PayableRow) => {
         const decimals = tokenOf(chain, token)?.decimals ?? 0;
         return authorizationProblem(
           authorization,
@@ -366,7 +396,7 @@ const make = Effect.gen(function* () {
    * refusal. The same authorization already sent is refused here (its nonce is used or in flight); a
    * counterfactual wallet's transfer cannot be simulated before the wallet exists, its signature was.
    */
-  const verify = (payment: PaymentRow, input: PayAuthorizationRequest) =>
+  const verify = (payment: PayableRow, input: PayAuthorizationRequest) =>
     Effect.gen(function* () {
       const parsed = yield* parse(payment, input);
       const { signed } = yield* check(payment, parsed, input.signature as Hex);

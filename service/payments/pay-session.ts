@@ -106,7 +106,10 @@ const eip3009Abi = parseAbi([
 ]);
 
 /** The chain a payment is on; a payment on a chain no longer configured is a defect. */
-export const chainOfPayment = (registry: ChainRegistry["Service"], payment: PaymentRow) => {
+export const chainOfPayment = (
+  registry: ChainRegistry["Service"],
+  payment: Pick<PaymentRow, "id" | "chain_id">,
+) => {
   const chain = registry.byId(payment.chain_id);
   return chain
     ? Effect.succeed(chain)

@@ -105,6 +105,28 @@ const decodeHeldBack = decodeRows(
   }),
 );
 
+/** A new payment's columns; the others start as the table's defaults say. */
+const newRow = (id: string, payment: NewPayment) => ({
+  id,
+  merchant_id: payment.scope.merchantId,
+  livemode: payment.scope.livemode,
+  chain_id: payment.chainId,
+  token_address: getAddress(payment.token),
+  payee_address: getAddress(payment.payee),
+  operator_address: getAddress(payment.operator),
+  hold_seconds: payment.holdSeconds,
+  onchain_id: payment.onchainId,
+  deposit_address: payment.depositAddress.toLowerCase(),
+  page_token: pageToken(),
+  amount: payment.amount.toString(),
+  status: "requires_payment",
+  reference: payment.reference,
+  description: payment.description,
+  expires_at: payment.expiresAt,
+  watch_until: payment.watchUntil,
+  created_block: payment.createdBlock.toString(),
+});
+
 const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient;
   const inScope = (scope: MerchantScope): Fragment[] => [
@@ -120,27 +142,24 @@ const make = Effect.gen(function* () {
     insert: (payment: NewPayment) =>
       Effect.gen(function* () {
         const id = yield* newId("payment");
-        yield* sql`INSERT INTO billing.payments ${sql.insert({
-          id,
-          merchant_id: payment.scope.merchantId,
-          livemode: payment.scope.livemode,
-          chain_id: payment.chainId,
-          token_address: getAddress(payment.token),
-          payee_address: getAddress(payment.payee),
-          operator_address: getAddress(payment.operator),
-          hold_seconds: payment.holdSeconds,
-          onchain_id: payment.onchainId,
-          deposit_address: payment.depositAddress.toLowerCase(),
-          page_token: pageToken(),
-          amount: payment.amount.toString(),
-          status: "requires_payment",
-          reference: payment.reference,
-          description: payment.description,
-          expires_at: payment.expiresAt,
-          watch_until: payment.watchUntil,
-          created_block: payment.createdBlock.toString(),
-        })}`;
+        yield* sql`INSERT INTO billing.payments ${sql.insert(newRow(id, payment))}`;
         return yield* reload(id);
+      }),
+    /**
+     * A payment at a deposit address whose id the payer's side chose (an x402 `payTo` made per request):
+     * made once. The same address again finds the payment made first, if it is this merchant's.
+     */
+    insertAtDeposit: (payment: NewPayment) =>
+      Effect.gen(function* () {
+        const id = yield* newId("payment");
+        yield* sql`INSERT INTO billing.payments ${sql.insert(newRow(id, payment))}
+          ON CONFLICT (chain_id, deposit_address) DO NOTHING`;
+        const rows = yield* select([
+          sql`p.chain_id = ${payment.chainId}`,
+          sql`p.deposit_address = ${payment.depositAddress.toLowerCase()}`,
+          ...inScope(payment.scope),
+        ]);
+        return rows[0];
       }),
 
     /** The merchant's payment, or 404; locked for update when asked (inside a transaction). */

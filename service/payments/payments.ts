@@ -12,9 +12,10 @@ import { PAYMENT_STATUSES } from "../../src/ledger/payment-machine.ts";
 import { chooseChain, chooseToken, requirePaymentsOpen } from "../chains/chain-choice.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
 import { ChainHeads } from "../chains/chain-heads.ts";
-import { minPaymentUnits, tokenOf } from "../chains/config.ts";
+import { minPaymentUnits, type ResolvedChain, tokenOf } from "../chains/config.ts";
 import { GasCosts } from "../chains/gas-costs.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
+import type { MerchantChainObject, TokenObject } from "../chains/objects.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import { TokenStates } from "../chains/token-states.ts";
@@ -28,9 +29,9 @@ import { PageQuery } from "../pagination.ts";
 import { depositAddress } from "./deposit-address.ts";
 import { depositTermsOf, paymentReturnAction } from "./deposit-terms.ts";
 import { OpenPayments } from "./open-payments.ts";
-import type { PaymentObject } from "./payment-object.ts";
+import type { PaymentObject, PaymentRow } from "./payment-object.ts";
 import { PaymentRender } from "./payment-render.ts";
-import { PaymentStore } from "./payment-store.ts";
+import { type NewPayment, PaymentStore } from "./payment-store.ts";
 import { PaymentTransitions } from "./payment-transitions.ts";
 
 /** A payment's deposit address is watched this long after it expires (late payments, top-ups). */
@@ -89,6 +90,22 @@ export const ReturnPayment = Schema.Struct({
 }).annotate({ identifier: "ReturnPaymentRequest" });
 export type ReturnPayment = typeof ReturnPayment.Type;
 
+/** The terms of the merchant's payments on a chain, but for the payment's id and token. */
+export interface DepositParameters {
+  readonly escrow: Hex;
+  readonly payee: Hex;
+  readonly operator: Hex;
+  readonly holdSeconds: bigint;
+}
+
+export interface DepositPaymentInput {
+  readonly token: string;
+  readonly paymentId: Hex;
+  readonly depositAddress: string;
+  readonly amount: bigint;
+  readonly description: string | null;
+}
+
 type Failure = InvalidRequest | NotFound | Unavailable | SqlError.SqlError;
 
 const notReturnable = (message: string) => invalidParam("id", message, "payment_not_returnable");
@@ -111,6 +128,26 @@ export class Payments extends Context.Service<
       id: string,
       input: ReturnPayment,
     ) => Effect.Effect<PaymentObject, Failure>;
+    /** What the merchant's payments on the chain are bound to, but for their id and token; none without a relayer. */
+    readonly depositParameters: (
+      scope: MerchantScope,
+      chain: ResolvedChain,
+    ) => Effect.Effect<DepositParameters | undefined, SqlError.SqlError>;
+    /** The payment `openAtDeposit` would make, with all its checks, unrecorded. */
+    readonly draftAtDeposit: (
+      scope: MerchantScope,
+      chain: ResolvedChain,
+      input: DepositPaymentInput,
+    ) => Effect.Effect<NewPayment | undefined, Failure>;
+    /**
+     * A payment whose escrow id the merchant's resource server chose, made once (x402's per-request `payTo`): the payment at
+     * `depositAddress` if those terms give it, else undefined (another id, payee, operator or hold).
+     */
+    readonly openAtDeposit: (
+      scope: MerchantScope,
+      chain: ResolvedChain,
+      input: DepositPaymentInput,
+    ) => Effect.Effect<PaymentRow | undefined, Failure>;
   }
 >()("Payments") {
   static readonly layer = Layer.effect(
@@ -129,6 +166,74 @@ export class Payments extends Context.Service<
       const transitions = yield* PaymentTransitions;
       const openPayments = yield* OpenPayments;
 
+      /** What the merchant's payments opened now on the chain are bound to, but for their id and token. */
+      const boundBy = (config: MerchantChainObject, chain: ResolvedChain): DepositParameters | undefined => {
+        const operator = relayer.operator(chain);
+        return operator === undefined
+          ? undefined
+          : {
+              escrow: getAddress(chain.escrow.address),
+              payee: getAddress(config.payout_address),
+              operator,
+              holdSeconds: BigInt(chain.escrow_available ? chain.hold_seconds : 0),
+            };
+      };
+      const parametersOf = (config: MerchantChainObject, chain: ResolvedChain) => {
+        const bound = boundBy(config, chain);
+        return bound === undefined ? Effect.fail(relayerUnavailable("take payments")) : Effect.succeed(bound);
+      };
+
+      /** A new payment's terms and record, on the chain's time (a test clock moves it). */
+      const newPayment = (
+        scope: MerchantScope,
+        chain: ResolvedChain,
+        config: MerchantChainObject,
+        token: TokenObject,
+        fields: {
+          readonly paymentId: Hex;
+          readonly amount: bigint;
+          readonly reference: string | null;
+          readonly description: string | null;
+          readonly expiresIn: number;
+        },
+      ) =>
+        Effect.gen(function* () {
+          const minimum = minPaymentUnits(tokenOf(chain, token.address) ?? token);
+          if (fields.amount < minimum)
+            return yield* invalidParam(
+              "amount_decimal",
+              `amount_decimal must be at least ${formatDecimal(minimum, token.decimals)} ${token.symbol}, the smallest payment in this token (GET /v1/limits).`,
+              "amount_too_small",
+            );
+          const { escrow, ...bound } = yield* parametersOf(config, chain);
+          const head = yield* heads.latestBlock(chain).pipe(Effect.mapError(unavailable));
+          const terms = { paymentId: fields.paymentId, ...bound, token: getAddress(token.address) };
+          const expiresAt = head.timestamp + fields.expiresIn;
+          return {
+            scope,
+            chainId: chain.id,
+            token: terms.token,
+            payee: terms.payee,
+            operator: terms.operator,
+            holdSeconds: Number(terms.holdSeconds),
+            onchainId: terms.paymentId,
+            depositAddress: depositAddress(escrow, terms),
+            amount: fields.amount,
+            reference: fields.reference,
+            description: fields.description,
+            expiresAt,
+            watchUntil: expiresAt + LATE_PAYMENT_WINDOW_SECONDS,
+            createdBlock: head.number,
+          } satisfies NewPayment;
+        });
+
+      /** The merchant's open payments on the chain stay counted (locked) until the payment is in. */
+      const admitted = <A, E, R>(
+        scope: MerchantScope,
+        chain: ResolvedChain,
+        insert: Effect.Effect<A, E, R>,
+      ) => sql.withTransaction(Effect.andThen(openPayments.admit(scope, chain), insert));
+
       const create = (scope: MerchantScope, input: CreatePayment) =>
         Effect.gen(function* () {
           const configured = yield* merchantChains.current(scope);
@@ -138,45 +243,49 @@ export class Payments extends Context.Service<
           const amount = parseDecimal(input.amount_decimal, token.decimals, MAX_CAP_UNITS);
           if (Result.isFailure(amount))
             return yield* invalidParam("amount_decimal", `amount_decimal ${amount.failure.message}.`);
-          const minimum = minPaymentUnits(tokenOf(chain, token.address) ?? token);
-          if (amount.success < minimum)
-            return yield* invalidParam(
-              "amount_decimal",
-              `amount_decimal must be at least ${formatDecimal(minimum, token.decimals)} ${token.symbol}, the smallest payment in this token (GET /v1/limits).`,
-              "amount_too_small",
-            );
-          const operator = relayer.operator(chain);
-          if (!operator) return yield* relayerUnavailable("take payments");
-          // Expiry counts in chain time, as the chain tells it (a test clock moves it).
-          const head = yield* heads.latestBlock(chain).pipe(Effect.mapError(unavailable));
-          const now = head.timestamp;
-          const terms = {
+          const payment = yield* newPayment(scope, chain, config, token, {
             paymentId: `0x${randomBytes(32).toString("hex")}` as Hex,
-            payee: getAddress(config.payout_address),
-            token: getAddress(token.address),
-            operator,
-            holdSeconds: BigInt(chain.escrow_available ? chain.hold_seconds : 0),
-          };
-          const expiresAt = now + (input.expires_in ?? DEFAULT_EXPIRES_IN);
-          const insert = store.insert({
-            scope,
-            chainId: chain.id,
-            token: terms.token,
-            payee: terms.payee,
-            operator,
-            holdSeconds: Number(terms.holdSeconds),
-            onchainId: terms.paymentId,
-            depositAddress: depositAddress(chain.escrow.address, terms),
             amount: amount.success,
             reference: input.reference ?? null,
             description: input.description ?? null,
-            expiresAt,
-            watchUntil: expiresAt + LATE_PAYMENT_WINDOW_SECONDS,
-            createdBlock: head.number,
+            expiresIn: input.expires_in ?? DEFAULT_EXPIRES_IN,
           });
-          // The merchant's open payments on the chain stay counted (locked) until the payment is in.
-          const row = yield* sql.withTransaction(Effect.andThen(openPayments.admit(scope, chain), insert));
-          return yield* renderer.render(row);
+          return yield* renderer.render(yield* admitted(scope, chain, store.insert(payment)));
+        });
+
+      const configOf = (scope: MerchantScope, chain: ResolvedChain) =>
+        Effect.map(merchantChains.current(scope), (configured) =>
+          configured.find((c) => c.chain === chain.id),
+        );
+
+      const depositParameters = (scope: MerchantScope, chain: ResolvedChain) =>
+        Effect.map(configOf(scope, chain), (config) =>
+          config === undefined ? undefined : boundBy(config, chain),
+        );
+
+      const draftAtDeposit = (scope: MerchantScope, chain: ResolvedChain, input: DepositPaymentInput) =>
+        Effect.gen(function* () {
+          yield* requirePaymentsOpen(chain, "chain");
+          const config = yield* configOf(scope, chain);
+          if (config === undefined)
+            return yield* invalidParam("chain", `Chain ${chain.id} is not one of your configured chains.`);
+          const token = yield* chooseToken(config, input.token);
+          const payment = yield* newPayment(scope, chain, config, token, {
+            paymentId: input.paymentId,
+            amount: input.amount,
+            reference: null,
+            description: input.description,
+            expiresIn: DEFAULT_EXPIRES_IN,
+          });
+          return payment.depositAddress === input.depositAddress.toLowerCase() ? payment : undefined;
+        });
+
+      const openAtDeposit = (scope: MerchantScope, chain: ResolvedChain, input: DepositPaymentInput) =>
+        Effect.gen(function* () {
+          const payment = yield* draftAtDeposit(scope, chain, input);
+          return payment === undefined
+            ? undefined
+            : yield* admitted(scope, chain, store.insertAtDeposit(payment));
         });
 
       const retrieve = (scope: MerchantScope, id: string) =>
@@ -279,7 +388,16 @@ export class Payments extends Context.Service<
           return largest?.from_address;
         });
 
-      return { create, retrieve, list, cancel, returnPayment };
+      return {
+        create,
+        retrieve,
+        list,
+        cancel,
+        returnPayment,
+        depositParameters,
+        draftAtDeposit,
+        openAtDeposit,
+      };
     }),
   );
 }

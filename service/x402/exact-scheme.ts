@@ -1,7 +1,8 @@
 /**
  * The `exact` scheme on EVM: an EIP-3009 transfer that pays one of the merchant's payments, whose
  * deposit address is `payTo`, through the pay page's gasless path (payments/gasless-payments.ts): its
- * checks, its bounds, its relayer. Settling waits up to `SETTLE_WAIT` for the transfer's block, then
+ * checks, its bounds, its relayer. The payment is one the merchant created, or one made per request
+ * (`extra.escrowPaymentId`, client/x402-deposits.ts) and recorded at settle. Settling waits up to `SETTLE_WAIT` for the transfer's block, then
  * answers `settlement_pending` with the transaction's hash; the same payload again (idempotent by the
  * authorization's nonce) waits for the same transaction.
  */
@@ -11,9 +12,16 @@ import type { ResolvedChain } from "../chains/config.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { Relayer } from "../chains/relayer.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
-import { GaslessPayments, gaslessPurpose } from "../payments/gasless-payments.ts";
+import {
+  GaslessPayments,
+  gaslessPurpose,
+  type PayableRow,
+  payableDraft,
+} from "../payments/gasless-payments.ts";
 import { PaySessions } from "../payments/pay-session.ts";
+import type { PaymentRow } from "../payments/payment-object.ts";
 import { PaymentStore } from "../payments/payment-store.ts";
+import { type DepositPaymentInput, Payments } from "../payments/payments.ts";
 import { SETTLEMENT_PENDING } from "./reasons.ts";
 import { refusal, refusedAs, sameAddress } from "./refusal.ts";
 import { ExactEvmPayload, type SettleResponse, type X402Request } from "./wire.ts";
@@ -23,12 +31,70 @@ const SETTLE_WAIT = "20 seconds";
 
 const decodePayload = Schema.decodeUnknownOption(ExactEvmPayload);
 
+/** The payment `payTo` pays: recorded, or made per request and recorded at settle. */
+type Target =
+  | { readonly recorded: PaymentRow }
+  | { readonly draft: PayableRow; readonly input: DepositPaymentInput };
+const payableOf = (target: Target): PayableRow => ("recorded" in target ? target.recorded : target.draft);
+
 export const makeExactScheme = Effect.gen(function* () {
   const store = yield* PaymentStore;
   const sessions = yield* PaySessions;
   const gasless = yield* GaslessPayments;
   const relayer = yield* Relayer;
   const merchantChains = yield* MerchantChains;
+  const payments = yield* Payments;
+
+  /**
+   * A `payTo` made per request (client/x402-deposits.ts): the deposit address of a payment not recorded
+   * yet, whose escrow id `extra.escrowPaymentId` names. It is one of this merchant's only if the escrow's
+   * terms with that id, the merchant's payout address, the token, our operator and the chain's hold give
+   * it; the payment is recorded at settle.
+   */
+  const draftOf = (scope: MerchantScope, chain: ResolvedChain, request: X402Request, payer: string) =>
+    Effect.gen(function* () {
+      const required = request.paymentRequirements;
+      const escrowPaymentId = required.extra?.escrowPaymentId;
+      if (typeof escrowPaymentId !== "string" || !/^0x[0-9a-fA-F]{64}$/.test(escrowPaymentId)) {
+        const payout = (yield* merchantChains.list(scope)).find((c) => c.chain === chain.id)?.payout_address;
+        return yield* refusal(
+          "invalid_payment_requirements",
+          payout !== undefined && sameAddress(payout, required.payTo)
+            ? `payTo is your payout address: x402 transfers pay a deposit address, so that the money moves through the escrow. Make payTo per request with extra.escrowPaymentId (client/x402-deposits.ts), or use one of your payments' deposit_address (docs/x402.md).`
+            : `payTo must be the deposit_address of one of your payments on ${required.network}, or one made per request with extra.escrowPaymentId (docs/x402.md); ${required.payTo} is neither.`,
+          payer,
+        );
+      }
+      const resource = request.paymentPayload.resource;
+      const url =
+        typeof resource === "object" &&
+        resource !== null &&
+        "url" in resource &&
+        typeof resource.url === "string"
+          ? resource.url
+          : undefined;
+      const input: DepositPaymentInput = {
+        token: required.asset,
+        paymentId: escrowPaymentId.toLowerCase() as Hex,
+        depositAddress: required.payTo,
+        amount: BigInt(required.amount),
+        description: url === undefined ? null : `x402: ${url}`.slice(0, 500),
+      };
+      const drafted = yield* payments
+        .draftAtDeposit(scope, chain, input)
+        .pipe(
+          Effect.catchTag("InvalidRequest", (error) =>
+            Effect.fail(refusal("invalid_payment_requirements", `${error.code}: ${error.message}`, payer)),
+          ),
+        );
+      if (drafted === undefined)
+        return yield* refusal(
+          "invalid_payment_requirements",
+          `payTo is not the deposit address that extra.escrowPaymentId gives with your payout address on ${required.network}, this token and the escrow's terms here (GET /x402/supported lists them).`,
+          payer,
+        );
+      return { draft: payableDraft(drafted), input } satisfies Target;
+    });
 
   /** The payment `payTo` names, and the authorization as the pay page takes it. */
   const resolve = (scope: MerchantScope, chain: ResolvedChain, request: X402Request) =>
@@ -57,17 +123,10 @@ export const makeExactScheme = Effect.gen(function* () {
           `The authorization moves ${authorization.value} base units; the requirements ask exactly ${required.amount}.`,
           payer,
         );
-      const payment = yield* store.byDeposit(scope, chain.id, required.payTo);
-      if (payment === undefined) {
-        const payout = (yield* merchantChains.list(scope)).find((c) => c.chain === chain.id)?.payout_address;
-        return yield* refusal(
-          "invalid_payment_requirements",
-          payout !== undefined && sameAddress(payout, required.payTo)
-            ? `payTo is your payout address: x402 transfers pay one of your payments, at its deposit_address, so that the money moves through the escrow. To charge per request, use the mandate scheme (docs/x402.md).`
-            : `payTo must be the deposit_address of one of your payments on ${required.network}; ${required.payTo} is not.`,
-          payer,
-        );
-      }
+      const recorded = yield* store.byDeposit(scope, chain.id, required.payTo);
+      const target: Target =
+        recorded !== undefined ? { recorded } : yield* draftOf(scope, chain, request, payer);
+      const payment = payableOf(target);
       if (!sameAddress(payment.token_address, required.asset))
         return yield* refusal(
           "invalid_payment_requirements",
@@ -88,7 +147,7 @@ export const makeExactScheme = Effect.gen(function* () {
         );
       return {
         payer,
-        payment,
+        target,
         authorization: {
           from: authorization.from,
           to: authorization.to,
@@ -103,16 +162,49 @@ export const makeExactScheme = Effect.gen(function* () {
 
   const verify = (scope: MerchantScope, chain: ResolvedChain, request: X402Request) =>
     Effect.gen(function* () {
-      const { payer, payment, authorization } = yield* resolve(scope, chain, request);
+      const { payer, target, authorization } = yield* resolve(scope, chain, request);
       yield* gasless
-        .verify(payment, authorization)
+        .verify(payableOf(target), authorization)
         .pipe(Effect.catchTag("InvalidRequest", refusedAs("verify", "exact", payer)));
       return payer;
     });
 
+  /**
+   * A payment made per request is recorded once its authorization passes every check, so that a payload
+   * that would be refused leaves nothing behind. A concurrent settle of the same `payTo` finds it made.
+   */
+  const record = (
+    scope: MerchantScope,
+    chain: ResolvedChain,
+    payer: string,
+    { draft, input }: Extract<Target, { draft: PayableRow }>,
+    authorization: Effect.Success<ReturnType<typeof resolve>>["authorization"],
+  ) =>
+    Effect.gen(function* () {
+      yield* gasless
+        .verify(draft, authorization)
+        .pipe(Effect.catchTag("InvalidRequest", refusedAs("settle", "exact", payer)));
+      const payment = yield* payments
+        .openAtDeposit(scope, chain, input)
+        .pipe(
+          Effect.catchTag("InvalidRequest", (error) =>
+            Effect.fail(refusal("invalid_payment_requirements", `${error.code}: ${error.message}`, payer)),
+          ),
+        );
+      if (payment === undefined)
+        return yield* refusal(
+          "invalid_payment_requirements",
+          `payTo ${input.depositAddress} is another account's.`,
+          payer,
+        );
+      return payment;
+    });
+
   const settle = (scope: MerchantScope, chain: ResolvedChain, request: X402Request) =>
     Effect.gen(function* () {
-      const { payer, payment, authorization } = yield* resolve(scope, chain, request);
+      const { payer, target, authorization } = yield* resolve(scope, chain, request);
+      const payment =
+        "recorded" in target ? target.recorded : yield* record(scope, chain, payer, target, authorization);
       const purpose = gaslessPurpose(chain.id, payment.id, authorization.from, authorization.nonce);
       const sent = yield* gasless
         .submit(payment, authorization)

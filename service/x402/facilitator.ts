@@ -17,6 +17,7 @@ import { MerchantChains } from "../chains/merchant-chains.ts";
 import { ChainRegistry } from "../chains/registry.ts";
 import { Relayer } from "../chains/relayer.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
+import { Payments } from "../payments/payments.ts";
 import { makeExactScheme } from "./exact-scheme.ts";
 import { makeMandateScheme } from "./mandate-scheme.ts";
 import { MANDATE_SCHEME } from "./mandate-usage.ts";
@@ -31,6 +32,7 @@ const make = Effect.gen(function* () {
   const registry = yield* ChainRegistry;
   const merchantChains = yield* MerchantChains;
   const relayer = yield* Relayer;
+  const payments = yield* Payments;
   const schemes = { exact: yield* makeExactScheme, [MANDATE_SCHEME]: yield* makeMandateScheme };
 
   /** The merchant's chains of its mode, each with the schemes it settles there. */
@@ -56,7 +58,29 @@ const make = Effect.gen(function* () {
         ),
       ];
       const answer: SupportedResponse = {
-        kinds: kinds.map(({ chain, scheme }) => ({ x402Version: 2, scheme, network: networkOf(chain) })),
+        kinds: yield* Effect.forEach(kinds, ({ chain, scheme }) =>
+          Effect.gen(function* () {
+            const kind = { x402Version: 2, scheme, network: networkOf(chain) };
+            const resolved = registry.byId(chain);
+            const terms =
+              scheme === "exact" && resolved !== undefined
+                ? yield* payments.depositParameters(scope, resolved)
+                : undefined;
+            return terms === undefined
+              ? kind
+              : {
+                  ...kind,
+                  extra: {
+                    depositTerms: {
+                      escrow: terms.escrow,
+                      payee: terms.payee,
+                      operator: terms.operator,
+                      holdSeconds: Number(terms.holdSeconds),
+                    },
+                  },
+                };
+          }),
+        ),
         extensions: [],
         signers: signers.length === 0 ? {} : { "eip155:*": signers },
       };

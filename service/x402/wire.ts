@@ -18,10 +18,16 @@ export const PaymentRequirements = open(
     network: Schema.String.annotate({ description: "CAIP-2 network, `eip155:<chain id>`" }),
     amount: Schema.String.annotate({ description: "Base units of the asset, in decimal digits" }),
     asset: Schema.String.annotate({ description: "The token's address" }),
-    payTo: Schema.String.annotate({ description: "The deposit address of one of the merchant's payments" }),
+    payTo: Schema.String.annotate({
+      description:
+        "The deposit address of one of the merchant's payments, or of one made per request (`extra.escrowPaymentId`)",
+    }),
     maxTimeoutSeconds: Schema.Number,
     extra: Schema.optionalKey(
-      Rest.annotate({ description: "For `exact` on EVM: the token's EIP-712 domain `{ name, version }`" }),
+      Rest.annotate({
+        description:
+          "For `exact` on EVM: the token's EIP-712 domain `{ name, version }`, and `escrowPaymentId` (32 bytes, hex) when payTo is made per request",
+      }),
     ),
   }),
 ).annotate({ identifier: "X402PaymentRequirements" });
@@ -126,6 +132,19 @@ export const SupportedResponse = Schema.Struct({
       x402Version: Schema.Number,
       scheme: Schema.String,
       network: Schema.String,
+      extra: Schema.optionalKey(
+        Schema.Struct({
+          depositTerms: Schema.Struct({
+            escrow: Schema.String,
+            payee: Schema.String.annotate({ description: "Your payout address on the chain" }),
+            operator: Schema.String,
+            holdSeconds: Schema.Number,
+          }),
+        }).annotate({
+          description:
+            "`exact`: the escrow's terms of your payments on the chain but for their id and token, from which a payTo is made per request (client/x402-deposits.ts)",
+        }),
+      ),
     }),
   ),
   extensions: Schema.Array(Schema.String),

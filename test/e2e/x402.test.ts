@@ -29,6 +29,7 @@ import { Hono } from "hono";
 import { getAddress, type Hex, parseSignature } from "viem";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { X402Deposits } from "../../client/x402-deposits.ts";
 import { MandateClientScheme, MandateServerScheme } from "../../client/x402-mandate.ts";
 import { usdcAbi } from "../../scripts/stack/circle-usdc.ts";
 import { inPool } from "../../scripts/stack/pool.ts";
@@ -198,11 +199,24 @@ afterAll(async () => {
 describe("x402 facilitator", () => {
   it("lists the exact and mandate schemes on the merchant's chains and the relayer that settles", async () => {
     const supported = await ok("/x402/supported");
+    const chains = (await ok("/v1/merchant/chains")).data as Json[];
+    // exact: the escrow's terms of the merchant's payments there, from which a payTo is made per request.
+    const depositTerms = (id: number) => ({
+      escrow: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/),
+      payee: getAddress(chains.find((c) => c.chain === id).payout_address),
+      operator: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/),
+      holdSeconds: 0,
+    });
     expect(supported).toEqual({
       kinds: [
-        { x402Version: 2, scheme: "exact", network: NETWORK },
+        { x402Version: 2, scheme: "exact", network: NETWORK, extra: { depositTerms: depositTerms(CHAIN) } },
         { x402Version: 2, scheme: "mandate", network: NETWORK },
-        { x402Version: 2, scheme: "exact", network: `eip155:${NARROW}` },
+        {
+          x402Version: 2,
+          scheme: "exact",
+          network: `eip155:${NARROW}`,
+          extra: { depositTerms: depositTerms(NARROW) },
+        },
         { x402Version: 2, scheme: "mandate", network: `eip155:${NARROW}` },
       ],
       extensions: [],
@@ -363,6 +377,93 @@ describe("x402 facilitator", () => {
     );
     expect(required.accepts).toEqual([expect.objectContaining({ payTo: b.address, amount: "1500000" })]);
     expect((await ok(`/v1/payments/${b.id}`)).status).toBe("requires_payment");
+  });
+
+  it("a route with a fixed price makes payTo per request (client/x402-deposits.ts): unpaid requests record nothing, each paid one is a payment of its own", async () => {
+    const auth = { Authorization: `Bearer ${stack.devMerchant.apiKey}` };
+    const facilitator = new HTTPFacilitatorClient({
+      url: `${stack.apiUrl}/x402`,
+      createAuthHeaders: async () => ({ verify: auth, settle: auth, supported: auth }),
+    });
+    const deposits = await X402Deposits.load(facilitator);
+    const app = new Hono();
+    app.use(
+      paymentMiddleware(
+        {
+          "GET /quote": {
+            accepts: deposits.exact({
+              network: NETWORK,
+              price: {
+                amount: "250000",
+                asset: getAddress(chain.usdc),
+                extra: { name: "USD Coin", version: "2" },
+              },
+              maxTimeoutSeconds: 300,
+            }),
+          },
+        },
+        new x402ResourceServer(facilitator).register(NETWORK, new ExactEvmServer()),
+      ),
+    );
+    app.get("/quote", (c) => c.json({ quote: 42 }));
+    const server = await new Promise<ServerType>((resolve) => {
+      const started = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(started));
+    });
+    servers.push(server);
+    const resource = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const paymentsNow = async () =>
+      (
+        await queryAt(stack.databaseUrl)<{ n: number }>(
+          "SELECT count(*)::int AS n FROM billing.payments WHERE description LIKE 'x402: %/quote'",
+        )
+      )[0]?.n ?? 0;
+
+    const unpaid = await Promise.all(Array.from({ length: 3 }, () => fetch(`${resource}/quote`)));
+    const payTos = unpaid.map((response) => {
+      expect(response.status).toBe(402);
+      const required = JSON.parse(
+        Buffer.from(response.headers.get("payment-required") ?? "", "base64").toString(),
+      );
+      expect(required.accepts[0]).toMatchObject({
+        amount: "250000",
+        extra: { name: "USD Coin", version: "2" },
+      });
+      expect(required.accepts[0].extra.escrowPaymentId).toMatch(/^0x[0-9a-f]{64}$/);
+      return required.accepts[0].payTo as string;
+    });
+    expect(new Set(payTos).size).toBe(3);
+    expect(await paymentsNow()).toBe(0);
+
+    const settled: Json[] = [];
+    for (const amount of ["1", "1"]) {
+      const payer = await newPayer(amount);
+      const client = x402Client.fromConfig({
+        schemes: [{ network: NETWORK, client: new ExactEvmClient(payer) }],
+        spendControls: {
+          allowedAssets: [{ network: NETWORK, asset: getAddress(chain.usdc), maxAmountPerPayment: "250000" }],
+        },
+      });
+      const answered = await wrapFetchWithPayment(fetch, client)(`${resource}/quote`);
+      expect(answered.status, await answered.clone().text()).toBe(200);
+      expect(await answered.json()).toEqual({ quote: 42 });
+      const settlement = decodePaymentResponseHeader(answered.headers.get("payment-response") ?? "");
+      expect(settlement).toMatchObject({ success: true, payer: payer.address });
+      settled.push(settlement);
+      expect(await chain.balanceOf(payer.address)).toBe(usd("0.75"));
+    }
+    const ids = settled.map((s) => (s.extra as Json).payment as string);
+    expect(ids[0]).toMatch(/^pay_/);
+    expect(new Set(ids).size).toBe(2);
+    expect(await paymentsNow()).toBe(2);
+    for (const id of ids)
+      await waitFor(async () => (await ok(`/v1/payments/${id}`)).status === "paid", {
+        timeoutMs: 60_000,
+        intervalMs: 200,
+        what: `${id} paid`,
+      });
+    const payment = await ok(`/v1/payments/${ids[0]}`);
+    expect(payment).toMatchObject({ amount: "250000", description: `x402: ${resource}/quote` });
+    expect(payment.transfers.map((t: Json) => t.transaction_hash)).toEqual([settled[0].transaction]);
   });
 
   it("bounds a payer across payments as the pay page does; a settle that outwaits its block answers settlement_pending, and settling again returns it mined", async () => {
@@ -573,6 +674,15 @@ describe("x402 facilitator", () => {
       [
         "payTo the merchant's payout address",
         { ...requirements, payTo: payout },
+        "invalid_payment_requirements",
+      ],
+      [
+        "payTo made per request, not the address its escrowPaymentId gives",
+        {
+          ...requirements,
+          payTo: newAddress(),
+          extra: { ...requirements.extra, escrowPaymentId: newNonce() },
+        },
         "invalid_payment_requirements",
       ],
       [

@@ -47,7 +47,19 @@ export const settled: SettleResponse = {
 
 export const supported: SupportedResponse = {
   kinds: [
-    { x402Version: 2, scheme: "exact", network: NETWORK },
+    {
+      x402Version: 2,
+      scheme: "exact",
+      network: NETWORK,
+      extra: {
+        depositTerms: {
+          escrow: "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+          payee: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+          operator: "0x976EA74026E726554dB657fA54763abd0C3a0aa9",
+          holdSeconds: 604800,
+        },
+      },
+    },
     { x402Version: 2, scheme: "mandate", network: NETWORK },
   ],
   extensions: [],
