@@ -3,9 +3,11 @@
  *
  * 1. `exact`: N payments, each paid by a payer of its own with an EIP-3009 authorization signed
  *    beforehand, through `POST /x402/verify` then `POST /x402/settle` (which waits for the block), C in
- *    flight; latency of each call and settlements a second. Beside it, N more payments paid through the
- *    pay page's gasless path (`POST /pay/{token}/authorizations`, which answers once the relayer has
- *    broadcast), the same way: latency and transfers a second. anvil mines each transaction at once.
+ *    flight; latency of each call and settlements a second. Then N more the same way to a `payTo` made
+ *    per request (client/x402-deposits.ts), whose payment the settle records. Beside them, N more
+ *    payments paid through the pay page's gasless path (`POST /pay/{token}/authorizations`, which answers
+ *    once the relayer has broadcast), the same way: latency and transfers a second. anvil mines each
+ *    transaction at once.
  * 2. `mandate`: M requests to a Hono route behind `@x402/hono`'s middleware with the mandate scheme, paid
  *    by `@x402/fetch` with `MandateClientScheme` (402, signature, verify, handler, settle: a usage
  *    record), C in flight; beside it, the same server's bare route fetched with plain `fetch`, the same
@@ -16,6 +18,7 @@
  */
 import type { AddressInfo } from "node:net";
 import { type ServerType, serve } from "@hono/node-server";
+import type { HTTPAdapter } from "@x402/core/http";
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch";
 import { paymentMiddleware, x402ResourceServer } from "@x402/hono";
@@ -30,6 +33,7 @@ import {
   toHex,
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { X402Deposits } from "../client/x402-deposits.ts";
 import { MandateClientScheme, MandateServerScheme } from "../client/x402-mandate.ts";
 import { usdcAbi } from "../scripts/stack/circle-usdc.ts";
 import { LOCAL_FAUCET_KEY } from "../scripts/stack/local-chain.ts";
@@ -93,11 +97,35 @@ try {
   });
   const auth = { authorization: `Bearer ${stack.devMerchant.apiKey}`, "content-type": "application/json" };
 
-  /** 2N payments, each with a payer holding its amount and an authorization signed for it. */
-  console.log(`preparing ${2 * N} payments and payers ...`);
+  const facilitator = new HTTPFacilitatorClient({
+    url: `${stack.apiUrl}/x402`,
+    createAuthHeaders: async () => {
+      const header = { Authorization: auth.authorization };
+      return { verify: header, settle: header, supported: header };
+    },
+  });
+  const perRequest = (await X402Deposits.load(facilitator)).exact({
+    network: NETWORK,
+    price: { amount: AMOUNT.toString(), asset: usdc, extra: { name: "USD Coin", version: "2" } },
+  });
+  /** A payTo made per request, and its escrow payment id, as a route's unpaid request gets them. */
+  const madePerRequest = async () => {
+    const context = { adapter: {} as HTTPAdapter, path: "/quote", method: "GET" };
+    const payTo = typeof perRequest.payTo === "function" ? await perRequest.payTo(context) : perRequest.payTo;
+    const price = (
+      typeof perRequest.price === "function" ? await perRequest.price(context) : perRequest.price
+    ) as {
+      extra: Record<string, unknown>;
+    };
+    return { address: payTo, escrowPaymentId: price.extra.escrowPaymentId as string };
+  };
+
+  /** 3N payments (N made per request), each with a payer holding its amount and an authorization signed for it. */
+  console.log(`preparing ${3 * N} payments and payers ...`);
   const now = BigInt(Math.floor(Date.now() / 1000));
-  const prepared = await inPool(Array.from({ length: 2 * N }), 8, async () => {
-    const payment = await api("/v1/payments", { amount_decimal: "1" });
+  const prepared = await inPool(Array.from({ length: 3 * N }), 8, async (_, i) => {
+    const payment: Record<string, unknown> =
+      i < 2 * N ? await api("/v1/payments", { amount_decimal: "1" }) : await madePerRequest();
     const payer = privateKeyToAccount(generatePrivateKey());
     const authorization = {
       from: payer.address,
@@ -123,41 +151,53 @@ try {
       args: [payer.address, AMOUNT],
     });
   const x402Side = prepared.slice(0, N);
-  const gaslessSide = prepared.slice(N);
+  const gaslessSide = prepared.slice(N, 2 * N);
+  const perRequestSide = prepared.slice(2 * N);
 
-  console.log(`exact: ${N} payments through /x402/verify and /x402/settle ...`);
   const verifyMs: number[] = [];
   const settleMs: number[] = [];
-  const exact = await timed(x402Side, async ({ payment, authorization, signature }) => {
-    const requirements = {
-      scheme: "exact",
-      network: NETWORK,
-      amount: AMOUNT.toString(),
-      asset: usdc,
-      payTo: payment.address as string,
-      maxTimeoutSeconds: 300,
-      extra: { name: "USD Coin", version: "2" },
+  const perRequestVerifyMs: number[] = [];
+  const perRequestSettleMs: number[] = [];
+  const settleExact =
+    (verifyTimes: number[], settleTimes: number[]) =>
+    async ({ payment, authorization, signature }: (typeof prepared)[number]) => {
+      const requirements = {
+        scheme: "exact",
+        network: NETWORK,
+        amount: AMOUNT.toString(),
+        asset: usdc,
+        payTo: payment.address as string,
+        maxTimeoutSeconds: 300,
+        extra: {
+          name: "USD Coin",
+          version: "2",
+          ...(payment.escrowPaymentId === undefined ? {} : { escrowPaymentId: payment.escrowPaymentId }),
+        },
+      };
+      const body = JSON.stringify({
+        x402Version: 2,
+        paymentPayload: exactPaymentPayload(requirements, authorization, signature),
+        paymentRequirements: requirements,
+      });
+      let at = performance.now();
+      const verified = await expectOk(
+        await fetch(`${stack.apiUrl}/x402/verify`, { method: "POST", headers: auth, body }),
+        "verify",
+      );
+      verifyTimes.push(performance.now() - at);
+      if (verified.isValid !== true) throw new Error(`verify: ${JSON.stringify(verified)}`);
+      at = performance.now();
+      const settled = await expectOk(
+        await fetch(`${stack.apiUrl}/x402/settle`, { method: "POST", headers: auth, body }),
+        "settle",
+      );
+      settleTimes.push(performance.now() - at);
+      if (settled.success !== true) throw new Error(`settle: ${JSON.stringify(settled)}`);
     };
-    const body = JSON.stringify({
-      x402Version: 2,
-      paymentPayload: exactPaymentPayload(requirements, authorization, signature),
-      paymentRequirements: requirements,
-    });
-    let at = performance.now();
-    const verified = await expectOk(
-      await fetch(`${stack.apiUrl}/x402/verify`, { method: "POST", headers: auth, body }),
-      "verify",
-    );
-    verifyMs.push(performance.now() - at);
-    if (verified.isValid !== true) throw new Error(`verify: ${JSON.stringify(verified)}`);
-    at = performance.now();
-    const settled = await expectOk(
-      await fetch(`${stack.apiUrl}/x402/settle`, { method: "POST", headers: auth, body }),
-      "settle",
-    );
-    settleMs.push(performance.now() - at);
-    if (settled.success !== true) throw new Error(`settle: ${JSON.stringify(settled)}`);
-  });
+  console.log(`exact: ${N} payments through /x402/verify and /x402/settle ...`);
+  const exact = await timed(x402Side, settleExact(verifyMs, settleMs));
+  console.log(`exact: ${N} more to a payTo made per request ...`);
+  const exactPerRequest = await timed(perRequestSide, settleExact(perRequestVerifyMs, perRequestSettleMs));
 
   console.log(`gasless: ${N} payments through the pay page ...`);
   const gasless = await timed(gaslessSide, async ({ payment, authorization, signature }) => {
@@ -194,13 +234,6 @@ try {
   await api(`/v1/test/mandates/${subscription.mandate}/authorize`, {});
   const mandate = await api(`/v1/mandates/${subscription.mandate}`);
   const customer: PrivateKeyAccount = privateKeyToAccount(testWalletKey(String(subscription.mandate)));
-  const facilitator = new HTTPFacilitatorClient({
-    url: `${stack.apiUrl}/x402`,
-    createAuthHeaders: async () => {
-      const header = { Authorization: auth.authorization };
-      return { verify: header, settle: header, supported: header };
-    },
-  });
   const app = new Hono();
   app.use(
     paymentMiddleware(
@@ -249,6 +282,7 @@ try {
 
   const rates = {
     exact_settlements_per_second: perSecond(N, exact.ms),
+    exact_per_request_settlements_per_second: perSecond(N, exactPerRequest.ms),
     gasless_transfers_per_second: perSecond(N, gasless.ms),
     mandate_requests_per_second: perSecond(M, paid.ms),
     bare_requests_per_second: perSecond(M, bare.ms),
@@ -261,6 +295,16 @@ try {
       baseline: rates.gasless_transfers_per_second,
       baseline_what: "pay page gasless transfers/s (answered at broadcast), same run",
       ratio: ratioTo(N / exact.ms, N / gasless.ms),
+      target: null,
+      meets_target: null,
+    },
+    {
+      what: "x402 exact settlements/s to a payTo made per request (the settle records the payment)",
+      figure: rates.exact_per_request_settlements_per_second,
+      unit: "per s",
+      baseline: rates.exact_settlements_per_second,
+      baseline_what: "x402 exact settlements/s to payments created beforehand, same run",
+      ratio: ratioTo(N / exactPerRequest.ms, N / exact.ms),
       target: null,
       meets_target: null,
     },
@@ -296,6 +340,8 @@ try {
       x402_verify: percentiles(verifyMs),
       x402_settle: percentiles(settleMs),
       x402_verify_and_settle: percentiles(exact.each),
+      x402_per_request_verify: percentiles(perRequestVerifyMs),
+      x402_per_request_settle: percentiles(perRequestSettleMs),
       pay_page_gasless: percentiles(gasless.each),
       mandate_paid_request: percentiles(paid.each),
       bare_request: percentiles(bare.each),
