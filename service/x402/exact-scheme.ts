@@ -23,7 +23,7 @@ import type { PaymentRow } from "../payments/payment-object.ts";
 import { PaymentStore } from "../payments/payment-store.ts";
 import { type DepositPaymentInput, Payments } from "../payments/payments.ts";
 import { SETTLEMENT_PENDING } from "./reasons.ts";
-import { refusal, refusedAs, sameAddress } from "./refusal.ts";
+import { refusal, refusedAs, refusedRequirements, sameAddress } from "./refusal.ts";
 import { ExactEvmPayload, type SettleResponse, type X402Request } from "./wire.ts";
 
 /** How long a settle waits for the transfer's block before it answers `settlement_pending`. */
@@ -82,11 +82,7 @@ export const makeExactScheme = Effect.gen(function* () {
       };
       const drafted = yield* payments
         .draftAtDeposit(scope, chain, input)
-        .pipe(
-          Effect.catchTag("InvalidRequest", (error) =>
-            Effect.fail(refusal("invalid_payment_requirements", `${error.code}: ${error.message}`, payer)),
-          ),
-        );
+        .pipe(Effect.catchTag("InvalidRequest", refusedRequirements(payer)));
       if (drafted === undefined)
         return yield* refusal(
           "invalid_payment_requirements",
@@ -186,11 +182,7 @@ export const makeExactScheme = Effect.gen(function* () {
         .pipe(Effect.catchTag("InvalidRequest", refusedAs("settle", "exact", payer)));
       const payment = yield* payments
         .openAtDeposit(scope, chain, input)
-        .pipe(
-          Effect.catchTag("InvalidRequest", (error) =>
-            Effect.fail(refusal("invalid_payment_requirements", `${error.code}: ${error.message}`, payer)),
-          ),
-        );
+        .pipe(Effect.catchTag("InvalidRequest", refusedRequirements(payer)));
       if (payment === undefined)
         return yield* refusal(
           "invalid_payment_requirements",

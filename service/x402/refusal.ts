@@ -18,5 +18,9 @@ export const refusedAs =
   (error: InvalidRequest) =>
     Effect.fail(refusal(reasonOf(error.code, phase, scheme), `${error.code}: ${error.message}`, payer));
 
+/** One of this API's refusals of what the requirements ask (the payment they name), as x402's. */
+export const refusedRequirements = (payer: string) => (error: InvalidRequest) =>
+  Effect.fail(refusal("invalid_payment_requirements", `${error.code}: ${error.message}`, payer));
+
 export const sameAddress = (a: string, b: string) =>
   /^0x[0-9a-fA-F]{40}$/.test(a) && /^0x[0-9a-fA-F]{40}$/.test(b) && a.toLowerCase() === b.toLowerCase();
