@@ -14,8 +14,9 @@ import { randomBytes, randomUUID } from "node:crypto";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type ServerType, serve } from "@hono/node-server";
-import type { HTTPRequestContext } from "@x402/core/server";
+import type { DynamicPayTo, DynamicPrice, HTTPAdapter, HTTPRequestContext } from "@x402/core/http";
 import { HTTPFacilitatorClient } from "@x402/core/server";
+import type { AssetAmount } from "@x402/core/types";
 import { ExactEvmScheme as ExactEvmClient } from "@x402/evm/exact/client";
 import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
 import {
@@ -464,6 +465,69 @@ describe("x402 facilitator", () => {
     const payment = await ok(`/v1/payments/${ids[0]}`);
     expect(payment).toMatchObject({ amount: "250000", description: `x402: ${resource}/quote` });
     expect(payment.transfers.map((t: Json) => t.transaction_hash)).toEqual([settled[0].transaction]);
+  });
+
+  it("settles the same payload to a payTo made per request twice at once: one payment, one transfer, one answer", async () => {
+    const auth = { Authorization: `Bearer ${stack.devMerchant.apiKey}` };
+    const facilitator = new HTTPFacilitatorClient({
+      url: `${stack.apiUrl}/x402`,
+      createAuthHeaders: async () => ({ verify: auth, settle: auth, supported: auth }),
+    });
+    const accepts = (await X402Deposits.load(facilitator)).exact({
+      network: NETWORK,
+      price: { amount: "500000", asset: getAddress(chain.usdc), extra: { name: "USD Coin", version: "2" } },
+      maxTimeoutSeconds: 300,
+    });
+    const context: HTTPRequestContext = { adapter: {} as HTTPAdapter, path: "/twice", method: "GET" };
+    const payTo = await (accepts.payTo as DynamicPayTo)(context);
+    const price = (await (accepts.price as DynamicPrice)(context)) as AssetAmount;
+    const requirements = {
+      scheme: "exact",
+      network: NETWORK,
+      amount: price.amount,
+      asset: price.asset,
+      payTo,
+      maxTimeoutSeconds: 300,
+      extra: price.extra,
+    };
+    const payer = await newPayer("0.5");
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    const authorization: TransferAuthorization = {
+      from: payer.address,
+      to: getAddress(payTo),
+      value: 500_000n,
+      validAfter: now - 600n,
+      validBefore: now + 300n,
+      nonce: newNonce(),
+    };
+    const signature = await payer.signTypedData(
+      transferAuthorizationTypedData(
+        { name: "USD Coin", version: "2", chainId: CHAIN, verifyingContract: getAddress(chain.usdc) },
+        authorization,
+      ),
+    );
+    const request = {
+      x402Version: 2,
+      paymentPayload: exactPaymentPayload(requirements, authorization, signature),
+      paymentRequirements: requirements,
+    };
+    const before = await relayerTransactions();
+    const answers = await Promise.all([call("/x402/settle", request), call("/x402/settle", request)]);
+    for (const answer of answers) {
+      expect(answer.status, answer.text).toBe(200);
+      expect(answer.json, answer.text).toMatchObject({ success: true, payer: payer.address });
+    }
+    expect(answers[1]?.json.transaction).toBe(answers[0]?.json.transaction);
+    expect(answers[1]?.json.extra).toEqual(answers[0]?.json.extra);
+    expect(await relayerTransactions()).toBe((before ?? 0) + 1);
+    const recorded = await queryAt(stack.databaseUrl)<{ id: string }>(
+      "SELECT id FROM billing.payments WHERE deposit_address = $1",
+      [payTo.toLowerCase()],
+    );
+    expect(recorded.map((r) => r.id)).toEqual([answers[0]?.json.extra.payment]);
+    // Once more, after it is mined: the recorded payment's path answers with the same transfer.
+    const again = await call("/x402/settle", request);
+    expect(again.json).toMatchObject({ success: true, transaction: answers[0]?.json.transaction });
   });
 
   it("bounds a payer across payments as the pay page does; a settle that outwaits its block answers settlement_pending, and settling again returns it mined", async () => {
