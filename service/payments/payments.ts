@@ -7,7 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { Clock, Context, Effect, Layer, Result, Schema } from "effect";
 import { SqlClient, type SqlError } from "effect/sql";
-import { getAddress, type Hex, isAddress } from "viem";
+import { erc20Abi, getAddress, type Hex, isAddress } from "viem";
 import { PAYMENT_STATUSES } from "../../src/ledger/payment-machine.ts";
 import { chooseChain, chooseToken, requirePaymentsOpen } from "../chains/chain-choice.ts";
 import { ChainClients, escrowCallData } from "../chains/chain-clients.ts";
@@ -28,6 +28,7 @@ import { formatDecimal, MAX_CAP_UNITS, parseDecimal } from "../money/decimal.ts"
 import { PageQuery } from "../pagination.ts";
 import { depositAddress } from "./deposit-address.ts";
 import { depositTermsOf, paymentReturnAction } from "./deposit-terms.ts";
+import { RESCAN_BLOCKS } from "./deposit-watcher.ts";
 import { OpenPayments } from "./open-payments.ts";
 import type { PaymentObject, PaymentRow } from "./payment-object.ts";
 import { PaymentRender } from "./payment-render.ts";
@@ -148,6 +149,16 @@ export class Payments extends Context.Service<
       chain: ResolvedChain,
       input: DepositPaymentInput,
     ) => Effect.Effect<PaymentRow | undefined, Failure>;
+    /**
+     * The same payment, when its money is at the deposit address already (its authorization reached the
+     * token before its settle): recorded if the address holds the amount, made RESCAN_BLOCKS blocks back so
+     * that the deposit watcher reads that transfer. Undefined: nothing there, or not those terms.
+     */
+    readonly openArrived: (
+      scope: MerchantScope,
+      chain: ResolvedChain,
+      input: DepositPaymentInput,
+    ) => Effect.Effect<PaymentRow | undefined, Failure>;
   }
 >()("Payments") {
   static readonly layer = Layer.effect(
@@ -195,6 +206,8 @@ export class Payments extends Context.Service<
           readonly reference: string | null;
           readonly description: string | null;
           readonly expiresIn: number;
+          /** Blocks before the head the watcher reads its transfers from (money that may be there already). */
+          readonly lookbackBlocks?: bigint;
         },
       ) =>
         Effect.gen(function* () {
@@ -223,7 +236,8 @@ export class Payments extends Context.Service<
             description: fields.description,
             expiresAt,
             watchUntil: expiresAt + LATE_PAYMENT_WINDOW_SECONDS,
-            createdBlock: head.number,
+            createdBlock:
+              head.number > (fields.lookbackBlocks ?? 0n) ? head.number - (fields.lookbackBlocks ?? 0n) : 0n,
           } satisfies NewPayment;
         });
 
@@ -263,7 +277,12 @@ export class Payments extends Context.Service<
           config === undefined ? undefined : boundBy(config, chain),
         );
 
-      const draftAtDeposit = (scope: MerchantScope, chain: ResolvedChain, input: DepositPaymentInput) =>
+      const draftAtDeposit = (
+        scope: MerchantScope,
+        chain: ResolvedChain,
+        input: DepositPaymentInput,
+        lookbackBlocks = 0n,
+      ) =>
         Effect.gen(function* () {
           yield* requirePaymentsOpen(chain, "chain");
           const config = yield* configOf(scope, chain);
@@ -276,6 +295,7 @@ export class Payments extends Context.Service<
             reference: null,
             description: input.description,
             expiresIn: DEFAULT_EXPIRES_IN,
+            lookbackBlocks,
           });
           return payment.depositAddress === input.depositAddress.toLowerCase() ? payment : undefined;
         });
@@ -283,6 +303,26 @@ export class Payments extends Context.Service<
       const openAtDeposit = (scope: MerchantScope, chain: ResolvedChain, input: DepositPaymentInput) =>
         Effect.gen(function* () {
           const payment = yield* draftAtDeposit(scope, chain, input);
+          return payment === undefined
+            ? undefined
+            : yield* admitted(scope, chain, store.insertAtDeposit(payment));
+        });
+
+      const openArrived = (scope: MerchantScope, chain: ResolvedChain, input: DepositPaymentInput) =>
+        Effect.gen(function* () {
+          const held = yield* clients
+            .rpc(chain, "deposit balance", () =>
+              clients.client(chain).readContract({
+                address: getAddress(input.token),
+                abi: erc20Abi,
+                functionName: "balanceOf",
+                args: [getAddress(input.depositAddress)],
+              }),
+            )
+            .pipe(Effect.mapError(unavailable));
+          // The whole amount, not dust: a recorded payment counts toward the merchant's open payments.
+          if (held < input.amount) return undefined;
+          const payment = yield* draftAtDeposit(scope, chain, input, RESCAN_BLOCKS);
           return payment === undefined
             ? undefined
             : yield* admitted(scope, chain, store.insertAtDeposit(payment));
@@ -397,6 +437,7 @@ export class Payments extends Context.Service<
         depositParameters,
         draftAtDeposit,
         openAtDeposit,
+        openArrived,
       };
     }),
   );

@@ -11,6 +11,7 @@ import { getAddress, type Hex } from "viem";
 import type { ResolvedChain } from "../chains/config.ts";
 import { MerchantChains } from "../chains/merchant-chains.ts";
 import { Relayer } from "../chains/relayer.ts";
+import { InvalidRequest } from "../errors.ts";
 import type { MerchantScope } from "../merchants/scope.ts";
 import {
   GaslessPayments,
@@ -183,7 +184,27 @@ export const makeExactScheme = Effect.gen(function* () {
       if (refused !== undefined) {
         // The same payload settled at the same time may have recorded the payment and sent this transfer.
         const recorded = yield* store.byDeposit(scope, chain.id, input.depositAddress);
-        return recorded ?? (yield* refusedAs("settle", "exact", payer)(refused));
+        if (recorded !== undefined) return recorded;
+        // Or the authorization reached the token another way: its money is at payTo, watched from now.
+        const arrived =
+          refused.code === "authorization_used"
+            ? yield* payments
+                .openArrived(scope, chain, input)
+                .pipe(Effect.catchTag("InvalidRequest", () => Effect.succeed(undefined)))
+            : undefined;
+        return yield* refusedAs(
+          "settle",
+          "exact",
+          payer,
+        )(
+          arrived === undefined
+            ? refused
+            : new InvalidRequest({
+                code: refused.code,
+                param: refused.param,
+                message: `${refused.message} It was sent to the token without this facilitator; ${arrived.id} is recorded for payTo and is paid from the transfer there.`,
+              }),
+        );
       }
       const payment = yield* payments
         .openAtDeposit(scope, chain, input)

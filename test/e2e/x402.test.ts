@@ -170,6 +170,70 @@ const payloadOf = async (
 
 const newNonce = () => `0x${randomBytes(32).toString("hex")}` as Hex;
 
+/** Requirements with a payTo made per request (client/x402-deposits.ts), as a route's unpaid request gets them. */
+const perRequestRequirements = async (amount: string, path: string) => {
+  const auth = { Authorization: `Bearer ${stack.devMerchant.apiKey}` };
+  const facilitator = new HTTPFacilitatorClient({
+    url: `${stack.apiUrl}/x402`,
+    createAuthHeaders: async () => ({ verify: auth, settle: auth, supported: auth }),
+  });
+  const accepts = (await X402Deposits.load(facilitator)).exact({
+    network: NETWORK,
+    price: { amount, asset: getAddress(chain.usdc), extra: { name: "USD Coin", version: "2" } },
+    maxTimeoutSeconds: 300,
+  });
+  const context: HTTPRequestContext = { adapter: {} as HTTPAdapter, path, method: "GET" };
+  const payTo = await (accepts.payTo as DynamicPayTo)(context);
+  const price = (await (accepts.price as DynamicPrice)(context)) as AssetAmount;
+  return {
+    scheme: "exact",
+    network: NETWORK,
+    amount: price.amount,
+    asset: price.asset,
+    payTo,
+    maxTimeoutSeconds: 300,
+    extra: price.extra,
+  };
+};
+
+/** The payer's authorization of exactly the requirements' amount to their payTo, and the settle request for it. */
+const perRequestPayment = async (
+  payer: PrivateKeyAccount,
+  requirements: Awaited<ReturnType<typeof perRequestRequirements>>,
+  nonce = newNonce(),
+) => {
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  const authorization: TransferAuthorization = {
+    from: payer.address,
+    to: getAddress(requirements.payTo),
+    value: BigInt(requirements.amount),
+    validAfter: now - 600n,
+    validBefore: now + 300n,
+    nonce,
+  };
+  const signature = await payer.signTypedData(
+    transferAuthorizationTypedData(
+      { name: "USD Coin", version: "2", chainId: CHAIN, verifyingContract: getAddress(chain.usdc) },
+      authorization,
+    ),
+  );
+  const request = {
+    x402Version: 2,
+    paymentPayload: exactPaymentPayload(requirements, authorization, signature),
+    paymentRequirements: requirements,
+  };
+  return { authorization, signature, request };
+};
+
+/** The ids of the payments recorded at a deposit address. */
+const paymentsAt = async (address: string) =>
+  (
+    await queryAt(stack.databaseUrl)<{ id: string }>(
+      "SELECT id FROM billing.payments WHERE deposit_address = $1",
+      [address.toLowerCase()],
+    )
+  ).map((row) => row.id);
+
 beforeAll(async () => {
   scratch = await startScratchStack("x402", {
     chains: [
@@ -468,49 +532,9 @@ describe("x402 facilitator", () => {
   });
 
   it("settles the same payload to a payTo made per request twice at once: one payment, one transfer, one answer", async () => {
-    const auth = { Authorization: `Bearer ${stack.devMerchant.apiKey}` };
-    const facilitator = new HTTPFacilitatorClient({
-      url: `${stack.apiUrl}/x402`,
-      createAuthHeaders: async () => ({ verify: auth, settle: auth, supported: auth }),
-    });
-    const accepts = (await X402Deposits.load(facilitator)).exact({
-      network: NETWORK,
-      price: { amount: "500000", asset: getAddress(chain.usdc), extra: { name: "USD Coin", version: "2" } },
-      maxTimeoutSeconds: 300,
-    });
-    const context: HTTPRequestContext = { adapter: {} as HTTPAdapter, path: "/twice", method: "GET" };
-    const payTo = await (accepts.payTo as DynamicPayTo)(context);
-    const price = (await (accepts.price as DynamicPrice)(context)) as AssetAmount;
-    const requirements = {
-      scheme: "exact",
-      network: NETWORK,
-      amount: price.amount,
-      asset: price.asset,
-      payTo,
-      maxTimeoutSeconds: 300,
-      extra: price.extra,
-    };
+    const requirements = await perRequestRequirements("500000", "/twice");
     const payer = await newPayer("0.5");
-    const now = BigInt(Math.floor(Date.now() / 1000));
-    const authorization: TransferAuthorization = {
-      from: payer.address,
-      to: getAddress(payTo),
-      value: 500_000n,
-      validAfter: now - 600n,
-      validBefore: now + 300n,
-      nonce: newNonce(),
-    };
-    const signature = await payer.signTypedData(
-      transferAuthorizationTypedData(
-        { name: "USD Coin", version: "2", chainId: CHAIN, verifyingContract: getAddress(chain.usdc) },
-        authorization,
-      ),
-    );
-    const request = {
-      x402Version: 2,
-      paymentPayload: exactPaymentPayload(requirements, authorization, signature),
-      paymentRequirements: requirements,
-    };
+    const { request } = await perRequestPayment(payer, requirements);
     const before = await relayerTransactions();
     const answers = await Promise.all([call("/x402/settle", request), call("/x402/settle", request)]);
     for (const answer of answers) {
@@ -520,14 +544,51 @@ describe("x402 facilitator", () => {
     expect(answers[1]?.json.transaction).toBe(answers[0]?.json.transaction);
     expect(answers[1]?.json.extra).toEqual(answers[0]?.json.extra);
     expect(await relayerTransactions()).toBe((before ?? 0) + 1);
-    const recorded = await queryAt(stack.databaseUrl)<{ id: string }>(
-      "SELECT id FROM billing.payments WHERE deposit_address = $1",
-      [payTo.toLowerCase()],
-    );
-    expect(recorded.map((r) => r.id)).toEqual([answers[0]?.json.extra.payment]);
+    expect(await paymentsAt(requirements.payTo)).toEqual([answers[0]?.json.extra.payment]);
     // Once more, after it is mined: the recorded payment's path answers with the same transfer.
     const again = await call("/x402/settle", request);
     expect(again.json).toMatchObject({ success: true, transaction: answers[0]?.json.transaction });
+  });
+
+  it("an authorization sent to the token before its settle: the settle is refused as used, and the payment is recorded and paid from that transfer; a used nonce to an empty address records nothing", async () => {
+    const requirements = await perRequestRequirements("400000", "/elsewhere");
+    const payer = await newPayer("0.4");
+    const { authorization, signature, request } = await perRequestPayment(payer, requirements);
+    const { from, to, value, validAfter, validBefore, nonce } = authorization;
+    await chain.call(await chain.newStranger(), chain.usdc, usdcAbi, "transferWithAuthorization", [
+      from,
+      to,
+      value,
+      validAfter,
+      validBefore,
+      nonce,
+      signature,
+    ]);
+    expect(await chain.balanceOf(to)).toBe(400_000n);
+    const before = await relayerTransactions();
+    const settled = await call("/x402/settle", request);
+    expect(settled.json, settled.text).toMatchObject({
+      success: false,
+      errorReason: "invalid_transaction_state",
+    });
+    const [id] = await paymentsAt(to);
+    expect(id).toMatch(/^pay_/);
+    expect(settled.json.errorMessage).toContain(`${id} is recorded for payTo`);
+    await chain.mine();
+    await waitFor(async () => (await ok(`/v1/payments/${id}`)).status === "paid", {
+      timeoutMs: 60_000,
+      intervalMs: 200,
+      what: "the payment paid from the transfer sent without us",
+    });
+    expect(await relayerTransactions()).toBe(before);
+
+    // The same used nonce, signed to another address made per request, which holds nothing.
+    const empty = await perRequestRequirements("400000", "/elsewhere");
+    const replayed = await perRequestPayment(payer, empty, nonce);
+    const refused = await call("/x402/settle", replayed.request);
+    expect(refused.json).toMatchObject({ success: false, errorReason: "invalid_transaction_state" });
+    expect(refused.json.errorMessage).not.toContain("is recorded");
+    expect(await paymentsAt(empty.payTo)).toEqual([]);
   });
 
   it("bounds a payer across payments as the pay page does; a settle that outwaits its block answers settlement_pending, and settling again returns it mined", async () => {
