@@ -300,9 +300,14 @@ export class Payments extends Context.Service<
           return payment.depositAddress === input.depositAddress.toLowerCase() ? payment : undefined;
         });
 
-      const openAtDeposit = (scope: MerchantScope, chain: ResolvedChain, input: DepositPaymentInput) =>
+      const openAtDeposit = (
+        scope: MerchantScope,
+        chain: ResolvedChain,
+        input: DepositPaymentInput,
+        lookbackBlocks = 0n,
+      ) =>
         Effect.gen(function* () {
-          const payment = yield* draftAtDeposit(scope, chain, input);
+          const payment = yield* draftAtDeposit(scope, chain, input, lookbackBlocks);
           return payment === undefined
             ? undefined
             : yield* admitted(scope, chain, store.insertAtDeposit(payment));
@@ -321,11 +326,7 @@ export class Payments extends Context.Service<
             )
             .pipe(Effect.mapError(unavailable));
           // The whole amount, not dust: a recorded payment counts toward the merchant's open payments.
-          if (held < input.amount) return undefined;
-          const payment = yield* draftAtDeposit(scope, chain, input, RESCAN_BLOCKS);
-          return payment === undefined
-            ? undefined
-            : yield* admitted(scope, chain, store.insertAtDeposit(payment));
+          return held < input.amount ? undefined : yield* openAtDeposit(scope, chain, input, RESCAN_BLOCKS);
         });
 
       const retrieve = (scope: MerchantScope, id: string) =>

@@ -151,9 +151,9 @@ const newPayer = async (amount: string) => {
 };
 
 /** An x402 payload as `@x402/evm`'s client builds it, signed by `signer` over `signed` (default: what it claims). */
-const payloadOf = async (
+const payloadOf = async <R>(
   signer: PrivateKeyAccount,
-  requirements: ReturnType<typeof requirementsOf>,
+  requirements: R,
   claimed: TransferAuthorization,
   signed: TransferAuthorization = claimed,
 ) =>
@@ -211,18 +211,9 @@ const perRequestPayment = async (
     validBefore: now + 300n,
     nonce,
   };
-  const signature = await payer.signTypedData(
-    transferAuthorizationTypedData(
-      { name: "USD Coin", version: "2", chainId: CHAIN, verifyingContract: getAddress(chain.usdc) },
-      authorization,
-    ),
-  );
-  const request = {
-    x402Version: 2,
-    paymentPayload: exactPaymentPayload(requirements, authorization, signature),
-    paymentRequirements: requirements,
-  };
-  return { authorization, signature, request };
+  const paymentPayload = await payloadOf(payer, requirements, authorization);
+  const request = { x402Version: 2, paymentPayload, paymentRequirements: requirements };
+  return { authorization, signature: paymentPayload.payload.signature, request };
 };
 
 /** The ids of the payments recorded at a deposit address. */
